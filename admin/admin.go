@@ -1,0 +1,164 @@
+// Package admin is the operators' listener: /healthz, /readyz with the
+// detail of every component's readiness, /metrics, and the token-guarded
+// /api. It owns the HTTP surface only; components report their state
+// through the checks they register and the routes they mount.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports one component's readiness with a detail for operators.
+type Check func(ctx context.Context) (ready bool, detail any)
+
+// Config configures the admin listener.
+type Config struct {
+	// Addr is the listener. Default 127.0.0.1:8081.
+	Addr string
+	// Token guards /api/* as a bearer token. Empty: no token.
+	Token string
+	// Roles are the roles this process runs, shown by /readyz.
+	Roles []string
+}
+
+// Server is the admin listener.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	echo *echo.Echo
+	api  *echo.Group
+
+	mu     sync.Mutex
+	checks map[string]Check
+}
+
+// New builds the server; gatherer serves /metrics. It does no I/O.
+func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
+	s := &Server{cfg: cfg, log: log.With("component", "admin"), checks: make(map[string]Check)}
+	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: renderError})
+	e.Use(middleware.Recover())
+	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	s.api = e.Group("/api", s.authorize)
+	s.echo = e
+	return s
+}
+
+// AddCheck registers a readiness check under name.
+func (s *Server) AddCheck(name string, check Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks[name] = check
+}
+
+// API is the token-guarded /api group where components mount routes.
+func (s *Server) API() *echo.Group { return s.api }
+
+// ServeHTTP serves the admin API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Run serves on cfg.Addr until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	sc := echo.StartConfig{
+		Address:         s.cfg.Addr,
+		HideBanner:      true,
+		HidePort:        true,
+		GracefulTimeout: 5 * time.Second,
+		BeforeServeFunc: func(srv *http.Server) error {
+			srv.ReadHeaderTimeout = 10 * time.Second
+			return nil
+		},
+		ListenerAddrFunc: func(a net.Addr) { s.log.Info("admin listening", "addr", a.String()) },
+	}
+	if err := sc.Start(ctx, s); err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	return nil
+}
+
+type readiness struct {
+	Ready  bool           `json:"ready"`
+	Roles  []string       `json:"roles"`
+	Checks map[string]any `json:"checks"`
+}
+
+type checkResult struct {
+	Ready  bool `json:"ready"`
+	Detail any  `json:"detail,omitempty"`
+}
+
+func (s *Server) readyz(c *echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	names := make([]string, 0, len(s.checks))
+	for name := range s.checks {
+		names = append(names, name)
+	}
+	checks := make([]Check, len(names))
+	sort.Strings(names)
+	for i, name := range names {
+		checks[i] = s.checks[name]
+	}
+	s.mu.Unlock()
+
+	out := readiness{Ready: true, Roles: s.cfg.Roles, Checks: make(map[string]any, len(names))}
+	for i, name := range names {
+		ready, detail := checks[i](ctx)
+		out.Checks[name] = checkResult{Ready: ready, Detail: detail}
+		out.Ready = out.Ready && ready
+	}
+	status := http.StatusOK
+	if !out.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	return c.JSON(status, out)
+}
+
+// authorize requires the bearer token on /api when one is configured.
+func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+	want := []byte(s.cfg.Token)
+	return func(c *echo.Context) error {
+		if len(want) == 0 {
+			return next(c)
+		}
+		got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="hookstream"`)
+			return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token")
+		}
+		return next(c)
+	}
+}
+
+// renderError answers errors as {"error": "..."}.
+func renderError(c *echo.Context, err error) {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
+		return
+	}
+	status, msg := http.StatusInternalServerError, "internal error"
+	if he, ok := err.(*echo.HTTPError); ok {
+		status, msg = he.Code, he.Message
+	} else if code := echo.StatusCode(err); code != 0 {
+		status, msg = code, http.StatusText(code)
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	_ = c.JSON(status, map[string]string{"error": msg})
+}

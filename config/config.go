@@ -1,0 +1,288 @@
+// Package config holds hookstream's typed configuration: defaults, then
+// HOOKSTREAM_* environment variables, then command-line flags, validated at
+// once with every problem named by its variable. It owns parsing and
+// validation only; it opens no connection and starts nothing.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/pflag"
+)
+
+// Config is the whole configuration of a hookstream process.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Default empty: the embedded broker.
+	Brokers []string
+	// EmbeddedAddr is the embedded broker's listener. Default 127.0.0.1:9092.
+	EmbeddedAddr string
+	// DataDir holds the embedded broker's log (kafka/) and state (state/). Default ./data.
+	DataDir string
+	// SourcesFile is the YAML file of sources. Default empty: every source accepted unverified.
+	SourcesFile string
+	// Sources is the parsed SourcesFile.
+	Sources Sources
+	// HTTPAddr is the ingest listener. Default :8080.
+	HTTPAddr string
+	// AdminAddr is the admin listener. Default 127.0.0.1:8081.
+	AdminAddr string
+	// AdminToken is the bearer token of /api/*. Default empty; required off loopback.
+	AdminToken string
+	// TopicPrefix prefixes every topic, group and transactional id. Default hookstream.
+	TopicPrefix string
+	// Partitions of ingest, events and changelog. Default 12.
+	Partitions int32
+	// MaxBody is the largest accepted webhook body in bytes. Default 1MiB.
+	MaxBody int64
+	// AckTimeout bounds how long ingest waits for Kafka before answering 503. Default 5s.
+	AckTimeout time.Duration
+	// DedupTTL is how long an event id is remembered. Default 168h.
+	DedupTTL time.Duration
+	// Delivery configures the dispatcher.
+	Delivery Delivery
+	// Log configures log/slog.
+	Log Log
+}
+
+// Delivery configures outbound deliveries.
+type Delivery struct {
+	// Timeout of one HTTP attempt. Default 15s.
+	Timeout time.Duration
+	// Schedule holds the delays before retries 1..n. Default 5s,5m,30m,2h,5h,10h,10h.
+	Schedule []time.Duration
+	// AllowPrivate allows targets on loopback, private and link-local
+	// addresses. Default false; true on the embedded broker.
+	AllowPrivate bool
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string
+	// Format is text or json. Default text.
+	Format string
+}
+
+// Embedded reports whether the embedded broker is used.
+func (c *Config) Embedded() bool { return len(c.Brokers) == 0 }
+
+// SeedBrokers returns the brokers clients dial: the configured ones, or the
+// embedded broker's address.
+func (c *Config) SeedBrokers() []string {
+	if c.Embedded() {
+		return []string{c.EmbeddedAddr}
+	}
+	return c.Brokers
+}
+
+// Scope says which commands take a setting as a flag.
+type Scope int
+
+const (
+	// Common settings are flags of every command.
+	Common Scope = iota
+	// Server settings are flags of run only.
+	Server
+)
+
+// setting binds one variable and flag to a field of Config.
+type setting struct {
+	env, flag, def, usage string
+	scope                 Scope
+	set                   func(c *Config, v string) error
+}
+
+var settings = []setting{
+	{"HOOKSTREAM_BROKERS", "brokers", "", "Kafka seed brokers, comma separated (empty: the embedded broker)", Common,
+		func(c *Config, v string) error { c.Brokers = splitList(v); return nil }},
+	{"HOOKSTREAM_EMBEDDED_ADDR", "embedded-addr", "127.0.0.1:9092", "listener of the embedded broker", Common,
+		func(c *Config, v string) error { c.EmbeddedAddr = v; return hostPort(v) }},
+	{"HOOKSTREAM_TOPIC_PREFIX", "topic-prefix", "hookstream", "prefix of every topic, group and transactional id", Common,
+		func(c *Config, v string) error { c.TopicPrefix = v; return topicPrefix(v) }},
+	{"HOOKSTREAM_PARTITIONS", "partitions", "12", "partitions of the ingest, events and changelog topics", Common,
+		func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 || n > 10000 {
+				return fmt.Errorf("invalid partition count %q (want 1 to 10000)", v)
+			}
+			c.Partitions = int32(n)
+			return nil
+		}},
+	{"HOOKSTREAM_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", Common,
+		func(c *Config, v string) error { c.Log.Level = v; return oneOf(v, "debug", "info", "warn", "error") }},
+	{"HOOKSTREAM_LOG_FORMAT", "log-format", "text", "text or json", Common,
+		func(c *Config, v string) error { c.Log.Format = v; return oneOf(v, "text", "json") }},
+	{"HOOKSTREAM_DATA_DIR", "data-dir", "./data", "embedded broker log (kafka/) and state stores (state/)", Server,
+		func(c *Config, v string) error { c.DataDir = v; return nonEmpty(v) }},
+	{"HOOKSTREAM_CONFIG", "config", "", "YAML file with sources (empty: every source accepted unverified)", Server,
+		func(c *Config, v string) error { c.SourcesFile = v; return nil }},
+	{"HOOKSTREAM_HTTP_ADDR", "http-addr", ":8080", "ingest listener", Server,
+		func(c *Config, v string) error { c.HTTPAddr = v; return hostPort(v) }},
+	{"HOOKSTREAM_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API, /metrics, /healthz, /readyz", Server,
+		func(c *Config, v string) error { c.AdminAddr = v; return hostPort(v) }},
+	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Common,
+		func(c *Config, v string) error { c.AdminToken = v; return nil }},
+	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Server,
+		func(c *Config, v string) error {
+			n, err := humanize.ParseBytes(v)
+			if err != nil || n < 1 || n > 64<<20 {
+				return fmt.Errorf("invalid size %q (want 1B to 64MiB, e.g. 1MiB)", v)
+			}
+			c.MaxBody = int64(n)
+			return nil
+		}},
+	{"HOOKSTREAM_ACK_TIMEOUT", "ack-timeout", "5s", "how long ingest waits for Kafka's acknowledgement before answering 503", Server,
+		func(c *Config, v string) (err error) { c.AckTimeout, err = positiveDuration(v); return err }},
+	{"HOOKSTREAM_DEDUP_TTL", "dedup-ttl", "168h", "how long an event id is remembered", Server,
+		func(c *Config, v string) (err error) { c.DedupTTL, err = positiveDuration(v); return err }},
+	{"HOOKSTREAM_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "timeout of one delivery attempt", Server,
+		func(c *Config, v string) (err error) { c.Delivery.Timeout, err = positiveDuration(v); return err }},
+	{"HOOKSTREAM_DELIVERY_SCHEDULE", "delivery-schedule", "5s,5m,30m,2h,5h,10h,10h", "delays before retries 1..n", Server,
+		func(c *Config, v string) error {
+			c.Delivery.Schedule = nil
+			for _, part := range splitList(v) {
+				d, err := positiveDuration(part)
+				if err != nil {
+					return err
+				}
+				c.Delivery.Schedule = append(c.Delivery.Schedule, d)
+			}
+			return nil
+		}},
+	{"HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "delivery-allow-private", "", "allow delivery to loopback/private/link-local addresses (default: true on the embedded broker only)", Server,
+		func(c *Config, v string) error {
+			if v == "" {
+				return nil // decided in Load once brokers are known
+			}
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("invalid boolean %q", v)
+			}
+			c.Delivery.AllowPrivate = b
+			return nil
+		}},
+}
+
+// RegisterFlags adds the flags of the settings in scope to fs.
+func RegisterFlags(fs *pflag.FlagSet, scope Scope) {
+	for _, s := range settings {
+		if s.scope == scope {
+			// An unset flag leaves the environment and the default in force,
+			// so the flag's own default stays empty and usage names the real one.
+			fs.String(s.flag, "", fmt.Sprintf("%s (env %s, default %q)", s.usage, s.env, s.def))
+		}
+	}
+}
+
+// Load builds the configuration from defaults, the environment (lookup) and
+// the flags of fs that were set, and validates it. The error lists every
+// problem, one a line, each naming its variable.
+func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error) {
+	c := &Config{}
+	var errs []error
+	privateSet := false
+	for _, s := range settings {
+		v, origin := s.def, s.env
+		if ev, ok := lookup(s.env); ok {
+			v = ev
+		}
+		if fs != nil {
+			if f := fs.Lookup(s.flag); f != nil && f.Changed {
+				v, origin = f.Value.String(), s.env+" (--"+s.flag+")"
+			}
+		}
+		if s.env == "HOOKSTREAM_DELIVERY_ALLOW_PRIVATE" && v != "" {
+			privateSet = true
+		}
+		if err := s.set(c, strings.TrimSpace(v)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+		}
+	}
+	if !privateSet {
+		c.Delivery.AllowPrivate = c.Embedded()
+	}
+	if c.SourcesFile != "" {
+		src, err := LoadSources(c.SourcesFile, lookup)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.Sources = src
+	}
+	if c.AdminToken == "" && c.AdminAddr != "" && !loopback(c.AdminAddr) {
+		errs = append(errs, errors.New("HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR "+c.AdminAddr+" is not a loopback address"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// Env is the process environment as a lookup function.
+func Env(name string) (string, bool) { return os.LookupEnv(name) }
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func hostPort(v string) error {
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		return fmt.Errorf("invalid address %q (want host:port)", v)
+	}
+	return nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func topicPrefix(v string) error {
+	if !ValidName(v) {
+		return fmt.Errorf("invalid prefix %q (want 1 to 100 letters, digits, '.', '_' or '-')", v)
+	}
+	return nil
+}
+
+func oneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("invalid value %q (want %s)", v, strings.Join(allowed, ", "))
+}
+
+func nonEmpty(v string) error {
+	if v == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("invalid duration %q (want e.g. 5s, 10m, 168h)", v)
+	}
+	return d, nil
+}

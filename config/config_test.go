@@ -1,0 +1,164 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func lookupFrom(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load(nil, lookupFrom(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: ":8080", AdminAddr: "127.0.0.1:8081",
+		TopicPrefix: "hookstream", Partitions: 12, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, DedupTTL: 168 * time.Hour,
+		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, Schedule: []time.Duration{
+			5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}},
+		Log: Log{Level: "info", Format: "text"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\ngot  %+v\nwant %+v", c, want)
+	}
+	if !c.Embedded() || c.SeedBrokers()[0] != "127.0.0.1:9092" {
+		t.Errorf("SeedBrokers: got %v, want the embedded address", c.SeedBrokers())
+	}
+}
+
+func TestLoadEnvThenFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	RegisterFlags(fs, Common)
+	RegisterFlags(fs, Server)
+	if err := fs.Parse([]string{"--partitions", "6"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(fs, lookupFrom(map[string]string{
+		"HOOKSTREAM_BROKERS":    "k1:9092, k2:9092",
+		"HOOKSTREAM_PARTITIONS": "3",
+		"HOOKSTREAM_MAX_BODY":   "2MiB",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Brokers, []string{"k1:9092", "k2:9092"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Brokers: got %v, want %v", got, want)
+	}
+	if c.Partitions != 6 {
+		t.Errorf("Partitions: got %d, want 6 (the flag wins over the environment)", c.Partitions)
+	}
+	if c.MaxBody != 2<<20 {
+		t.Errorf("MaxBody: got %d, want %d", c.MaxBody, 2<<20)
+	}
+	if c.Delivery.AllowPrivate {
+		t.Errorf("AllowPrivate: got true, want false on a real cluster")
+	}
+}
+
+func TestLoadErrorsNameTheVariable(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"partitions", map[string]string{"HOOKSTREAM_PARTITIONS": "zero"}, []string{`HOOKSTREAM_PARTITIONS: invalid partition count "zero" (want 1 to 10000)`}},
+		{"size", map[string]string{"HOOKSTREAM_MAX_BODY": "huge"}, []string{`HOOKSTREAM_MAX_BODY: invalid size "huge"`}},
+		{"duration", map[string]string{"HOOKSTREAM_DEDUP_TTL": "-1h"}, []string{`HOOKSTREAM_DEDUP_TTL: invalid duration "-1h"`}},
+		{"schedule", map[string]string{"HOOKSTREAM_DELIVERY_SCHEDULE": "5s,soon"}, []string{`HOOKSTREAM_DELIVERY_SCHEDULE: invalid duration "soon"`}},
+		{"address", map[string]string{"HOOKSTREAM_HTTP_ADDR": "8080"}, []string{`HOOKSTREAM_HTTP_ADDR: invalid address "8080" (want host:port)`}},
+		{"log", map[string]string{"HOOKSTREAM_LOG_FORMAT": "xml"}, []string{`HOOKSTREAM_LOG_FORMAT: invalid value "xml" (want text, json)`}},
+		{"prefix", map[string]string{"HOOKSTREAM_TOPIC_PREFIX": "a/b"}, []string{`HOOKSTREAM_TOPIC_PREFIX: invalid prefix "a/b"`}},
+		{"token", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR 0.0.0.0:8081 is not a loopback address`}},
+		{"several at once", map[string]string{"HOOKSTREAM_PARTITIONS": "-1", "HOOKSTREAM_LOG_LEVEL": "loud"}, []string{"HOOKSTREAM_PARTITIONS:", "HOOKSTREAM_LOG_LEVEL:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(nil, lookupFrom(tt.env))
+			if err == nil {
+				t.Fatal("got nil error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error: got %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadSourcesFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sources.yaml")
+	doc := `
+sources:
+  github:
+    verify: {scheme: github, secret: ${GH_SECRET}}
+    event_id: header:X-GitHub-Delivery
+  stripe:
+    verify: {scheme: stripe, secret: s, tolerance: 2m}
+    rate_limit: 100/s
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(nil, lookupFrom(map[string]string{"HOOKSTREAM_CONFIG": path, "GH_SECRET": "shh"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Sources.Sources["github"].Verify.Secret; got != "shh" {
+		t.Errorf("expanded secret: got %q, want %q", got, "shh")
+	}
+	if got := c.Sources.Sources["stripe"].Verify.Tolerance; got != 2*time.Minute {
+		t.Errorf("tolerance: got %v, want 2m", got)
+	}
+	if c.Sources.AllowUnknown {
+		t.Errorf("allow_unknown_sources: got true, want false by default with a file")
+	}
+}
+
+func TestParseSourcesErrors(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"missing variable", "sources: {a: {verify: {scheme: github, secret: ${NOPE}}}}", "HOOKSTREAM_CONFIG: environment variable NOPE is not set"},
+		{"unknown scheme", "sources: {a: {verify: {scheme: md5, secret: x}}}", `sources.a.verify.scheme: unknown scheme "md5"`},
+		{"secret required", "sources: {a: {verify: {scheme: stripe}}}", "sources.a.verify.secret: required by scheme stripe"},
+		{"header required", "sources: {a: {verify: {scheme: token, secret: x}}}", "sources.a.verify.header: required by scheme token"},
+		{"rate", "sources: {a: {rate_limit: fast}}", `sources.a.rate_limit: invalid rate "fast"`},
+		{"unknown key", "sources: {a: {verfy: {}}}", "field verfy not found"},
+		{"bad name", "sources: {'a/b': {}}", "sources.a/b: source names use"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSources([]byte(tt.doc), lookupFrom(nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error: got %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in        string
+		perSecond float64
+		burst     int
+	}{
+		{"100/s", 100, 100},
+		{"60/m", 1, 60},
+		{"3600/h", 1, 3600},
+	}
+	for _, tt := range tests {
+		perSecond, burst, err := ParseRate(tt.in)
+		if err != nil || perSecond != tt.perSecond || burst != tt.burst {
+			t.Errorf("ParseRate(%q): got %v, %d, %v, want %v, %d", tt.in, perSecond, burst, err, tt.perSecond, tt.burst)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+// Package kafkatest gives tests a real Kafka-protocol broker: an in-process
+// kfake cluster, or the Apache Kafka cluster named by HOOKSTREAM_TEST_BROKERS.
+// Each test gets its own topic prefix, so tests share a cluster safely.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// BrokersEnv names the variable that points tests at a real cluster.
+const BrokersEnv = "HOOKSTREAM_TEST_BROKERS"
+
+// Env is one test's broker and topic names.
+type Env struct {
+	Seeds []string
+	Names topics.Names
+	// Cluster is the in-process broker, nil on a real cluster.
+	Cluster *kfake.Cluster
+	// Partitions of the co-partitioned topics.
+	Partitions int32
+}
+
+// New returns a broker with hookstream's topics created under a fresh
+// prefix, with maxBody as the body limit of their specs.
+func New(t testing.TB, partitions int32, maxBody int64) *Env {
+	t.Helper()
+	e := &Env{Partitions: partitions, Names: topics.NewNames(uniquePrefix(t))}
+	if brokers := os.Getenv(BrokersEnv); brokers != "" {
+		e.Seeds = strings.Split(brokers, ",")
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatalf("kfake: %v", err)
+		}
+		t.Cleanup(c.Close)
+		e.Cluster = c
+		e.Seeds = c.ListenAddrs()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := e.Admin(t)
+	if _, err := topics.Ensure(ctx, adm, topics.Specs(e.Names, partitions, maxBody)); err != nil {
+		t.Fatalf("ensure topics: %v", err)
+	}
+	return e
+}
+
+// Real reports whether the tests run on a real cluster.
+func Real() bool { return os.Getenv(BrokersEnv) != "" }
+
+// Client returns a client on the test's broker, closed at cleanup.
+func (e *Env) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.Seeds...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns an admin client on the test's broker.
+func (e *Env) Admin(t testing.TB) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(e.Client(t))
+}
+
+// Records reads every committed record of topic up to its current end.
+func (e *Env) Records(t testing.TB, topic topics.Topic) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := e.Admin(t).ListEndOffsets(ctx, string(topic))
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	want := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return nil
+	}
+	cl := e.Client(t,
+		kgo.ConsumeTopics(string(topic)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transactional partitions end in a commit marker: seeing the
+		// markers is how a reader knows it reached the end.
+		kgo.KeepControlRecords(),
+	)
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s: still waiting for partitions %v: %v", topic, want, err)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// WaitFor polls check until it returns nil or timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Logger returns a logger that writes to the test log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func uniquePrefix(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("t-%s-%s", name, hex.EncodeToString(b[:]))
+}

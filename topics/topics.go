@@ -1,0 +1,82 @@
+// Package topics owns hookstream's Kafka vocabulary: typed topic and group
+// names derived from one prefix, the record header keys, the topic specs
+// (partitions and configs) with their idempotent creation, and the embedded
+// development broker. It imports nothing else of hookstream and holds no
+// business logic.
+package topics
+
+// Topic is a Kafka topic name.
+type Topic string
+
+// Group is a Kafka consumer group id.
+type Group string
+
+// Names are the topic, group and transactional-id names of one deployment.
+type Names struct {
+	Prefix        string
+	Ingest        Topic // raw webhooks, key <source>:<event-id>
+	Events        Topic // processed envelopes
+	DLQ           Topic // records the processor could not process
+	Changelog     Topic // dedup state, compacted
+	Subscriptions Topic // subscriptions, compacted
+	DeliveryRetry Topic // failed deliveries awaiting their retry
+	DeliveryDLQ   Topic // deliveries that exhausted their attempts
+}
+
+// NewNames derives every name from prefix.
+func NewNames(prefix string) Names {
+	return Names{
+		Prefix:        prefix,
+		Ingest:        Topic(prefix + ".ingest"),
+		Events:        Topic(prefix + ".events"),
+		DLQ:           Topic(prefix + ".dlq"),
+		Changelog:     Topic(prefix + ".dedup-changelog"),
+		Subscriptions: Topic(prefix + ".subscriptions"),
+		DeliveryRetry: Topic(prefix + ".delivery-retry"),
+		DeliveryDLQ:   Topic(prefix + ".delivery-dlq"),
+	}
+}
+
+// ProcessorGroup is the processors' consumer group, also the prefix of
+// their transactional ids.
+func (n Names) ProcessorGroup() Group { return Group(n.Prefix + "-processor") }
+
+// RetryGroup is the delivery retry consumer's group.
+func (n Names) RetryGroup() Group { return Group(n.Prefix + "-retry") }
+
+// SubscriptionGroup is the consumer group of one subscription.
+func (n Names) SubscriptionGroup(id string) Group { return Group(n.Prefix + "-sub-" + id) }
+
+// Record header keys.
+const (
+	HeaderSource      = "hs-source"
+	HeaderEventID     = "hs-event-id"
+	HeaderEventType   = "hs-event-type"
+	HeaderReceivedAt  = "hs-received-at"
+	HeaderRequestID   = "hs-request-id"
+	HeaderContentType = "hs-content-type"
+	// HeaderProviderPrefix precedes a lowercased provider header name.
+	HeaderProviderPrefix = "hs-h-"
+
+	HeaderError         = "hs-error"
+	HeaderErrorStage    = "hs-error-stage"
+	HeaderOrigTopic     = "hs-orig-topic"
+	HeaderOrigPartition = "hs-orig-partition"
+	HeaderOrigOffset    = "hs-orig-offset"
+	HeaderFailedAt      = "hs-failed-at"
+	HeaderSubscription  = "hs-subscription"
+	HeaderAttempts      = "hs-attempts"
+	HeaderLastStatus    = "hs-last-status"
+	HeaderDueAt         = "hs-due-at"
+	HeaderRedrivenFrom  = "hs-redriven-from"
+)
+
+// Error stages of hs-error-stage.
+const (
+	StageDecode  = "decode"
+	StageProcess = "process"
+	StageDeliver = "deliver"
+)
+
+// TimeFormat is RFC 3339 in UTC with nanoseconds, as in hs-received-at.
+const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
