@@ -38,7 +38,7 @@ type Env struct {
 // prefix, with maxBody as the body limit of their specs.
 func New(t testing.TB, partitions int32, maxBody int64) *Env {
 	t.Helper()
-	e := &Env{Partitions: partitions, Names: topics.NewNames(uniquePrefix(t))}
+	e := &Env{Names: topics.NewNames(uniquePrefix(t))}
 	if brokers := os.Getenv(BrokersEnv); brokers != "" {
 		e.Seeds = strings.Split(brokers, ",")
 	} else {
@@ -50,13 +50,19 @@ func New(t testing.TB, partitions int32, maxBody int64) *Env {
 		e.Cluster = c
 		e.Seeds = c.ListenAddrs()
 	}
+	e.Ensure(t, partitions, maxBody)
+	return e
+}
+
+// Ensure creates the topics of e.Names.
+func (e *Env) Ensure(t testing.TB, partitions int32, maxBody int64) {
+	t.Helper()
+	e.Partitions = partitions
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	adm := e.Admin(t)
-	if _, err := topics.Ensure(ctx, adm, topics.Specs(e.Names, partitions, maxBody)); err != nil {
+	if _, err := topics.Ensure(ctx, e.Admin(t), topics.Specs(e.Names, partitions, maxBody)); err != nil {
 		t.Fatalf("ensure topics: %v", err)
 	}
-	return e
 }
 
 // Real reports whether the tests run on a real cluster.

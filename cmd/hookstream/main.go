@@ -1,0 +1,58 @@
+// Command hookstream makes webhooks reliable with Kafka. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookstream/hookstream/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hookstream:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hookstream",
+		Short:         "Reliable webhooks on Kafka: ingest, exactly-once processing, signed delivery",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	config.RegisterFlags(root.PersistentFlags(), config.Common)
+	root.AddCommand(newRunCommand(), newTopicsCommand())
+	return root
+}
+
+// loadConfig reads the configuration of cmd: defaults, environment, flags.
+func loadConfig(cmd *cobra.Command) (*config.Config, error) {
+	return config.Load(cmd.Flags(), config.Env)
+}
+
+// newLogger builds the process logger on w.
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // validated by config.Load
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

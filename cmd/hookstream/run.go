@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// allRoles are the roles run starts by default.
+var allRoles = []string{"ingest"}
+
+func newRunCommand() *cobra.Command {
+	var roles string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run hookstream's roles (default all); starts the embedded broker when no brokers are set",
+		Long: `Run starts the roles of hookstream in this process.
+
+With no brokers configured (HOOKSTREAM_BROKERS empty) it first starts the
+embedded development broker on HOOKSTREAM_EMBEDDED_ADDR, persisted under
+HOOKSTREAM_DATA_DIR/kafka, so one command runs everything. Other hookstream
+commands reach it there without flags.
+
+Every setting is an environment variable and a flag; flags win.`,
+		Example: `  # everything, on the embedded broker
+  hookstream run
+
+  # only the receiver, against a Kafka cluster
+  HOOKSTREAM_BROKERS=kafka-1:9092,kafka-2:9092 hookstream run --roles ingest`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			selected, err := parseRoles(roles)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg, selected, newLogger(cfg, os.Stderr))
+		},
+	}
+	cmd.Flags().StringVar(&roles, "roles", strings.Join(allRoles, ","), "roles to run, comma separated: "+strings.Join(allRoles, ", "))
+	config.RegisterFlags(cmd.Flags(), config.Server)
+	return cmd
+}
+
+func parseRoles(s string) ([]string, error) {
+	var out []string
+	for _, r := range strings.Split(s, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if !slices.Contains(allRoles, r) {
+			return nil, fmt.Errorf("--roles: unknown role %q (want %s)", r, strings.Join(allRoles, ", "))
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--roles: no role given (want %s)", strings.Join(allRoles, ", "))
+	}
+	return out, nil
+}
+
+// run starts the selected roles and blocks until ctx ends or one fails.
+func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logger) error {
+	if cfg.Embedded() {
+		broker, err := topics.StartEmbedded(cfg.DataDir, cfg.EmbeddedAddr, log)
+		if err != nil {
+			return err
+		}
+		defer broker.Close()
+		log.Warn("using the embedded development broker (single node, not for production); set HOOKSTREAM_BROKERS for a Kafka cluster",
+			"addr", broker.Addr(), "data", cfg.DataDir)
+	}
+	if cfg.Delivery.AllowPrivate {
+		log.Warn("deliveries to loopback and private addresses are allowed (HOOKSTREAM_DELIVERY_ALLOW_PRIVATE)")
+	}
+	if cfg.SourcesFile == "" {
+		log.Warn("no HOOKSTREAM_CONFIG: every source is accepted without signature verification")
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	kmetrics := kprom.NewMetrics("hookstream", kprom.Registerer(reg), kprom.WithClientLabel())
+
+	adminClient, adm, err := newAdmin(cfg, log, kmetrics)
+	if err != nil {
+		return err
+	}
+	defer adminClient.Close()
+	if err := ensureTopics(ctx, cfg, adm, log); err != nil {
+		return err
+	}
+	names := topics.NewNames(cfg.TopicPrefix)
+
+	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
+	srv.AddCheck("broker", brokerCheck(adm))
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(ctx) })
+	if slices.Contains(roles, "ingest") {
+		icfg := ingest.Config{
+			Addr:       cfg.HTTPAddr,
+			Sources:    cfg.Sources,
+			AcceptAll:  cfg.SourcesFile == "",
+			MaxBody:    cfg.MaxBody,
+			AckTimeout: cfg.AckTimeout,
+			Topic:      names.Ingest,
+		}
+		producer, err := kgo.NewClient(kafkaOpts(cfg, log, kmetrics,
+			append(ingest.ProducerOpts(icfg), kgo.ClientID("hookstream-ingest"), kgo.MaxBufferedBytes(256<<20))...)...)
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer producer.Close() // after the receiver has drained, before the broker stops
+		h, err := ingest.New(icfg, producer, log, reg)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return h.Run(ctx) })
+	}
+	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	log.Info("hookstream stopped")
+	return nil
+}
+
+// brokerCheck reports whether the cluster answers metadata requests.
+func brokerCheck(adm *kadm.Client) admin.Check {
+	return func(ctx context.Context) (bool, any) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := adm.BrokerMetadata(ctx)
+		if err != nil {
+			return false, map[string]string{"error": err.Error()}
+		}
+		return true, map[string]any{"brokers": len(m.Brokers), "cluster": m.Cluster}
+	}
+}

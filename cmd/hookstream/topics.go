@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+func newTopicsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topics",
+		Short: "Create and describe hookstream's Kafka topics",
+	}
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create the topics that are missing (idempotent) and check the ones that exist",
+		Example: `  hookstream topics create
+  HOOKSTREAM_BROKERS=kafka:9092 HOOKSTREAM_PARTITIONS=24 hookstream topics create`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg, os.Stderr)
+			cl, adm, err := newAdmin(cfg, log, nil)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if err := ensureTopics(cmd.Context(), cfg, adm, log); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")
+			return nil
+		},
+	}
+	var output string
+	describe := &cobra.Command{
+		Use:   "describe",
+		Short: "Show hookstream's topics: partitions, configs and records",
+		Example: `  hookstream topics describe
+  hookstream topics describe --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			cl, adm, err := newAdmin(cfg, newLogger(cfg, os.Stderr), nil)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
+			defer cancel()
+			infos, err := describeTopics(ctx, adm, topics.NewNames(cfg.TopicPrefix))
+			if err != nil {
+				return err
+			}
+			return printTopics(cmd.OutOrStdout(), output, infos)
+		},
+	}
+	addOutputFlag(describe, &output)
+	cmd.AddCommand(create, describe)
+	return cmd
+}
+
+// topicInfo is one topic as describe shows it.
+type topicInfo struct {
+	Topic      string            `json:"topic"`
+	Exists     bool              `json:"exists"`
+	Partitions int               `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	// Records is the sum over partitions of end minus start offset.
+	Records int64           `json:"records"`
+	Offsets []partitionSpan `json:"offsets,omitempty"`
+}
+
+type partitionSpan struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+}
+
+func describeTopics(ctx context.Context, adm *kadm.Client, names topics.Names) ([]topicInfo, error) {
+	all := []topics.Topic{names.Ingest, names.Events, names.DLQ, names.Changelog, names.Subscriptions, names.DeliveryRetry, names.DeliveryDLQ}
+	list := make([]string, len(all))
+	for i, t := range all {
+		list[i] = string(t)
+	}
+	details, err := adm.ListTopics(ctx, list...)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, list...)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, list...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, list...)
+	if err != nil {
+		return nil, fmt.Errorf("describe configs: %w", err)
+	}
+	out := make([]topicInfo, 0, len(list))
+	for _, name := range list {
+		info := topicInfo{Topic: name}
+		d, ok := details[name]
+		if !ok || d.Err != nil {
+			out = append(out, info)
+			continue
+		}
+		info.Exists = true
+		info.Partitions = len(d.Partitions)
+		if rc, err := configs.On(name, nil); err == nil {
+			info.Configs = make(map[string]string)
+			for _, c := range rc.Configs {
+				if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
+					info.Configs[c.Key] = *c.Value
+				}
+			}
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Topic != name || o.Err != nil {
+				return
+			}
+			start, _ := starts.Lookup(name, o.Partition)
+			info.Records += o.Offset - start.Offset
+			info.Offsets = append(info.Offsets, partitionSpan{Partition: o.Partition, Start: start.Offset, End: o.Offset})
+		})
+		sort.Slice(info.Offsets, func(i, j int) bool { return info.Offsets[i].Partition < info.Offsets[j].Partition })
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func printTopics(w io.Writer, output string, infos []topicInfo) error {
+	if output == "json" {
+		return writeJSON(w, infos)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRECORDS\tCONFIGS")
+	for _, t := range infos {
+		if !t.Exists {
+			fmt.Fprintf(tw, "%s\t-\t-\tmissing (run hookstream topics create)\n", t.Topic)
+			continue
+		}
+		keys := make([]string, 0, len(t.Configs))
+		for k := range t.Configs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + "=" + t.Configs[k]
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, t.Partitions, t.Records, strings.Join(parts, " "))
+	}
+	return tw.Flush()
+}
+
+// addOutputFlag adds --output table|json.
+func addOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
+}
+
+func checkOutput(output string) error {
+	if output != "table" && output != "json" {
+		return fmt.Errorf("--output: invalid value %q (want table or json)", output)
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,341 @@
+// Package ingest is the webhook receiver: it authenticates a provider's
+// POST, derives the event id and type, and answers 2xx only once Kafka has
+// the record durably (acks=all). It owns HTTP limits, signature schemes,
+// event ids and the record format of the ingest topic; it never decides
+// whether an event is a duplicate for good (the processor does) and never
+// holds an event it has not handed to Kafka.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Config configures the receiver.
+type Config struct {
+	// Addr is the listener of Run. Default :8080 (HOOKSTREAM_HTTP_ADDR).
+	Addr string
+	// Sources are the configured providers.
+	Sources config.Sources
+	// AcceptAll accepts every source unverified: no sources file was given.
+	AcceptAll bool
+	// MaxBody is the largest accepted body. Default 1MiB.
+	MaxBody int64
+	// AckTimeout bounds the wait for Kafka before a 503. Default 5s.
+	AckTimeout time.Duration
+	// Topic is the ingest topic.
+	Topic topics.Topic
+}
+
+// DuplicateWindow is how long the receiver itself remembers accepted ids to
+// answer provider retries with 200 without writing them again.
+const DuplicateWindow = 10 * time.Minute
+
+// duplicateCapacity bounds the memory of the duplicate fast path.
+const duplicateCapacity = 100_000
+
+// RetryAfter is the Retry-After of a 503: Kafka did not take the event.
+const retryAfterUnavailable = "5"
+
+// Handler is the ingest HTTP receiver.
+type Handler struct {
+	cfg     Config
+	client  *kgo.Client
+	log     *slog.Logger
+	sources map[string]*source
+	unknown *source // nil: unknown sources get 404
+	seen    *lru.LRU[string, struct{}]
+	echo    *echo.Echo
+	metrics *metrics
+	now     func() time.Time
+}
+
+// New builds the receiver. client must produce with acks=all and
+// idempotency (kgo's defaults). It does no I/O.
+func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+	sources, err := compileSources(cfg.Sources)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		cfg:     cfg,
+		client:  client,
+		log:     log.With("component", "ingest"),
+		sources: sources,
+		seen:    lru.NewLRU[string, struct{}](duplicateCapacity, nil, DuplicateWindow),
+		metrics: newMetrics(reg),
+		now:     time.Now,
+	}
+	if cfg.AcceptAll || cfg.Sources.AllowUnknown {
+		h.unknown, err = compileSource(config.Source{})
+		if err != nil {
+			return nil, err
+		}
+	}
+	h.echo = h.routes()
+	return h, nil
+}
+
+func (h *Handler) routes() *echo.Echo {
+	e := echo.NewWithConfig(echo.Config{Logger: h.log, HTTPErrorHandler: h.renderError})
+	e.Use(middleware.Recover())
+	e.Use(middleware.RequestID())
+	e.POST("/webhooks/:source", h.receive)
+	return e
+}
+
+// ServeHTTP serves the ingest API.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.echo.ServeHTTP(w, r) }
+
+// Run serves on cfg.Addr until ctx ends, then stops accepting and waits for
+// in-flight requests (their produces are bounded by AckTimeout).
+func (h *Handler) Run(ctx context.Context) error {
+	sc := echo.StartConfig{
+		Address:         h.cfg.Addr,
+		HideBanner:      true,
+		HidePort:        true,
+		GracefulTimeout: h.cfg.AckTimeout + 5*time.Second,
+		BeforeServeFunc: func(s *http.Server) error {
+			s.ReadHeaderTimeout = 10 * time.Second
+			s.ReadTimeout = 30 * time.Second
+			s.IdleTimeout = 2 * time.Minute
+			return nil
+		},
+		ListenerAddrFunc: func(a net.Addr) { h.log.Info("ingest listening", "addr", a.String()) },
+	}
+	if err := sc.Start(ctx, h); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	return nil
+}
+
+// apiError is a failed request: a status and a message for the provider.
+type apiError struct {
+	status     int
+	msg        string
+	retryAfter string
+	err        error // logged, never sent
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// StatusCode makes apiError an echo.HTTPStatusCoder.
+func (e *apiError) StatusCode() int { return e.status }
+
+var (
+	errUnknownSource = &apiError{status: http.StatusNotFound, msg: "unknown source"}
+	errTooLarge      = &apiError{status: http.StatusRequestEntityTooLarge, msg: "payload too large"}
+	errEmptyBody     = &apiError{status: http.StatusBadRequest, msg: "empty body"}
+	errInvalidJSON   = &apiError{status: http.StatusBadRequest, msg: "invalid JSON payload"}
+	errNoEventID     = &apiError{status: http.StatusBadRequest, msg: "no event id in the request"}
+	errSignature     = &apiError{status: http.StatusUnauthorized, msg: "invalid signature"}
+)
+
+type errorBody struct {
+	Error     string `json:"error"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+type acceptBody struct {
+	Status    string `json:"status"`
+	ID        string `json:"id"`
+	RequestID string `json:"request_id"`
+}
+
+func requestID(c *echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
+
+// renderError answers every failed request with {"error", "request_id"}.
+func (h *Handler) renderError(c *echo.Context, err error) {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
+		return
+	}
+	status, msg := http.StatusInternalServerError, "internal error"
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		status, msg = ae.status, ae.msg
+		if ae.retryAfter != "" {
+			c.Response().Header().Set("Retry-After", ae.retryAfter)
+		}
+	case echo.StatusCode(err) != 0:
+		status = echo.StatusCode(err)
+		msg = http.StatusText(status)
+	default:
+		h.log.Error("request failed", "request_id", requestID(c), "err", err)
+	}
+	if err := c.JSON(status, errorBody{Error: msg, RequestID: requestID(c)}); err != nil {
+		h.log.Debug("write error response", "request_id", requestID(c), "err", err)
+	}
+}
+
+func (h *Handler) receive(c *echo.Context) error {
+	name := c.Param("source")
+	src, err := h.source(name)
+	if err == nil {
+		err = h.accept(c, name, src)
+	}
+	_, status := echo.ResolveResponseStatus(c.Response(), err)
+	h.metrics.requests.WithLabelValues(h.metrics.label(name, src != nil), strconv.Itoa(status)).Inc()
+	return err
+}
+
+func (h *Handler) source(name string) (*source, error) {
+	if s, ok := h.sources[name]; ok {
+		return s, nil
+	}
+	if h.unknown != nil && config.ValidName(name) {
+		return h.unknown, nil
+	}
+	return nil, errUnknownSource
+}
+
+func (h *Handler) accept(c *echo.Context, name string, src *source) error {
+	req := c.Request()
+	received := h.now()
+	if src.limiter != nil {
+		if r := src.limiter.ReserveN(received, 1); r.DelayFrom(received) > 0 {
+			wait := r.DelayFrom(received)
+			r.CancelAt(received)
+			return &apiError{status: http.StatusTooManyRequests, msg: "rate limited",
+				retryAfter: strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds())))}
+		}
+	}
+	body, err := h.readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := src.verifier.Verify(req.Header, body, received); err != nil {
+		h.log.Info("rejected webhook", "source", name, "request_id", requestID(c), "err", err)
+		return errSignature
+	}
+	contentType := req.Header.Get(echo.HeaderContentType)
+	p := &Payload{Header: req.Header, Body: body, JSON: gjson.ValidBytes(body)}
+	if !p.JSON && isJSON(contentType) {
+		return errInvalidJSON
+	}
+	eventID, ok := EventID(src.id, p)
+	if !ok {
+		return errNoEventID
+	}
+	key := name + ":" + eventID
+	if _, dup := h.seen.Get(key); dup {
+		h.metrics.fastDuplicates.WithLabelValues(h.metrics.label(name, true)).Inc()
+		return c.JSON(http.StatusOK, acceptBody{Status: "duplicate", ID: key, RequestID: requestID(c)})
+	}
+	rec := &kgo.Record{
+		Topic: string(h.cfg.Topic),
+		Key:   []byte(key),
+		Value: body,
+		Headers: h.headers(src, req.Header, name, eventID, EventType(src.typ, p, name),
+			received, requestID(c), contentType),
+	}
+	if err := h.produce(req.Context(), rec); err != nil {
+		h.log.Warn("kafka did not acknowledge", "source", name, "event_id", eventID, "request_id", requestID(c), "err", err)
+		return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterUnavailable, err: err}
+	}
+	h.seen.Add(key, struct{}{})
+	return c.JSON(http.StatusAccepted, acceptBody{Status: "accepted", ID: key, RequestID: requestID(c)})
+}
+
+// readBody reads the body within MaxBody.
+func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
+	req := c.Request()
+	if req.ContentLength > h.cfg.MaxBody {
+		return nil, errTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, h.cfg.MaxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, errTooLarge
+	case err != nil:
+		return nil, &apiError{status: http.StatusBadRequest, msg: "could not read body", err: err}
+	case len(body) == 0:
+		return nil, errEmptyBody
+	}
+	return body, nil
+}
+
+// produce waits, at most AckTimeout, for Kafka to acknowledge rec. On
+// timeout the record may still be in flight: the provider is told to retry
+// (503) and the processor drops whichever copy comes second.
+func (h *Handler) produce(ctx context.Context, rec *kgo.Record) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.AckTimeout)
+	defer cancel()
+	start := time.Now()
+	acked := make(chan error, 1)
+	h.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	select {
+	case err := <-acked:
+		if err == nil {
+			h.metrics.ackLatency.Observe(time.Since(start).Seconds())
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no acknowledgement within %v: %w", h.cfg.AckTimeout, ctx.Err())
+	}
+}
+
+// ProducerOpts are the producer settings the receiver relies on: acks from
+// all in-sync replicas with idempotence (kgo's default); records failed by
+// the client once the acknowledgement wait is over, even when a request may
+// have carried them, so that an event answered 503 is not written later
+// when the broker returns (the rare copy that did reach the broker before
+// the answer is a duplicate the processor drops by its key); no linger
+// (latency over batching: batches form anyway while requests are in
+// flight); and batches large enough for the body limit.
+func ProducerOpts(cfg Config) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(cfg.AckTimeout),
+		kgo.AllowIdempotentProduceCancellation(),
+		kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))),
+	}
+}
+
+func (h *Handler) headers(src *source, in http.Header, name, eventID, eventType string,
+	received time.Time, requestID, contentType string) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, 6+len(src.carried))
+	out = append(out,
+		kgo.RecordHeader{Key: topics.HeaderSource, Value: []byte(name)},
+		kgo.RecordHeader{Key: topics.HeaderEventID, Value: []byte(eventID)},
+		kgo.RecordHeader{Key: topics.HeaderEventType, Value: []byte(eventType)},
+		kgo.RecordHeader{Key: topics.HeaderReceivedAt, Value: []byte(received.UTC().Format(topics.TimeFormat))},
+		kgo.RecordHeader{Key: topics.HeaderRequestID, Value: []byte(requestID)},
+		kgo.RecordHeader{Key: topics.HeaderContentType, Value: []byte(contentType)},
+	)
+	for _, ch := range src.carried {
+		if v := in.Values(ch.name); len(v) > 0 {
+			out = append(out, kgo.RecordHeader{Key: ch.key, Value: []byte(v[0])})
+		}
+	}
+	return out
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json")
+}

@@ -1,0 +1,350 @@
+package ingest_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/topics"
+)
+
+const githubSecret = "gh-secret"
+
+// testSources is the sources file the tests run with.
+var testSources = config.Sources{Sources: map[string]config.Source{
+	"github": {
+		Verify:    config.Verify{Scheme: "github", Secret: githubSecret},
+		EventID:   "header:X-GitHub-Delivery",
+		EventType: "header:X-GitHub-Event",
+	},
+	"orders":  {EventID: "json:order.id"},
+	"limited": {RateLimit: "2/h"},
+	"open":    {},
+}}
+
+// receiver is an ingest handler on a test broker.
+type receiver struct {
+	env *kafkatest.Env
+	srv *httptest.Server
+}
+
+func newReceiver(t *testing.T, env *kafkatest.Env, cfg ingest.Config, opts ...kgo.Opt) *receiver {
+	t.Helper()
+	if cfg.Sources.Sources == nil {
+		cfg.Sources = testSources
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = 64 << 10
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 5 * time.Second
+	}
+	cfg.Topic = env.Names.Ingest
+	producer := env.Client(t, append(ingest.ProducerOpts(cfg), opts...)...)
+	h, err := ingest.New(cfg, producer, kafkatest.Logger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &receiver{env: env, srv: srv}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]string
+}
+
+func (r *receiver) post(t *testing.T, source string, header http.Header, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.srv.URL+"/webhooks/"+source, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := r.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := response{status: resp.StatusCode, header: resp.Header}
+	if err := json.Unmarshal(raw, &out.body); err != nil {
+		t.Fatalf("response body %q is not a JSON object: %v", raw, err)
+	}
+	return out
+}
+
+func githubHeaders(delivery, body string) http.Header {
+	mac := hmac.New(sha256.New, []byte(githubSecret))
+	mac.Write([]byte(body))
+	return http.Header{
+		"Content-Type":        {"application/json"},
+		"X-Github-Delivery":   {delivery},
+		"X-Github-Event":      {"push"},
+		"X-Hub-Signature-256": {"sha256=" + hex.EncodeToString(mac.Sum(nil))},
+		"User-Agent":          {"GitHub-Hookshot/abc"},
+	}
+}
+
+func headerMap(r *kgo.Record) map[string]string {
+	m := make(map[string]string, len(r.Headers))
+	for _, h := range r.Headers {
+		m[h.Key] = string(h.Value)
+	}
+	return m
+}
+
+func TestAcceptWritesOneRecord(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{})
+	body := `{"ref":"refs/heads/main","after":"abc"}`
+	before := time.Now().UTC()
+
+	resp := rc.post(t, "github", githubHeaders("d-1", body), body)
+
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("status: got %d %v, want 202", resp.status, resp.body)
+	}
+	if resp.body["status"] != "accepted" || resp.body["id"] != "github:d-1" || resp.body["request_id"] == "" {
+		t.Errorf("body: got %v, want status accepted, id github:d-1 and a request id", resp.body)
+	}
+	if got := resp.header.Get("X-Request-Id"); got != resp.body["request_id"] {
+		t.Errorf("X-Request-Id: got %q, want the body's %q", got, resp.body["request_id"])
+	}
+	recs := env.Records(t, env.Names.Ingest)
+	if len(recs) != 1 {
+		t.Fatalf("records: got %d, want 1", len(recs))
+	}
+	r := recs[0]
+	if string(r.Key) != "github:d-1" || string(r.Value) != body {
+		t.Errorf("record: got key %q value %q, want key github:d-1 and the raw body", r.Key, r.Value)
+	}
+	h := headerMap(r)
+	want := map[string]string{
+		topics.HeaderSource:        "github",
+		topics.HeaderEventID:       "d-1",
+		topics.HeaderEventType:     "push",
+		topics.HeaderRequestID:     resp.body["request_id"],
+		topics.HeaderContentType:   "application/json",
+		"hs-h-x-github-delivery":   "d-1",
+		"hs-h-x-github-event":      "push",
+		"hs-h-x-hub-signature-256": githubHeaders("d-1", body).Get("X-Hub-Signature-256"),
+	}
+	for k, v := range want {
+		if h[k] != v {
+			t.Errorf("header %s: got %q, want %q", k, h[k], v)
+		}
+	}
+	if _, ok := h["hs-h-user-agent"]; ok {
+		t.Errorf("header hs-h-user-agent: carried, want only allow-listed headers")
+	}
+	received, err := time.Parse(time.RFC3339Nano, h[topics.HeaderReceivedAt])
+	if err != nil || received.Before(before.Add(-time.Second)) || !strings.HasSuffix(h[topics.HeaderReceivedAt], "Z") {
+		t.Errorf("hs-received-at: got %q (%v), want RFC 3339 UTC at about %v", h[topics.HeaderReceivedAt], err, before)
+	}
+}
+
+func TestRejectedRequestsWriteNothing(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<10)
+	rc := newReceiver(t, env, ingest.Config{MaxBody: 1 << 10})
+	signed := githubHeaders("d-2", `{"a":1}`)
+	tests := []struct {
+		name       string
+		source     string
+		header     http.Header
+		body       string
+		status     int
+		err        string
+		retryAfter bool
+	}{
+		{"bad signature", "github", githubHeaders("d-2", `{"a":2}`), `{"a":1}`, 401, "invalid signature", false},
+		{"missing signature", "github", http.Header{"X-Github-Delivery": {"d-3"}}, `{}`, 401, "invalid signature", false},
+		{"tampered body", "github", signed, `{"a":1} `, 401, "invalid signature", false},
+		{"unknown source", "gitlab", nil, `{}`, 404, "unknown source", false},
+		{"invalid JSON", "open", http.Header{"Content-Type": {"application/json"}}, `{"a":`, 400, "invalid JSON payload", false},
+		{"invalid +json", "open", http.Header{"Content-Type": {"application/vnd.api+json; charset=utf-8"}}, `nope`, 400, "invalid JSON payload", false},
+		{"empty body", "open", nil, ``, 400, "empty body", false},
+		{"no event id", "orders", http.Header{"Content-Type": {"application/json"}}, `{"order":{}}`, 400, "no event id in the request", false},
+		{"too large", "open", nil, strings.Repeat("x", 1<<10+1), 413, "payload too large", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := rc.post(t, tt.source, tt.header, tt.body)
+			if resp.status != tt.status || resp.body["error"] != tt.err || resp.body["request_id"] == "" {
+				t.Errorf("got %d %v, want %d with error %q and a request id", resp.status, resp.body, tt.status, tt.err)
+			}
+		})
+	}
+	t.Run("rate limited", func(t *testing.T) {
+		for i := range 2 {
+			if resp := rc.post(t, "limited", nil, fmt.Sprintf("event %d", i)); resp.status != 202 {
+				t.Fatalf("request %d within the limit: got %d %v, want 202", i, resp.status, resp.body)
+			}
+		}
+		resp := rc.post(t, "limited", nil, "event 3")
+		if resp.status != 429 || resp.body["error"] != "rate limited" || resp.header.Get("Retry-After") == "" {
+			t.Errorf("over the limit: got %d %v Retry-After %q, want 429 rate limited with Retry-After", resp.status, resp.body, resp.header.Get("Retry-After"))
+		}
+	})
+	recs := env.Records(t, env.Names.Ingest)
+	if len(recs) != 2 {
+		t.Errorf("records: got %d, want only the 2 accepted within the rate limit", len(recs))
+	}
+}
+
+func TestDuplicateFastPath(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{})
+	body := `{"x":1}`
+	first := rc.post(t, "github", githubHeaders("same", body), body)
+	second := rc.post(t, "github", githubHeaders("same", body), body)
+	if first.status != 202 {
+		t.Fatalf("first: got %d %v, want 202", first.status, first.body)
+	}
+	if second.status != 200 || second.body["status"] != "duplicate" || second.body["id"] != "github:same" {
+		t.Errorf("second: got %d %v, want 200 duplicate github:same", second.status, second.body)
+	}
+	if n := len(env.Records(t, env.Names.Ingest)); n != 1 {
+		t.Errorf("records: got %d, want 1", n)
+	}
+}
+
+func TestUnknownSources(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	tests := []struct {
+		name   string
+		cfg    ingest.Config
+		status int
+	}{
+		{"no sources file accepts all", ingest.Config{AcceptAll: true, Sources: config.Sources{Sources: map[string]config.Source{}}}, 202},
+		{"allow_unknown_sources", ingest.Config{Sources: config.Sources{AllowUnknown: true, Sources: map[string]config.Source{}}}, 202},
+		{"refused by default with a file", ingest.Config{Sources: config.Sources{Sources: map[string]config.Source{"a": {}}}}, 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReceiver(t, env, tt.cfg)
+			if resp := rc.post(t, "anything", nil, tt.name); resp.status != tt.status {
+				t.Errorf("got %d %v, want %d", resp.status, resp.body, tt.status)
+			}
+		})
+	}
+}
+
+func TestConcurrentPostsAllLand(t *testing.T) {
+	env := kafkatest.New(t, 6, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{})
+	const n = 500
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, rc.srv.URL+"/webhooks/open", strings.NewReader(fmt.Sprintf(`{"id":"e-%d"}`, i)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := rc.srv.Client().Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != 202 {
+			t.Fatalf("request %d: got %d, want 202", i, s)
+		}
+	}
+	keys := make(map[string]bool)
+	for _, r := range env.Records(t, env.Names.Ingest) {
+		keys[string(r.Key)] = true
+	}
+	if len(keys) != n {
+		t.Errorf("distinct records: got %d, want %d", len(keys), n)
+	}
+}
+
+// TestBrokerOutage stops the broker: the receiver answers 503 within its
+// acknowledgement bound and writes nothing, then accepts again once the
+// broker is back.
+func TestBrokerOutage(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("stops and restarts the in-process broker")
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	start := func() *topics.Embedded {
+		b, err := topics.StartEmbedded(dir, addr, kafkatest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	broker := start()
+	env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("outage")}
+	env.Ensure(t, 3, 64<<10)
+	const bound = 1500 * time.Millisecond
+	rc := newReceiver(t, env, ingest.Config{AckTimeout: bound}, kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	post := func(id string) response {
+		return rc.post(t, "open", http.Header{"Content-Type": {"application/json"}}, fmt.Sprintf(`{"id":%q}`, id))
+	}
+	if resp := post("before"); resp.status != 202 {
+		t.Fatalf("before the outage: got %d %v, want 202", resp.status, resp.body)
+	}
+
+	broker.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
+	defer cancel()
+	done := make(chan response, 1)
+	go func() { done <- post("during") }()
+	select {
+	case resp := <-done:
+		if resp.status != 503 || resp.body["error"] != "temporarily unavailable" || resp.header.Get("Retry-After") == "" {
+			t.Errorf("during the outage: got %d %v Retry-After %q, want 503 temporarily unavailable with Retry-After", resp.status, resp.body, resp.header.Get("Retry-After"))
+		}
+	case <-ctx.Done():
+		t.Fatalf("during the outage: no answer within %v; the acknowledgement wait is unbounded", 5*bound)
+	}
+
+	broker = start()
+	defer broker.Close()
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if resp := post("after"); resp.status != 202 {
+			return fmt.Errorf("after the outage: got %d %v", resp.status, resp.body)
+		}
+		return nil
+	})
+	keys := make(map[string]bool)
+	for _, r := range env.Records(t, env.Names.Ingest) {
+		keys[string(r.Key)] = true
+	}
+	if !keys["open:before"] || !keys["open:after"] || keys["open:during"] {
+		t.Errorf("records: got keys %v, want open:before and open:after, and not open:during (answered 503)", keys)
+	}
+}
