@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,17 +17,17 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
 )
 
 // allRoles are the roles run starts by default.
-var allRoles = []string{"ingest"}
+var allRoles = []string{"ingest", "processor"}
 
 func newRunCommand() *cobra.Command {
 	var roles string
@@ -102,9 +105,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	kmetrics := kprom.NewMetrics("hookstream", kprom.Registerer(reg), kprom.WithClientLabel())
-
-	adminClient, adm, err := newAdmin(cfg, log, kmetrics)
+	adminClient, adm, err := newAdmin(cfg, log, topics.Instrument(reg, "hookstream-admin")...)
 	if err != nil {
 		return err
 	}
@@ -128,8 +129,8 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 			AckTimeout: cfg.AckTimeout,
 			Topic:      names.Ingest,
 		}
-		producer, err := kgo.NewClient(kafkaOpts(cfg, log, kmetrics,
-			append(ingest.ProducerOpts(icfg), kgo.ClientID("hookstream-ingest"), kgo.MaxBufferedBytes(256<<20))...)...)
+		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(ingest.ProducerOpts(icfg),
+			topics.Instrument(reg, "hookstream-ingest"), []kgo.Opt{kgo.MaxBufferedBytes(256 << 20)})...)...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
@@ -140,12 +141,44 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 		}
 		g.Go(func() error { return h.Run(ctx) })
 	}
+	if slices.Contains(roles, "processor") {
+		instance, err := instanceID(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		p := processor.New(processor.Config{
+			Names:           names,
+			StateDir:        filepath.Join(cfg.DataDir, "state", "processor"),
+			TTL:             cfg.DedupTTL,
+			MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
+			TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
+		}, kafkaOpts(cfg, log), log, reg)
+		srv.AddCheck("processor", p.Ready)
+		g.Go(func() error { return p.Run(ctx) })
+	}
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
 	if err := g.Wait(); err != nil {
 		return err
 	}
 	log.Info("hookstream stopped")
 	return nil
+}
+
+// instanceID names this process stably across restarts and uniquely per
+// host and data directory (two processes cannot share one: the state
+// stores lock it), so a restarted processor fences its predecessor's open
+// transaction at once.
+func instanceID(dataDir string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return host + "-" + hex.EncodeToString(sum[:4]), nil
 }
 
 // brokerCheck reports whether the cluster answers metadata requests.

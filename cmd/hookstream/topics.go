@@ -34,7 +34,7 @@ func newTopicsCommand() *cobra.Command {
 				return err
 			}
 			log := newLogger(cfg, os.Stderr)
-			cl, adm, err := newAdmin(cfg, log, nil)
+			cl, adm, err := newAdmin(cfg, log)
 			if err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ func newTopicsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, adm, err := newAdmin(cfg, newLogger(cfg, os.Stderr), nil)
+			cl, adm, err := newAdmin(cfg, newLogger(cfg, os.Stderr))
 			if err != nil {
 				return err
 			}

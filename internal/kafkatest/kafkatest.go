@@ -150,9 +150,12 @@ func WaitFor(t testing.TB, timeout time.Duration, check func() error) {
 	}
 }
 
-// Logger returns a logger that writes to the test log.
+// Logger returns a logger that writes to the test log, at warn level or at
+// the level HOOKSTREAM_TEST_LOG names (debug, info).
 func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	_ = level.UnmarshalText([]byte(os.Getenv("HOOKSTREAM_TEST_LOG"))) // unset or unknown: warn
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
 type testWriter struct{ t testing.TB }

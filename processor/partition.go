@@ -1,0 +1,268 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/statestore"
+)
+
+// partition is one assigned ingest partition and its state store.
+type partition struct {
+	id int32
+	// store is set by the restore before ready turns true, and used by the
+	// processing loop only while ready.
+	store  *statestore.Store
+	ready  atomic.Bool
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the restore goroutine ends
+}
+
+// assigned pauses new partitions and restores their stores; they resume
+// once restored. It runs in a rebalance, never during a batch.
+func (p *Processor) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	ids := assigned[string(p.cfg.Names.Ingest)]
+	if len(ids) == 0 {
+		return
+	}
+	cl.PauseFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): ids})
+	p.log.Info("partitions assigned", "partitions", ids)
+	for _, id := range ids {
+		p.startRestore(cl, id)
+	}
+}
+
+// revoked drops the stores of partitions this instance no longer owns,
+// without committing anything (the session aborts an open transaction).
+func (p *Processor) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ids := revoked[string(p.cfg.Names.Ingest)]
+	if len(ids) > 0 {
+		p.log.Info("partitions revoked", "partitions", ids)
+	}
+	for _, id := range ids {
+		p.drop(id)
+	}
+}
+
+func (p *Processor) startRestore(cl *kgo.Client, id int32) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	part := &partition{id: id, cancel: cancel, done: make(chan struct{})}
+	p.mu.Lock()
+	p.parts[id] = part
+	p.mu.Unlock()
+	p.restores.Add(1)
+	go func() {
+		defer p.restores.Done()
+		defer close(part.done)
+		p.restoreLoop(ctx, cl, part)
+	}()
+}
+
+// drop stops a partition's restore and closes its store.
+func (p *Processor) drop(id int32) {
+	p.mu.Lock()
+	part := p.parts[id]
+	delete(p.parts, id)
+	p.mu.Unlock()
+	if part == nil {
+		return
+	}
+	part.cancel()
+	<-part.done
+	part.ready.Store(false)
+	if part.store != nil {
+		if err := part.store.Close(); err != nil {
+			p.log.Warn("closing state store", "partition", id, "err", err)
+		}
+		part.store = nil
+	}
+}
+
+// rebuild sends a partition whose store failed back to restoring: paused,
+// its store reopened and caught up from the changelog.
+func (p *Processor) rebuild(cl *kgo.Client, id int32, cause error) {
+	p.log.Error("state store failed; partition paused until its store is restored", "partition", id, "err", cause)
+	p.metrics.storeErrors.Inc()
+	cl.PauseFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): {id}})
+	p.drop(id)
+	p.startRestore(cl, id)
+}
+
+func (p *Processor) closeAll() {
+	p.mu.Lock()
+	ids := make([]int32, 0, len(p.parts))
+	for id := range p.parts {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.drop(id)
+	}
+}
+
+func (p *Processor) partition(id int32) *partition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.parts[id]
+}
+
+// restoreLoop restores until it succeeds or ctx ends, backing off on errors.
+func (p *Processor) restoreLoop(ctx context.Context, cl *kgo.Client, part *partition) {
+	backoff := 500 * time.Millisecond
+	for {
+		err := p.restore(ctx, part)
+		if err == nil {
+			cl.ResumeFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): {part.id}})
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.metrics.storeErrors.Inc()
+		p.log.Error("restore failed; retrying", "partition", part.id, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// restore opens the partition's store and applies the changelog from the
+// store's checkpoint to the last stable offset, waiting out transactions
+// still open on the changelog partition (a previous owner's batch that may
+// yet commit). On success the store is set and the partition ready.
+func (p *Processor) restore(ctx context.Context, part *partition) (err error) {
+	select {
+	case p.restoreSem <- struct{}{}:
+		defer func() { <-p.restoreSem }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	start := p.now()
+	store, err := statestore.Open(p.cfg.StateDir, part.id, p.cfg.Store)
+	if errors.Is(err, statestore.ErrCorrupt) {
+		p.log.Warn("state store unreadable; rebuilding it from the changelog", "partition", part.id, "err", err)
+		if err = statestore.Destroy(p.cfg.StateDir, part.id, p.cfg.Store); err == nil {
+			store, err = statestore.Open(p.cfg.StateDir, part.id, p.cfg.Store)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = store.Close() // the restore failed; the error says why
+		}
+	}()
+	from := store.Checkpoint()
+	n, err := p.catchUp(ctx, store)
+	if err != nil {
+		return err
+	}
+	part.store = store
+	part.ready.Store(true)
+	elapsed := p.now().Sub(start)
+	p.metrics.restoreSeconds.Observe(elapsed.Seconds())
+	p.metrics.restoreRecords.Add(float64(n))
+	p.log.Info("partition restored", "partition", part.id, "from_offset", from, "records", n, "keys", store.Keys(), "took", elapsed)
+	return nil
+}
+
+// catchUp applies the changelog partition to store up to its stable end.
+func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, error) {
+	topic := string(p.cfg.Names.Changelog)
+	id := store.Partition()
+	pos := store.Checkpoint()
+	cl, err := kgo.NewClient(append(slices.Clone(p.opts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {id: kgo.NewOffset().At(pos)}}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers tell the reader where it is.
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return 0, fmt.Errorf("changelog client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	total := 0
+	for {
+		end, stable, err := endOffsets(ctx, adm, topic, id)
+		if err != nil {
+			return total, err
+		}
+		for pos < stable {
+			fetches := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+			if err := fetches.Err0(); err != nil {
+				return total, fmt.Errorf("read changelog partition %d: %w", id, err)
+			}
+			var changes []statestore.Change
+			var decodeErr error
+			fetches.EachRecord(func(r *kgo.Record) {
+				pos = r.Offset + 1
+				if r.Attrs.IsControl() || decodeErr != nil {
+					return
+				}
+				c := statestore.Change{Key: r.Key}
+				if r.Value != nil {
+					c.State = new(statestore.State)
+					if err := c.State.UnmarshalJSON(r.Value); err != nil {
+						decodeErr = fmt.Errorf("changelog partition %d offset %d: %w", id, r.Offset, err)
+						return
+					}
+				}
+				changes = append(changes, c)
+			})
+			if decodeErr != nil {
+				return total, decodeErr
+			}
+			if err := store.Apply(changes, pos); err != nil {
+				return total, fmt.Errorf("apply changelog: %w", err)
+			}
+			total += len(changes)
+		}
+		if stable >= end {
+			return total, nil
+		}
+		// A transaction is open on the changelog: its outcome decides
+		// the state this partition must start from.
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// endOffsets returns the high watermark and last stable offset of one
+// partition.
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string, id int32) (end, stable int64, err error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, fmt.Errorf("changelog end offsets: %w", err)
+	}
+	stables, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, fmt.Errorf("changelog stable offsets: %w", err)
+	}
+	e, ok1 := ends.Lookup(topic, id)
+	s, ok2 := stables.Lookup(topic, id)
+	if !ok1 || !ok2 || e.Err != nil || s.Err != nil {
+		return 0, 0, fmt.Errorf("changelog partition %d offsets unavailable: %v %v", id, e.Err, s.Err)
+	}
+	return e.Offset, s.Offset, nil
+}
+
+func sortInt32(s []int32) { slices.Sort(s) }

@@ -1,0 +1,232 @@
+// Package processor turns the ingest topic into the events topic exactly
+// once: it consumes in the processor group, drops duplicates against the
+// per-partition state store, and in one Kafka transaction per batch writes
+// envelopes to the events topic, failures to the DLQ, state changes to the
+// compacted changelog, and the consumed offsets.
+//
+// The transaction does not cover Pebble. State changes wait in memory until
+// the transaction commits and are then applied to the store together with
+// the changelog offset they reach; an aborted transaction drops them and
+// rewinds the consumer, so the store only ever reflects committed history.
+// On assignment a partition is paused until its store is restored from the
+// changelog, including any transaction still pending there. A store that
+// cannot be read or written sends its partition back to restoring: lag,
+// never a duplicate or a loss.
+//
+// The package owns the dedup decision and the envelope; it does not own
+// HTTP, delivery, or the state store's format.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/statestore"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Config configures a processor.
+type Config struct {
+	// Names are the deployment's topics and groups.
+	Names topics.Names
+	// StateDir holds the partition stores: <data-dir>/state/processor.
+	StateDir string
+	// TTL is how long an event id is remembered. Default 168h.
+	TTL time.Duration
+	// MaxRecordBytes is the largest envelope written; larger ones go to the DLQ.
+	MaxRecordBytes int64
+	// TransactionalID identifies this processor instance across restarts,
+	// so a restarted instance fences its predecessor's open transaction at
+	// once. Unique per instance: <prefix>-processor-<host>.
+	TransactionalID string
+	// Store configures the partition stores.
+	Store statestore.Options
+	// SweepInterval is how often expired ids are swept. Default 1m.
+	SweepInterval time.Duration
+	// RestoreConcurrency bounds partitions restored at once. Default 2.
+	RestoreConcurrency int
+}
+
+// progressKey is the changelog key that records, per partition, the last
+// ingest offset a committed transaction consumed. Event keys always hold a
+// ':', so it cannot collide with one.
+const progressKey = "hs.progress"
+
+// sweepBatch bounds the tombstones one transaction writes per partition.
+const sweepBatch = 1000
+
+// Processor is the processor role.
+type Processor struct {
+	cfg  Config
+	opts []kgo.Opt
+	// instrument exports the session client's metrics.
+	instrument []kgo.Opt
+	log        *slog.Logger
+	metrics    *metrics
+	now        func() time.Time
+
+	mu    sync.Mutex
+	parts map[int32]*partition
+	sess  *kgo.GroupTransactSession
+	// restoreSem bounds concurrent restores.
+	restoreSem chan struct{}
+	restores   sync.WaitGroup
+	// ctx is Run's context, for restores started by rebalance callbacks.
+	ctx context.Context
+}
+
+// New builds a processor; opts are the client options shared by the
+// process (seed brokers, logger, hooks). It does no I/O.
+func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) *Processor {
+	if cfg.TTL == 0 {
+		cfg.TTL = 168 * time.Hour
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = time.Minute
+	}
+	if cfg.RestoreConcurrency == 0 {
+		cfg.RestoreConcurrency = 2
+	}
+	p := &Processor{
+		cfg:        cfg,
+		opts:       opts,
+		log:        log.With("component", "processor"),
+		now:        time.Now,
+		parts:      make(map[int32]*partition),
+		restoreSem: make(chan struct{}, cfg.RestoreConcurrency),
+	}
+	p.metrics = newMetrics(reg, p)
+	p.instrument = topics.Instrument(reg, "hookstream-processor")
+	return p
+}
+
+// Run processes until ctx ends, then leaves the group cleanly.
+func (p *Processor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.ctx = ctx
+	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, p.instrument, []kgo.Opt{
+		kgo.ConsumerGroup(string(p.cfg.Names.ProcessorGroup())),
+		kgo.ConsumeTopics(string(p.cfg.Names.Ingest)),
+		kgo.TransactionalID(p.cfg.TransactionalID),
+		kgo.TransactionTimeout(30 * time.Second),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		// A new group starts at the beginning of the ingest topic.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Rebalance callbacks never run while a batch is in progress.
+		kgo.BlockRebalanceOnPoll(),
+		// Every record goes to the partition number of its ingest record:
+		// events, DLQ and changelog are co-partitioned with ingest.
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(int32(p.cfg.MaxRecordBytes)),
+		kgo.ProducerLinger(0),
+		kgo.OnPartitionsAssigned(p.assigned),
+		kgo.OnPartitionsRevoked(p.revoked),
+		kgo.OnPartitionsLost(p.revoked),
+	})...)
+	if err != nil {
+		return fmt.Errorf("processor: client: %w", err)
+	}
+	p.mu.Lock()
+	p.sess = sess
+	p.mu.Unlock()
+	defer func() {
+		cancel()
+		p.restores.Wait()
+		sess.Close() // leaves the group; revokes (closes) every store
+		p.closeAll()
+	}()
+
+	p.log.Info("processor started", "group", p.cfg.Names.ProcessorGroup(), "transactional_id", p.cfg.TransactionalID)
+	lastSweep := p.now()
+	for {
+		pollCtx, pollCancel := context.WithTimeout(ctx, time.Second)
+		fetches := sess.PollFetches(pollCtx)
+		pollCancel()
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			sess.AllowRebalance()
+			return nil
+		}
+		fetches.EachError(func(t string, part int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+			}
+		})
+		sweep := p.now().Sub(lastSweep) >= p.cfg.SweepInterval
+		if fetches.NumRecords() > 0 || sweep {
+			if err := p.transact(ctx, sess, fetches, sweep); err != nil {
+				sess.AllowRebalance()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if sweep {
+				lastSweep = p.now()
+			}
+		}
+		sess.AllowRebalance()
+	}
+}
+
+// transact processes one polled batch in one transaction.
+func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, sweep bool) error {
+	if err := sess.Begin(); err != nil {
+		return fmt.Errorf("processor: begin transaction: %w", err)
+	}
+	tx := newTxn(p, sess)
+	if sweep {
+		tx.sweep(ctx)
+	}
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) > 0 {
+			tx.partition(ctx, fp.Partition, fp.Records)
+		}
+	})
+	tx.finish(ctx)
+	commit := kgo.TryCommit
+	if err := tx.err(); err != nil {
+		p.log.Warn("aborting transaction", "err", err)
+		commit = kgo.TryAbort
+	}
+	committed, err := sess.End(ctx, commit)
+	if err != nil {
+		return fmt.Errorf("processor: end transaction: %w", err)
+	}
+	if !committed {
+		// A rebalance or a failed write aborted the batch; the session
+		// rewound to the committed offsets and the batch comes again.
+		p.metrics.transactions.WithLabelValues("aborted").Inc()
+		tx.rebuildBroken()
+		return nil
+	}
+	p.metrics.transactions.WithLabelValues("committed").Inc()
+	tx.apply()
+	return nil
+}
+
+// Ready reports readiness for /readyz: ready once no partition restores.
+func (p *Processor) Ready(context.Context) (bool, any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var restoring, ready []int32
+	for id, part := range p.parts {
+		if part.ready.Load() {
+			ready = append(ready, id)
+		} else {
+			restoring = append(restoring, id)
+		}
+	}
+	sortInt32(restoring)
+	sortInt32(ready)
+	return p.sess != nil && len(restoring) == 0, map[string]any{"partitions": ready, "restoring": restoring}
+}

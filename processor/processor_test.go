@@ -1,0 +1,441 @@
+package processor_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/topics"
+)
+
+const maxBody = 64 << 10
+
+// ingestRecord is a record as the receiver writes it.
+func ingestRecord(env *kafkatest.Env, source, id, body string) *kgo.Record {
+	return &kgo.Record{
+		Topic: string(env.Names.Ingest),
+		Key:   []byte(source + ":" + id),
+		Value: []byte(body),
+		Headers: []kgo.RecordHeader{
+			{Key: topics.HeaderSource, Value: []byte(source)},
+			{Key: topics.HeaderEventID, Value: []byte(id)},
+			{Key: topics.HeaderEventType, Value: []byte("order.created")},
+			{Key: topics.HeaderReceivedAt, Value: []byte(time.Now().UTC().Format(topics.TimeFormat))},
+			{Key: topics.HeaderContentType, Value: []byte("application/json")},
+			{Key: "hs-h-x-shop", Value: []byte("s1")},
+		},
+	}
+}
+
+func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// instance is one running processor.
+type instance struct {
+	cancel  context.CancelFunc
+	done    chan error
+	reg     *prometheus.Registry
+	stopped sync.Once
+}
+
+type options struct {
+	name     string // transactional id suffix
+	stateDir string
+	ttl      time.Duration
+}
+
+func start(t *testing.T, env *kafkatest.Env, o options) *instance {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	p := processor.New(processor.Config{
+		Names:           env.Names,
+		StateDir:        o.stateDir,
+		TTL:             o.ttl,
+		SweepInterval:   200 * time.Millisecond,
+		MaxRecordBytes:  topics.MaxRecordBytes(maxBody),
+		TransactionalID: env.Names.Prefix + "-processor-" + o.name,
+	}, []kgo.Opt{
+		kgo.SeedBrokers(env.Seeds...),
+		kgo.WithLogger(kslog.New(kafkatest.Logger(t))),
+		kgo.HeartbeatInterval(250 * time.Millisecond),
+		kgo.SessionTimeout(6 * time.Second),
+		kgo.RebalanceTimeout(10 * time.Second),
+	}, kafkatest.Logger(t), reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{cancel: cancel, done: make(chan error, 1), reg: reg}
+	go func() { in.done <- p.Run(ctx) }()
+	t.Cleanup(func() { in.stop(t) })
+	return in
+}
+
+// stop cancels the processor and waits for Run; it may be called twice.
+func (in *instance) stop(t *testing.T) {
+	t.Helper()
+	in.stopped.Do(func() {
+		in.cancel()
+		select {
+		case err := <-in.done:
+			if err != nil {
+				t.Errorf("processor Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("processor did not stop within 30s")
+		}
+	})
+}
+
+// count reads the processor's records counter of one outcome.
+func (in *instance) count(outcome string) int {
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		return -1
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookstream_processor_records_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// events counts the committed events records per key.
+func events(t *testing.T, env *kafkatest.Env) map[string]int {
+	t.Helper()
+	out := make(map[string]int)
+	for _, r := range env.Records(t, env.Names.Events) {
+		out[string(r.Key)]++
+	}
+	return out
+}
+
+// waitEvents waits until the events topic holds want distinct keys.
+func waitEvents(t *testing.T, env *kafkatest.Env, want int, timeout time.Duration) map[string]int {
+	t.Helper()
+	var got map[string]int
+	kafkatest.WaitFor(t, timeout, func() error {
+		got = events(t, env)
+		if len(got) < want {
+			return fmt.Errorf("events: %d distinct keys, want %d", len(got), want)
+		}
+		return nil
+	})
+	return got
+}
+
+// exactlyOnce checks that each of n keys appears exactly times times.
+func exactlyOnce(t *testing.T, got map[string]int, n, times int) {
+	t.Helper()
+	if len(got) != n {
+		t.Errorf("distinct events: got %d, want %d", len(got), n)
+	}
+	bad := 0
+	for k, c := range got {
+		if c != times {
+			if bad < 5 {
+				t.Errorf("event %s: got %d records, want %d", k, c, times)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d events were not written exactly %d times", bad, len(got), times)
+	}
+}
+
+func TestEnvelope(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	cl := env.Client(t)
+	form := ingestRecord(env, "slack", "f1", "payload=%7B%22a%22%3A1%7D&tag=x&tag=y")
+	form.Headers[4].Value = []byte("application/x-www-form-urlencoded")
+	produce(t, cl, ingestRecord(env, "shop", "j1", `{"id":"j1","total":12.5}`), form)
+	start(t, env, options{name: "a", stateDir: t.TempDir()})
+	waitEvents(t, env, 2, 30*time.Second)
+
+	for _, r := range env.Records(t, env.Names.Events) {
+		var e map[string]any
+		if err := json.Unmarshal(r.Value, &e); err != nil {
+			t.Fatalf("envelope is not JSON: %v", err)
+		}
+		switch string(r.Key) {
+		case "shop:j1":
+			want := map[string]any{"id": "shop:j1", "source": "shop", "event_id": "j1", "type": "order.created",
+				"content_type": "application/json", "headers": map[string]any{"x-shop": "s1"},
+				"data": map[string]any{"id": "j1", "total": 12.5}}
+			for k, v := range want {
+				if fmt.Sprint(e[k]) != fmt.Sprint(v) {
+					t.Errorf("json envelope %s: got %v, want %v", k, e[k], v)
+				}
+			}
+			for _, k := range []string{"received_at", "processed_at"} {
+				if _, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e[k])); err != nil {
+					t.Errorf("json envelope %s: got %v, want an RFC 3339 time", k, e[k])
+				}
+			}
+		case "slack:f1":
+			if e["data"] != nil || e["data_base64"] == nil {
+				t.Errorf("form envelope: got data %v data_base64 %v, want only data_base64", e["data"], e["data_base64"])
+			}
+			if got := fmt.Sprint(e["form"]); got != `map[payload:{"a":1} tag:[x y]]` {
+				t.Errorf("form envelope form: got %s, want payload and tag decoded", got)
+			}
+		default:
+			t.Errorf("unexpected event %s", r.Key)
+		}
+	}
+}
+
+func TestExactlyOnceUnderDuplicates(t *testing.T) {
+	env := kafkatest.New(t, 6, maxBody)
+	cl := env.Client(t, kgo.ProducerLinger(5*time.Millisecond))
+	const distinct = 5000
+	a := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	b := start(t, env, options{name: "b", stateDir: t.TempDir()})
+
+	// 30% of the sends repeat an earlier id; some repeats come in
+	// concurrent bursts of the same id.
+	var sent int
+	var wg sync.WaitGroup
+	var batch []*kgo.Record
+	flush := func() {
+		recs := batch
+		batch = nil
+		wg.Go(func() { produce(t, cl, recs...) })
+	}
+	for i := range distinct {
+		batch = append(batch, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), fmt.Sprintf(`{"n":%d}`, i)))
+		sent++
+		if i%10 < 3 {
+			dup := rand.IntN(i + 1)
+			burst := 1 + rand.IntN(3)
+			for range burst {
+				batch = append(batch, ingestRecord(env, "shop", fmt.Sprintf("e%d", dup), `{"dup":true}`))
+				sent++
+			}
+		}
+		if len(batch) >= 200 {
+			flush()
+		}
+	}
+	flush()
+	wg.Wait()
+
+	got := waitEvents(t, env, distinct, 2*time.Minute)
+	exactlyOnce(t, got, distinct, 1)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		dups := a.count("duplicate") + b.count("duplicate")
+		if dups != sent-distinct {
+			return fmt.Errorf("duplicates counted: got %d, want %d", dups, sent-distinct)
+		}
+		return nil
+	})
+}
+
+// TestCrashSafety stops processors at random moments, mid-batch included,
+// while a stream is produced; the events topic ends with every distinct
+// event exactly once.
+func TestCrashSafety(t *testing.T) {
+	env := kafkatest.New(t, 4, maxBody)
+	cl := env.Client(t, kgo.ProducerLinger(5*time.Millisecond))
+	dir := t.TempDir()
+	const distinct = 3000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < distinct; i += 100 {
+			var recs []*kgo.Record
+			for j := i; j < i+100; j++ {
+				recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", j), `{}`))
+				if j%4 == 0 {
+					recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", j/2), `{}`))
+				}
+			}
+			produce(t, cl, recs...)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	for round := range 4 {
+		in := start(t, env, options{name: "crashy", stateDir: dir})
+		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		in.stop(t)
+		if round == 2 {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	<-done
+	start(t, env, options{name: "crashy", stateDir: dir})
+	got := waitEvents(t, env, distinct, 2*time.Minute)
+	exactlyOnce(t, got, distinct, 1)
+}
+
+func TestRebalance(t *testing.T) {
+	env := kafkatest.New(t, 6, maxBody)
+	cl := env.Client(t, kgo.ProducerLinger(5*time.Millisecond))
+	const distinct = 3000
+	produceRange := func(from, to int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`), ingestRecord(env, "shop", fmt.Sprintf("e%d", i/3), `{}`))
+		}
+		produce(t, cl, recs...)
+	}
+	a := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	produceRange(0, 1000)
+	start(t, env, options{name: "b", stateDir: t.TempDir()})
+	produceRange(1000, 2000)
+	start(t, env, options{name: "c", stateDir: t.TempDir()})
+	waitEvents(t, env, 2000, time.Minute)
+	a.stop(t)
+	produceRange(2000, distinct)
+	got := waitEvents(t, env, distinct, 2*time.Minute)
+	exactlyOnce(t, got, distinct, 1)
+}
+
+func TestRebuildAndReplay(t *testing.T) {
+	env := kafkatest.New(t, 3, maxBody)
+	cl := env.Client(t)
+	dir := t.TempDir()
+	const distinct = 300
+	var recs []*kgo.Record
+	for i := range distinct {
+		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	// Duplicates in the range replayed later.
+	recs = append(recs, ingestRecord(env, "shop", "e0", `{}`), ingestRecord(env, "shop", "e1", `{}`))
+	produce(t, cl, recs...)
+	in := start(t, env, options{name: "a", stateDir: dir})
+	waitEvents(t, env, distinct, time.Minute)
+	in.stop(t)
+
+	t.Run("rebuild", func(t *testing.T) {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		in := start(t, env, options{name: "a", stateDir: dir})
+		produce(t, cl, ingestRecord(env, "shop", "e5", `{}`), ingestRecord(env, "shop", "new", `{}`))
+		got := waitEvents(t, env, distinct+1, time.Minute)
+		in.stop(t)
+		if got["shop:e5"] != 1 || got["shop:new"] != 1 {
+			t.Errorf("after deleting the state: got e5 %d times and new %d times, want 1 and 1", got["shop:e5"], got["shop:new"])
+		}
+		if _, err := os.Stat(filepath.Join(dir)); err != nil {
+			t.Errorf("state directory not recreated: %v", err)
+		}
+	})
+
+	t.Run("replay", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := env.Admin(t)
+		starts, err := adm.ListStartOffsets(ctx, string(env.Names.Ingest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), starts.Offsets()); err != nil {
+			t.Fatalf("reset offsets: %v", err)
+		}
+		in := start(t, env, options{name: "a", stateDir: dir})
+		kafkatest.WaitFor(t, time.Minute, func() error {
+			if n := in.count("replayed"); n < distinct+1 {
+				return fmt.Errorf("replayed %d, want %d", n, distinct+1)
+			}
+			return nil
+		})
+		got := events(t, env)
+		exactlyOnce(t, got, distinct+1, 2)
+		if n := in.count("duplicate"); n != 3 {
+			t.Errorf("duplicates dropped in the replay: got %d, want 3 (e0, e1 and the second e5)", n)
+		}
+	})
+}
+
+func TestFailedEventsGoToDLQAndHeal(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	cl := env.Client(t)
+	bad := ingestRecord(env, "shop", "x1", `{}`)
+	bad.Headers = bad.Headers[:1] // no hs-event-id: cannot be decoded
+	produce(t, cl, bad)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+
+	var dlq []*kgo.Record
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if dlq = env.Records(t, env.Names.DLQ); len(dlq) != 1 {
+			return fmt.Errorf("dlq: %d records", len(dlq))
+		}
+		return nil
+	})
+	h := map[string]string{}
+	for _, hd := range dlq[0].Headers {
+		h[hd.Key] = string(hd.Value)
+	}
+	if string(dlq[0].Key) != "shop:x1" || string(dlq[0].Value) != `{}` {
+		t.Errorf("dlq record: got %s=%s, want the original key and value", dlq[0].Key, dlq[0].Value)
+	}
+	if h[topics.HeaderErrorStage] != "decode" || !strings.Contains(h[topics.HeaderError], "hs-event-id is missing") ||
+		h[topics.HeaderOrigTopic] != string(env.Names.Ingest) || h[topics.HeaderOrigOffset] != "0" ||
+		h[topics.HeaderOrigPartition] == "" || h[topics.HeaderFailedAt] == "" || h[topics.HeaderSource] != "shop" {
+		t.Errorf("dlq headers: got %v", h)
+	}
+	if n := in.count("failed"); n != 1 {
+		t.Errorf("failed: got %d, want 1", n)
+	}
+
+	produce(t, cl, ingestRecord(env, "shop", "x1", `{"fixed":true}`))
+	got := waitEvents(t, env, 1, 30*time.Second)
+	if got["shop:x1"] != 1 {
+		t.Errorf("redelivered event: got %v, want shop:x1 once", got)
+	}
+}
+
+func TestTTLExpiry(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	cl := env.Client(t)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir(), ttl: time.Second})
+	produce(t, cl, ingestRecord(env, "shop", "t1", `{}`))
+	waitEvents(t, env, 1, 30*time.Second)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		for _, r := range env.Records(t, env.Names.Changelog) {
+			if string(r.Key) == "shop:t1" && r.Value == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("no tombstone for shop:t1 in the changelog")
+	})
+	produce(t, cl, ingestRecord(env, "shop", "t1", `{}`))
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if n := events(t, env)["shop:t1"]; n != 2 {
+			return fmt.Errorf("shop:t1 written %d times, want 2 (accepted again after expiry)", n)
+		}
+		return nil
+	})
+	if n := in.count("processed"); n != 2 {
+		t.Errorf("processed: got %d, want 2", n)
+	}
+}

@@ -1,0 +1,268 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/statestore"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Outcomes of a record.
+const (
+	outcomeProcessed = "processed"
+	outcomeDuplicate = "duplicate"
+	outcomeReplayed  = "replayed"
+	outcomeFailed    = "failed"
+)
+
+// txn is one batch: the records it produces and the state changes that
+// wait for its commit.
+type txn struct {
+	p    *Processor
+	sess *kgo.GroupTransactSession
+
+	mu       sync.Mutex
+	firstErr error
+	// lastChangelog is, per partition, the offset of the last changelog
+	// record this transaction wrote.
+	lastChangelog map[int32]int64
+
+	parts    map[int32]*pending
+	outcomes map[string]int
+	expired  int
+	broken   map[int32]error
+}
+
+// pending holds one partition's uncommitted state changes.
+type pending struct {
+	part    *partition
+	changes []statestore.Change
+	overlay map[string]*statestore.State // nil value: deleted
+}
+
+func newTxn(p *Processor, sess *kgo.GroupTransactSession) *txn {
+	return &txn{
+		p:             p,
+		sess:          sess,
+		lastChangelog: make(map[int32]int64),
+		parts:         make(map[int32]*pending),
+		outcomes:      make(map[string]int, 4),
+		broken:        make(map[int32]error),
+	}
+}
+
+func (t *txn) fail(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.firstErr == nil {
+		t.firstErr = err
+	}
+}
+
+func (t *txn) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.firstErr
+}
+
+// produce sends r in the transaction; a failure aborts the transaction.
+func (t *txn) produce(ctx context.Context, r *kgo.Record) {
+	t.sess.Produce(ctx, r, func(r *kgo.Record, err error) {
+		if err != nil {
+			t.fail(fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err))
+			return
+		}
+		if r.Topic == string(t.p.cfg.Names.Changelog) {
+			t.mu.Lock()
+			t.lastChangelog[r.Partition] = max(t.lastChangelog[r.Partition], r.Offset)
+			t.mu.Unlock()
+		}
+	})
+}
+
+func (t *txn) pendingFor(part *partition) *pending {
+	pd := t.parts[part.id]
+	if pd == nil {
+		pd = &pending{part: part, overlay: make(map[string]*statestore.State)}
+		t.parts[part.id] = pd
+	}
+	return pd
+}
+
+// lookup reads a key's state: this transaction's own changes first.
+func (pd *pending) lookup(key []byte) (statestore.State, bool, error) {
+	if st, ok := pd.overlay[string(key)]; ok {
+		if st == nil {
+			return statestore.State{}, false, nil
+		}
+		return *st, true, nil
+	}
+	return pd.part.store.Get(key)
+}
+
+func (pd *pending) set(key []byte, st *statestore.State) {
+	pd.overlay[string(key)] = st
+	pd.changes = append(pd.changes, statestore.Change{Key: key, State: st})
+}
+
+// partition processes the records of one partition.
+func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
+	part := t.p.partition(id)
+	if part == nil || !part.ready.Load() {
+		// Paused partitions deliver nothing; if records slip through, the
+		// batch aborts and rewinds rather than skipping them.
+		t.fail(fmt.Errorf("records of partition %d arrived before its store was restored", id))
+		return
+	}
+	pd := t.pendingFor(part)
+	names := t.p.cfg.Names
+	for _, r := range records {
+		old, ok, err := pd.lookup(r.Key)
+		if err != nil {
+			t.broken[id] = err
+			t.fail(fmt.Errorf("state store of partition %d: %w", id, err))
+			return
+		}
+		now := t.p.now().UTC()
+		outcome := decide(old, ok, r, now)
+		if outcome == outcomeDuplicate {
+			t.outcomes[outcome]++
+			continue
+		}
+		st := &statestore.State{Status: statestore.Done, Partition: r.Partition, Offset: r.Offset, FirstSeen: now, Expires: now.Add(t.p.cfg.TTL)}
+		if ok && now.Before(old.Expires) {
+			st.FirstSeen = old.FirstSeen
+		}
+		if value, err := t.p.encode(r, now); err != nil {
+			stage := topics.StageProcess
+			if errors.Is(err, errDecode) {
+				stage = topics.StageDecode
+			}
+			t.p.log.Warn("record failed; sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "event_id", string(r.Key), "err", err)
+			t.produce(ctx, dlqRecord(names.DLQ, r, stage, err, now))
+			st.Status = statestore.Failed
+			outcome = outcomeFailed
+		} else {
+			t.produce(ctx, &kgo.Record{Topic: string(names.Events), Partition: id, Key: r.Key, Value: value, Headers: eventHeaders(r)})
+		}
+		value, err := st.MarshalJSON()
+		if err != nil {
+			t.fail(fmt.Errorf("encode state of %s: %w", r.Key, err))
+			return
+		}
+		pd.set(r.Key, st)
+		t.produce(ctx, &kgo.Record{Topic: string(names.Changelog), Partition: id, Key: r.Key, Value: value})
+		t.outcomes[outcome]++
+	}
+}
+
+// decide applies DESIGN.md's rule to a record whose key has state old.
+func decide(old statestore.State, ok bool, r *kgo.Record, now time.Time) string {
+	switch {
+	case !ok || !now.Before(old.Expires):
+		return outcomeProcessed
+	case old.Status == statestore.Failed:
+		return outcomeProcessed // a provider retry may heal it
+	case old.Partition == r.Partition && old.Offset == r.Offset:
+		return outcomeReplayed // offsets were reset: emit again
+	default:
+		return outcomeDuplicate
+	}
+}
+
+// encode builds the events value of r, within the record size limit.
+func (p *Processor) encode(r *kgo.Record, now time.Time) ([]byte, error) {
+	env, err := envelope(r, now)
+	if err != nil {
+		return nil, err
+	}
+	b, err := env.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	if int64(len(b)) > p.cfg.MaxRecordBytes {
+		return nil, fmt.Errorf("envelope of %d bytes exceeds the record limit of %d bytes", len(b), p.cfg.MaxRecordBytes)
+	}
+	return b, nil
+}
+
+// eventHeaders carries the identifying headers to the events record, so
+// consumers can filter without decoding the envelope.
+func eventHeaders(r *kgo.Record) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, 3)
+	for _, h := range r.Headers {
+		switch h.Key {
+		case topics.HeaderSource, topics.HeaderEventID, topics.HeaderEventType:
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// sweep tombstones expired keys of every ready partition.
+func (t *txn) sweep(ctx context.Context) {
+	now := t.p.now()
+	t.p.mu.Lock()
+	parts := make([]*partition, 0, len(t.p.parts))
+	for _, part := range t.p.parts {
+		if part.ready.Load() {
+			parts = append(parts, part)
+		}
+	}
+	t.p.mu.Unlock()
+	for _, part := range parts {
+		keys, err := part.store.Expired(now, sweepBatch)
+		if err != nil {
+			t.broken[part.id] = err
+			t.fail(fmt.Errorf("state store of partition %d: %w", part.id, err))
+			continue
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		pd := t.pendingFor(part)
+		for _, k := range keys {
+			pd.set(k, nil)
+			t.produce(ctx, &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: part.id, Key: k})
+		}
+		t.expired += len(keys)
+	}
+}
+
+// finish waits for every record of the transaction to be acknowledged.
+func (t *txn) finish(ctx context.Context) {
+	if err := t.sess.Client().Flush(ctx); err != nil {
+		t.fail(fmt.Errorf("flush: %w", err))
+	}
+}
+
+// apply writes the committed state changes to the stores. A store that
+// cannot be written goes back to restoring: the changelog has the changes.
+func (t *txn) apply() {
+	for id, pd := range t.parts {
+		if len(pd.changes) == 0 {
+			continue
+		}
+		if err := pd.part.store.Apply(pd.changes, t.lastChangelog[id]+1); err != nil {
+			t.broken[id] = err
+		}
+	}
+	for outcome, n := range t.outcomes {
+		t.p.metrics.records.WithLabelValues(outcome).Add(float64(n))
+	}
+	t.p.metrics.expired.Add(float64(t.expired))
+	t.rebuildBroken()
+}
+
+// rebuildBroken sends partitions whose store failed back to restoring.
+func (t *txn) rebuildBroken() {
+	for id, err := range t.broken {
+		t.p.rebuild(t.sess.Client(), id, err)
+	}
+}
