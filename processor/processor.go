@@ -53,6 +53,9 @@ type Config struct {
 	SweepInterval time.Duration
 	// RestoreConcurrency bounds partitions restored at once. Default 2.
 	RestoreConcurrency int
+	// SessionTimeout is how long a crashed instance keeps its partitions
+	// before the group moves them. Default 10s.
+	SessionTimeout time.Duration
 }
 
 // progressKey is the changelog key that records, per partition, the last
@@ -94,6 +97,9 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 	}
 	if cfg.RestoreConcurrency == 0 {
 		cfg.RestoreConcurrency = 2
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 10 * time.Second
 	}
 	p := &Processor{
 		cfg:        cfg,

@@ -73,11 +73,10 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 		SweepInterval:   200 * time.Millisecond,
 		MaxRecordBytes:  topics.MaxRecordBytes(maxBody),
 		TransactionalID: env.Names.Prefix + "-processor-" + o.name,
+		SessionTimeout:  6 * time.Second,
 	}, []kgo.Opt{
 		kgo.SeedBrokers(env.Seeds...),
 		kgo.WithLogger(kslog.New(kafkatest.Logger(t))),
-		kgo.HeartbeatInterval(250 * time.Millisecond),
-		kgo.SessionTimeout(6 * time.Second),
 		kgo.RebalanceTimeout(10 * time.Second),
 	}, kafkatest.Logger(t), reg)
 	ctx, cancel := context.WithCancel(context.Background())

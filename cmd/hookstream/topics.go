@@ -86,9 +86,10 @@ type topicInfo struct {
 	Exists     bool              `json:"exists"`
 	Partitions int               `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
-	// Records is the sum over partitions of end minus start offset.
-	Records int64           `json:"records"`
-	Offsets []partitionSpan `json:"offsets,omitempty"`
+	// Offsets is the sum over partitions of end minus start offset: the
+	// records, plus one commit marker per transaction on transactional topics.
+	Offsets int64           `json:"offsets"`
+	Spans   []partitionSpan `json:"partition_offsets,omitempty"`
 }
 
 type partitionSpan struct {
@@ -142,10 +143,10 @@ func describeTopics(ctx context.Context, adm *kadm.Client, names topics.Names) (
 				return
 			}
 			start, _ := starts.Lookup(name, o.Partition)
-			info.Records += o.Offset - start.Offset
-			info.Offsets = append(info.Offsets, partitionSpan{Partition: o.Partition, Start: start.Offset, End: o.Offset})
+			info.Offsets += o.Offset - start.Offset
+			info.Spans = append(info.Spans, partitionSpan{Partition: o.Partition, Start: start.Offset, End: o.Offset})
 		})
-		sort.Slice(info.Offsets, func(i, j int) bool { return info.Offsets[i].Partition < info.Offsets[j].Partition })
+		sort.Slice(info.Spans, func(i, j int) bool { return info.Spans[i].Partition < info.Spans[j].Partition })
 		out = append(out, info)
 	}
 	return out, nil
@@ -156,7 +157,7 @@ func printTopics(w io.Writer, output string, infos []topicInfo) error {
 		return writeJSON(w, infos)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRECORDS\tCONFIGS")
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tOFFSETS\tCONFIGS")
 	for _, t := range infos {
 		if !t.Exists {
 			fmt.Fprintf(tw, "%s\t-\t-\tmissing (run hookstream topics create)\n", t.Topic)
@@ -171,7 +172,7 @@ func printTopics(w io.Writer, output string, infos []topicInfo) error {
 		for i, k := range keys {
 			parts[i] = k + "=" + t.Configs[k]
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, t.Partitions, t.Records, strings.Join(parts, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, t.Partitions, t.Offsets, strings.Join(parts, " "))
 	}
 	return tw.Flush()
 }
