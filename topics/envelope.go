@@ -1,12 +1,16 @@
 package topics
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"mime"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Envelope is the value of an events record and the body of every
@@ -65,8 +69,111 @@ func (e *Envelope) Body() []byte {
 	return e.DataBase64
 }
 
-// Marshal encodes the envelope.
-func (e *Envelope) Marshal() ([]byte, error) { return json.Marshal(e) }
+// Marshal encodes the envelope. It writes the same JSON as encoding/json
+// would, without reflection and without re-compacting Data, which SetBody's
+// callers have validated: envelopes are built once per event on the
+// processor's hot path.
+func (e *Envelope) Marshal() ([]byte, error) {
+	b := make([]byte, 0, 256+len(e.Data)+len(e.DataBase64)*4/3)
+	b = append(b, `{"id":`...)
+	b = appendString(b, e.ID)
+	b = append(b, `,"source":`...)
+	b = appendString(b, e.Source)
+	b = append(b, `,"event_id":`...)
+	b = appendString(b, e.EventID)
+	b = append(b, `,"type":`...)
+	b = appendString(b, e.Type)
+	b = append(b, `,"received_at":"`...)
+	b = e.ReceivedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","processed_at":"`...)
+	b = e.ProcessedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if e.ContentType != "" {
+		b = append(b, `,"content_type":`...)
+		b = appendString(b, e.ContentType)
+	}
+	if len(e.Headers) > 0 {
+		b = append(b, `,"headers":{`...)
+		for i, k := range slices.Sorted(maps.Keys(e.Headers)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendString(b, e.Headers[k])
+		}
+		b = append(b, '}')
+	}
+	if len(e.Data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, e.Data...)
+	}
+	if len(e.DataBase64) > 0 {
+		b = append(b, `,"data_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, e.DataBase64)
+		b = append(b, '"')
+	}
+	if len(e.Form) > 0 {
+		form, err := json.Marshal(e.Form)
+		if err != nil {
+			return nil, fmt.Errorf("envelope: form: %w", err)
+		}
+		b = append(b, `,"form":`...)
+		b = append(b, form...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json does
+// (HTML characters included, invalid UTF-8 replaced).
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
 
 // ParseEnvelope decodes an envelope; it requires an id.
 func ParseEnvelope(b []byte) (*Envelope, error) {
