@@ -1,0 +1,432 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Config configures the dispatcher.
+type Config struct {
+	Names topics.Names
+	// Client configures delivery attempts.
+	Client ClientConfig
+	// Schedule holds the delays before retries 1..n; the first attempt is
+	// immediate. Default 5s,5m,30m,2h,5h,10h,10h.
+	Schedule []time.Duration
+	// BreakerTimeout is how long an open circuit waits before a probe.
+	// Default 30s.
+	BreakerTimeout time.Duration
+	// BreakerFailures is how many consecutive failures open the circuit.
+	// Default 5.
+	BreakerFailures uint32
+	// MaxPendingRetries bounds retries held in memory before the retry
+	// consumer pauses. Default 10000.
+	MaxPendingRetries int
+	// DisableAfter disables a subscription that failed with no success for
+	// this long. Default: the sum of Schedule.
+	DisableAfter time.Duration
+}
+
+// Dispatcher runs one consumer group per enabled subscription and the
+// retry consumer.
+type Dispatcher struct {
+	cfg      Config
+	opts     []kgo.Opt
+	registry *Registry
+	client   *Client
+	log      *slog.Logger
+	metrics  *metrics
+	now      func() time.Time
+	producer *kgo.Client // retry and DLQ writes
+
+	mu      sync.Mutex
+	subs    map[string]*subState
+	workers map[string]*worker
+}
+
+// subState is what the dispatcher knows of one subscription at runtime.
+type subState struct {
+	mu           sync.Mutex
+	sub          Subscription
+	breaker      *gobreaker.TwoStepCircuitBreaker[struct{}]
+	limiter      *rate.Limiter
+	failingSince time.Time
+	attempts     []Attempt // ring of the last attemptsKept
+	next         int
+}
+
+// Attempt is one recorded delivery attempt.
+type Attempt struct {
+	At        time.Time `json:"at"`
+	EventID   string    `json:"event_id"`
+	Attempt   int       `json:"attempt"`
+	Status    int       `json:"status"`
+	LatencyMS float64   `json:"latency_ms"`
+	Error     string    `json:"error,omitempty"`
+}
+
+const attemptsKept = 100
+
+// errCircuitOpen fails an attempt without sending it.
+var errCircuitOpen = errors.New("circuit open: the subscriber failed repeatedly; waiting before the next probe")
+
+// New builds a dispatcher. producer writes retries and dead letters
+// (acks=all); opts are the shared client options for its consumers. It does
+// no I/O.
+func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, log *slog.Logger, reg prometheus.Registerer) *Dispatcher {
+	if cfg.Schedule == nil {
+		cfg.Schedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+	}
+	if cfg.BreakerTimeout == 0 {
+		cfg.BreakerTimeout = 30 * time.Second
+	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = 5
+	}
+	if cfg.MaxPendingRetries == 0 {
+		cfg.MaxPendingRetries = 10_000
+	}
+	if cfg.DisableAfter == 0 {
+		for _, s := range cfg.Schedule {
+			cfg.DisableAfter += s
+		}
+	}
+	d := &Dispatcher{
+		cfg:      cfg,
+		opts:     opts,
+		registry: registry,
+		client:   NewClient(cfg.Client),
+		log:      log.With("component", "dispatcher"),
+		now:      time.Now,
+		producer: producer,
+		subs:     make(map[string]*subState),
+		workers:  make(map[string]*worker),
+	}
+	d.metrics = newMetrics(reg, d)
+	return d
+}
+
+// Run follows the subscriptions and delivers until ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	defer d.client.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Go(func() { errc <- d.registry.Watch(ctx, func(subs map[string]Subscription) { d.reconcile(ctx, subs) }) })
+	wg.Go(func() { errc <- d.runRetries(ctx) })
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	wg.Wait()
+	d.stopAll()
+	return err
+}
+
+// reconcile starts workers for enabled subscriptions and stops the others.
+func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.subs {
+		if _, ok := subs[id]; !ok {
+			delete(d.subs, id)
+		}
+	}
+	for id, s := range subs {
+		st := d.subs[id]
+		if st == nil {
+			st = d.newSubState(s)
+			d.subs[id] = st
+		}
+		st.mu.Lock()
+		old := st.sub
+		st.sub = s
+		if s.RateLimit != old.RateLimit {
+			st.limiter = newLimiter(s.RateLimit)
+		}
+		st.mu.Unlock()
+
+		w := d.workers[id]
+		// Changes to delivery shape restart the worker; others apply live.
+		restart := w != nil && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight)
+		if w != nil && (!s.Enabled || restart) {
+			w.stop()
+			delete(d.workers, id)
+			w = nil
+		}
+		if w == nil && s.Enabled {
+			w = d.startWorker(ctx, id, st)
+			d.workers[id] = w
+		}
+	}
+	for id, w := range d.workers {
+		if _, ok := subs[id]; !ok {
+			w.stop()
+			delete(d.workers, id)
+		}
+	}
+}
+
+func newLimiter(perSecond float64) *rate.Limiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))
+}
+
+func (d *Dispatcher) newSubState(s Subscription) *subState {
+	st := &subState{sub: s, limiter: newLimiter(s.RateLimit)}
+	st.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        s.ID,
+		MaxRequests: 1,
+		Timeout:     d.cfg.BreakerTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= d.cfg.BreakerFailures },
+		OnStateChange: func(name string, from, to gobreaker.State) {
+			d.log.Warn("circuit changed", "subscription", name, "from", from.String(), "to", to.String())
+		},
+	})
+	return st
+}
+
+func (d *Dispatcher) stopAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, w := range d.workers {
+		w.stop()
+		delete(d.workers, id)
+	}
+}
+
+// subscription returns the runtime state of id, or nil once deleted.
+func (d *Dispatcher) subscription(id string) *subState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.subs[id]
+}
+
+// Attempts returns up to limit of the most recent attempts of a
+// subscription, newest first.
+func (d *Dispatcher) Attempts(id string, limit int) []Attempt {
+	st := d.subscription(id)
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]Attempt, 0, min(limit, len(st.attempts)))
+	for i := 1; i <= len(st.attempts) && len(out) < limit; i++ {
+		out = append(out, st.attempts[(st.next-i+len(st.attempts))%len(st.attempts)])
+	}
+	return out
+}
+
+// Ready reports open circuits and disabled subscriptions for /readyz; the
+// dispatcher itself is always ready.
+func (d *Dispatcher) Ready(context.Context) (bool, any) {
+	open, disabled := d.circuits()
+	return true, map[string]any{"open_circuits": open, "disabled": disabled}
+}
+
+func (d *Dispatcher) circuits() (open, disabled []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, st := range d.subs {
+		if st.breaker.State() == gobreaker.StateOpen {
+			open = append(open, id)
+		}
+		st.mu.Lock()
+		if !st.sub.Enabled && st.sub.DisabledReason != "" {
+			disabled = append(disabled, id)
+		}
+		st.mu.Unlock()
+	}
+	return open, disabled
+}
+
+// attempt makes one delivery attempt of body (an envelope) for st, honouring
+// its rate limit and circuit, and records the outcome.
+func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, body []byte, n int) Result {
+	st.mu.Lock()
+	sub, limiter := st.sub, st.limiter
+	st.mu.Unlock()
+	if limiter != nil {
+		if err := limiter.Wait(ctx); err != nil {
+			return Result{Err: err}
+		}
+	}
+	var res Result
+	done, err := st.breaker.Allow()
+	if err != nil {
+		res = Result{Err: errCircuitOpen}
+		d.metrics.attempts.WithLabelValues(sub.ID, "circuit_open").Inc()
+	} else {
+		res = d.client.Deliver(ctx, Delivery{URL: sub.URL, ID: eventID, Keys: sub.Keys(d.now()), Body: body})
+		if ctx.Err() != nil && !res.OK() {
+			done(nil) // shutting down says nothing of the subscriber
+			return res
+		}
+		if res.OK() {
+			done(nil)
+			d.metrics.attempts.WithLabelValues(sub.ID, "success").Inc()
+		} else {
+			done(res.Err)
+			d.metrics.attempts.WithLabelValues(sub.ID, "failure").Inc()
+		}
+		d.metrics.latency.Observe(res.Latency.Seconds())
+	}
+	d.record(st, sub, eventID, n, res)
+	return res
+}
+
+// record keeps the attempt for the API and tracks the subscription's health:
+// 410 Gone disables it at once; failing with no success for longer than the
+// whole schedule disables it too.
+func (d *Dispatcher) record(st *subState, sub Subscription, eventID string, n int, res Result) {
+	now := d.now()
+	a := Attempt{At: now.UTC(), EventID: eventID, Attempt: n, Status: res.Status, LatencyMS: float64(res.Latency.Microseconds()) / 1000}
+	if res.Err != nil {
+		a.Error = res.Err.Error()
+	}
+	var disable string
+	st.mu.Lock()
+	if len(st.attempts) < attemptsKept {
+		st.attempts = append(st.attempts, a)
+		st.next = len(st.attempts) % attemptsKept
+	} else {
+		st.attempts[st.next] = a
+		st.next = (st.next + 1) % attemptsKept
+	}
+	switch {
+	case res.OK():
+		st.failingSince = time.Time{}
+	case res.Gone():
+		disable = "subscriber answered 410 Gone"
+	default:
+		if st.failingSince.IsZero() {
+			st.failingSince = now
+		}
+		if now.Sub(st.failingSince) > d.cfg.DisableAfter {
+			disable = fmt.Sprintf("no successful delivery for %v (longer than the whole retry schedule)", now.Sub(st.failingSince).Round(time.Second))
+		}
+	}
+	st.mu.Unlock()
+	if disable != "" && sub.Enabled {
+		d.disable(st, disable)
+	}
+}
+
+// disable marks a subscription disabled in the registry; the registry's
+// watcher then stops its worker.
+func (d *Dispatcher) disable(st *subState, reason string) {
+	st.mu.Lock()
+	if !st.sub.Enabled {
+		st.mu.Unlock()
+		return
+	}
+	st.sub.Enabled = false
+	st.sub.DisabledReason = reason
+	sub := st.sub
+	st.mu.Unlock()
+	id := sub.ID
+	d.log.Warn("subscription disabled", "subscription", id, "reason", reason)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub.UpdatedAt = d.now().UTC()
+	if err := d.registry.Put(ctx, sub); err != nil {
+		d.log.Error("could not record the disabled subscription", "subscription", id, "err", err)
+	}
+}
+
+// delay is the wait before retry attempt (1-based) with ±20% jitter, or
+// false once the schedule is exhausted. A Retry-After is honoured within
+// [delay, 2×delay].
+func (d *Dispatcher) delay(retry int, retryAfter time.Duration) (time.Duration, bool) {
+	if retry > len(d.cfg.Schedule) {
+		return 0, false
+	}
+	base := d.cfg.Schedule[retry-1]
+	jittered := time.Duration(float64(base) * (0.8 + 0.4*rand.Float64()))
+	if retryAfter > 0 {
+		jittered = min(max(retryAfter, base), 2*base)
+	}
+	return jittered, true
+}
+
+// deadLetter writes an envelope that exhausted its attempts.
+func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body []byte, attempts int, last Result, orig *kgo.Record) error {
+	cause := "delivery failed"
+	if last.Err != nil {
+		cause = last.Err.Error()
+	}
+	rec := &kgo.Record{
+		Topic: string(d.cfg.Names.DeliveryDLQ),
+		Key:   []byte(subID + ":" + eventID),
+		Value: body,
+		Headers: []kgo.RecordHeader{
+			{Key: topics.HeaderError, Value: []byte(cause)},
+			{Key: topics.HeaderErrorStage, Value: []byte(topics.StageDeliver)},
+			{Key: topics.HeaderOrigTopic, Value: []byte(orig.Topic)},
+			{Key: topics.HeaderOrigPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
+			{Key: topics.HeaderOrigOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+			{Key: topics.HeaderFailedAt, Value: []byte(d.now().UTC().Format(topics.TimeFormat))},
+			{Key: topics.HeaderSubscription, Value: []byte(subID)},
+			{Key: topics.HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
+			{Key: topics.HeaderLastStatus, Value: []byte(strconv.Itoa(last.Status))},
+		},
+	}
+	if err := d.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("delivery dlq: %w", err)
+	}
+	d.metrics.dlq.WithLabelValues(subID).Inc()
+	d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", eventID, "attempts", attempts, "err", cause)
+	return nil
+}
+
+// scheduleRetry hands a failed delivery to the retry topic.
+func (d *Dispatcher) scheduleRetry(ctx context.Context, subID, eventID string, body []byte, attempts int, wait time.Duration, last Result) error {
+	due := d.now().Add(wait).UTC()
+	headers := []kgo.RecordHeader{
+		{Key: topics.HeaderSubscription, Value: []byte(subID)},
+		{Key: topics.HeaderEventID, Value: []byte(eventID)},
+		{Key: topics.HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
+		{Key: topics.HeaderDueAt, Value: []byte(due.Format(topics.TimeFormat))},
+		{Key: topics.HeaderLastStatus, Value: []byte(strconv.Itoa(last.Status))},
+	}
+	if last.Err != nil {
+		headers = append(headers, kgo.RecordHeader{Key: topics.HeaderError, Value: []byte(last.Err.Error())})
+	}
+	rec := &kgo.Record{Topic: string(d.cfg.Names.DeliveryRetry), Key: []byte(subID + ":" + eventID), Value: body, Headers: headers}
+	if err := d.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("delivery retry: %w", err)
+	}
+	return nil
+}
+
+// fail handles a failed first attempt of an unordered delivery or a failed
+// retry: the next retry if the schedule allows, else the DLQ.
+func (d *Dispatcher) fail(ctx context.Context, subID, eventID string, body []byte, attempts int, last Result, orig *kgo.Record) error {
+	if last.Gone() {
+		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
+	}
+	wait, ok := d.delay(attempts, last.RetryAfter)
+	if !ok {
+		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
+	}
+	return d.scheduleRetry(ctx, subID, eventID, body, attempts, wait, last)
+}

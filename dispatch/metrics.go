@@ -1,0 +1,42 @@
+package dispatch
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	attempts       *prometheus.CounterVec
+	latency        prometheus.Histogram
+	dlq            *prometheus.CounterVec
+	retriesPending prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
+	m := &metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_attempts_total",
+			Help: "Delivery attempts by subscription and outcome (success, failure, circuit_open).",
+		}, []string{"subscription", "outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookstream_delivery_seconds",
+			Help:    "Duration of delivery attempts that reached the subscriber.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_dlq_total",
+			Help: "Deliveries written to the delivery DLQ, by subscription.",
+		}, []string{"subscription"}),
+		retriesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookstream_delivery_retries_pending",
+			Help: "Retries read from the retry topic and waiting for their due time.",
+		}),
+	}
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookstream_delivery_open_circuits",
+		Help: "Subscriptions whose circuit is open.",
+	}, func() float64 { open, _ := d.circuits(); return float64(len(open)) })
+	disabled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookstream_delivery_disabled_subscriptions",
+		Help: "Subscriptions hookstream disabled (410 Gone, or failing longer than the retry schedule).",
+	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
+	reg.MustRegister(m.attempts, m.latency, m.dlq, m.retriesPending, open, disabled)
+	return m
+}

@@ -1,0 +1,287 @@
+package dispatch
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// The retry consumer reads the delivery-retry topic in the group
+// <prefix>-retry. Records come in the order they failed, not the order
+// they are due (a 5 s retry may follow a 10 h one), so instead of holding a
+// partition behind its head the consumer keeps pending retries in a timer
+// heap and commits each partition up to its oldest unfinished record. After
+// a restart the records past that point are read again; the ones already
+// finished are delivered again (at least once, never zero).
+type retries struct {
+	d  *Dispatcher
+	cl *kgo.Client
+
+	mu      sync.Mutex
+	heap    retryHeap
+	pending map[int32]map[int64]bool // partition -> offsets read but unfinished
+	next    map[int32]int64          // partition -> offset after the last read
+	epoch   map[int32]int32          // partition -> leader epoch of the last read
+	gen     map[int32]int            // partition -> assignment generation
+	paused  bool
+	wake    chan struct{}
+	sem     chan struct{}
+}
+
+type retryItem struct {
+	rec *kgo.Record
+	due time.Time
+	gen int
+}
+
+type retryHeap []*retryItem
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(*retryItem)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// retryConcurrency bounds concurrent retry deliveries.
+const retryConcurrency = 64
+
+func (d *Dispatcher) runRetries(ctx context.Context) error {
+	r := &retries{
+		d:       d,
+		pending: make(map[int32]map[int64]bool),
+		next:    make(map[int32]int64),
+		epoch:   make(map[int32]int32),
+		gen:     make(map[int32]int),
+		wake:    make(chan struct{}, 1),
+		sem:     make(chan struct{}, retryConcurrency),
+	}
+	topic := string(d.cfg.Names.DeliveryRetry)
+	cl, err := kgo.NewClient(append(slices.Clone(d.opts),
+		kgo.ConsumerGroup(string(d.cfg.Names.RetryGroup())),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			r.commit(ctx)
+			r.forget(revoked[topic])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			r.forget(lost[topic])
+		}),
+	)...)
+	if err != nil {
+		return fmt.Errorf("dispatcher: retry client: %w", err)
+	}
+	r.cl = cl
+	defer cl.Close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { r.schedule(ctx, &wg) })
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.commit(ctx)
+			}
+		}
+	})
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			d.log.Warn("retry fetch error", "topic", t, "partition", p, "err", err)
+		})
+		fs.EachRecord(r.add)
+		r.signal()
+	}
+}
+
+func (r *retries) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add takes a record read from the retry topic into the heap.
+func (r *retries) add(rec *kgo.Record) {
+	due, err := time.Parse(time.RFC3339Nano, headerValue(rec, topics.HeaderDueAt))
+	if err != nil {
+		due = time.Time{} // unreadable: due now, and the attempt decides
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := rec.Partition
+	if r.pending[p] == nil {
+		r.pending[p] = make(map[int64]bool)
+	}
+	r.pending[p][rec.Offset] = true
+	r.next[p] = rec.Offset + 1
+	r.epoch[p] = rec.LeaderEpoch
+	heap.Push(&r.heap, &retryItem{rec: rec, due: due, gen: r.gen[p]})
+	r.d.metrics.retriesPending.Set(float64(r.heap.Len()))
+	if r.heap.Len() >= r.d.cfg.MaxPendingRetries && !r.paused {
+		r.paused = true
+		r.cl.PauseFetchTopics(rec.Topic)
+	}
+}
+
+// forget drops the pending retries of partitions this consumer lost; their
+// next owner reads them again from the committed offset.
+func (r *retries) forget(parts []int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range parts {
+		delete(r.pending, p)
+		delete(r.next, p)
+		r.gen[p]++
+	}
+	kept := r.heap[:0]
+	for _, it := range r.heap {
+		if it.gen == r.gen[it.rec.Partition] {
+			kept = append(kept, it)
+		}
+	}
+	r.heap = kept
+	heap.Init(&r.heap)
+	r.d.metrics.retriesPending.Set(float64(r.heap.Len()))
+}
+
+// schedule runs due retries until ctx ends.
+func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
+	for {
+		r.mu.Lock()
+		var wait time.Duration = time.Hour
+		var due []*retryItem
+		now := r.d.now()
+		for r.heap.Len() > 0 {
+			if d := r.heap[0].due.Sub(now); d > 0 {
+				wait = d
+				break
+			}
+			due = append(due, heap.Pop(&r.heap).(*retryItem))
+		}
+		r.d.metrics.retriesPending.Set(float64(r.heap.Len()))
+		r.mu.Unlock()
+		for _, it := range due {
+			select {
+			case r.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() { <-r.sem }()
+				if r.retry(ctx, it.rec) {
+					r.finish(it)
+				}
+			})
+		}
+		if len(due) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// retry makes the next attempt of a retry record and hands a failure on.
+// It returns false only when ctx ended first.
+func (r *retries) retry(ctx context.Context, rec *kgo.Record) bool {
+	d := r.d
+	subID := headerValue(rec, topics.HeaderSubscription)
+	eventID := headerValue(rec, topics.HeaderEventID)
+	attempts, _ := strconv.Atoi(headerValue(rec, topics.HeaderAttempts))
+	st := d.subscription(subID)
+	if st == nil {
+		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)
+		return true
+	}
+	st.mu.Lock()
+	enabled := st.sub.Enabled
+	st.mu.Unlock()
+	var res Result
+	if enabled {
+		res = d.attempt(ctx, st, eventID, rec.Value, attempts+1)
+		if ctx.Err() != nil {
+			return false
+		}
+		if res.OK() {
+			return true
+		}
+	} else {
+		// Nothing is dropped for a disabled subscription: its retries go to
+		// the DLQ, from where a redrive brings them back.
+		res = Result{Err: fmt.Errorf("subscription %s is disabled", subID)}
+		attempts = len(d.cfg.Schedule)
+	}
+	return d.handOff(ctx, subID, func(ctx context.Context) error {
+		return d.fail(ctx, subID, eventID, rec.Value, attempts+1, res, rec)
+	})
+}
+
+// finish marks a retry record done.
+func (r *retries) finish(it *retryItem) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := it.rec.Partition
+	if it.gen != r.gen[p] {
+		return
+	}
+	delete(r.pending[p], it.rec.Offset)
+	if r.paused && r.heap.Len() < r.d.cfg.MaxPendingRetries/2 {
+		r.paused = false
+		r.cl.ResumeFetchTopics(it.rec.Topic)
+	}
+}
+
+// commit commits each partition up to its oldest unfinished record.
+func (r *retries) commit(ctx context.Context) {
+	r.mu.Lock()
+	offsets := make(map[int32]kgo.EpochOffset, len(r.next))
+	for p, next := range r.next {
+		at := next
+		for o := range r.pending[p] {
+			at = min(at, o)
+		}
+		offsets[p] = kgo.EpochOffset{Epoch: r.epoch[p], Offset: at}
+	}
+	r.mu.Unlock()
+	if len(offsets) == 0 {
+		return
+	}
+	topic := string(r.d.cfg.Names.DeliveryRetry)
+	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+			if err != nil && ctx.Err() == nil {
+				r.d.log.Warn("retry offsets commit", "err", err)
+			}
+		})
+}

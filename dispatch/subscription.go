@@ -1,0 +1,151 @@
+// Package dispatch delivers events to subscribers: subscriptions kept in a
+// compacted topic, one consumer group per subscription on the events
+// topic, signed HTTP POSTs (Standard Webhooks) through an SSRF-guarded
+// client, retries through the delivery-retry topic on a schedule, a circuit
+// breaker per subscription, and the delivery DLQ. Offsets are committed
+// only once an event is delivered, handed to the retry topic, or dead-
+// lettered: delivery is at least once, never zero.
+//
+// It owns subscriptions and delivery; it does not own the events topic's
+// content (the processor does) nor the admin API's HTTP surface.
+package dispatch
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/hookstream/hookstream/signature"
+)
+
+// Subscription is a subscriber URL and what it receives.
+type Subscription struct {
+	ID          string `json:"id"`
+	URL         string `json:"url"`
+	Secret      string `json:"secret"`
+	Description string `json:"description,omitempty"`
+	// Sources and EventTypes filter events by glob; empty means all.
+	Sources    []string `json:"sources,omitempty"`
+	EventTypes []string `json:"event_types,omitempty"`
+	Enabled    bool     `json:"enabled"`
+	// DisabledReason says why hookstream disabled the subscription.
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	// Ordered subscriptions deliver one event at a time per partition and
+	// retry in place, keeping each partition's order.
+	Ordered bool `json:"ordered"`
+	// MaxInFlight bounds concurrent deliveries of unordered subscriptions.
+	MaxInFlight int `json:"max_in_flight"`
+	// RateLimit bounds deliveries per second; 0 is unlimited.
+	RateLimit float64 `json:"rate_limit,omitempty"`
+	// PreviousSecret keeps signing beside Secret until PreviousSecretUntil,
+	// so subscribers can roll their verification over.
+	PreviousSecret      string    `json:"previous_secret,omitempty"`
+	PreviousSecretUntil time.Time `json:"previous_secret_until,omitzero"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+}
+
+// DefaultMaxInFlight bounds a subscription's concurrent deliveries.
+const DefaultMaxInFlight = 16
+
+// RotationOverlap is how long a rotated-out secret keeps signing.
+const RotationOverlap = 24 * time.Hour
+
+// NewID returns a subscription id: "sub_" and 16 lowercase base32 characters.
+func NewID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on Linux
+	for i := range b {
+		b[i] = alphabet[b[i]%32]
+	}
+	return "sub_" + string(b[:])
+}
+
+// Validate reports every problem of s at once, one line each.
+func (s *Subscription) Validate() error {
+	var errs []error
+	if s.ID == "" || len(s.ID) > 100 || strings.ContainsAny(s.ID, " /:\t\n") {
+		errs = append(errs, fmt.Errorf("id: %q is not a valid id", s.ID))
+	}
+	if err := ValidateURL(s.URL); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := signature.DecodeSecret(s.Secret); err != nil {
+		errs = append(errs, fmt.Errorf("secret: %w", err))
+	}
+	for _, g := range s.Sources {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			errs = append(errs, fmt.Errorf("sources: invalid glob %q", g))
+		}
+	}
+	for _, g := range s.EventTypes {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			errs = append(errs, fmt.Errorf("event_types: invalid glob %q", g))
+		}
+	}
+	if s.MaxInFlight < 1 || s.MaxInFlight > 1000 {
+		errs = append(errs, fmt.Errorf("max_in_flight: %d is not between 1 and 1000", s.MaxInFlight))
+	}
+	if s.RateLimit < 0 {
+		errs = append(errs, fmt.Errorf("rate_limit: %v must not be negative", s.RateLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// Matches reports whether an event of source and type passes the filters.
+func (s *Subscription) Matches(source, eventType string) bool {
+	return matchAny(s.Sources, source) && matchAny(s.EventTypes, eventType)
+}
+
+func matchAny(globs []string, v string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, v); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Keys are the signing keys in force at now: the secret, then the previous
+// one during its overlap. Invalid secrets are skipped (Validate refuses them).
+func (s *Subscription) Keys(now time.Time) [][]byte {
+	keys := make([][]byte, 0, 2)
+	if k, err := signature.DecodeSecret(s.Secret); err == nil {
+		keys = append(keys, k)
+	}
+	if s.PreviousSecret != "" && now.Before(s.PreviousSecretUntil) {
+		if k, err := signature.DecodeSecret(s.PreviousSecret); err == nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// Rotate replaces the secret (a new one when secret is empty), keeping the
+// old one signing for RotationOverlap.
+func (s *Subscription) Rotate(secret string, now time.Time) {
+	if secret == "" {
+		secret = signature.NewSecret()
+	}
+	s.PreviousSecret, s.PreviousSecretUntil = s.Secret, now.Add(RotationOverlap)
+	s.Secret = secret
+	s.UpdatedAt = now
+}
+
+// Redacted is s without secrets, for logs and listings.
+func (s Subscription) Redacted() Subscription {
+	if s.Secret != "" {
+		s.Secret = "whsec_…"
+	}
+	if s.PreviousSecret != "" {
+		s.PreviousSecret = "whsec_…"
+	}
+	return s
+}

@@ -1,0 +1,302 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// worker consumes the events topic for one subscription in its own group.
+// Each assigned partition has a goroutine that delivers its records and
+// marks them for commit only once each is delivered, handed to the retry
+// topic, or dead-lettered.
+type worker struct {
+	d      *Dispatcher
+	ctx    context.Context // the worker's life; partitions derive theirs
+	st     *subState
+	sub    Subscription // as the worker started; shape changes restart it
+	cancel context.CancelFunc
+	done   chan struct{}
+	sem    chan struct{} // bounds concurrent deliveries (unordered)
+
+	mu    sync.Mutex
+	parts map[int32]*partWorker
+}
+
+// Queue bounds per partition: above high the partition's fetches pause,
+// below low they resume.
+const (
+	queueHigh = 2000
+	queueLow  = 500
+)
+
+type partWorker struct {
+	id     int32
+	cl     *kgo.Client
+	mu     sync.Mutex
+	queue  []*kgo.Record
+	paused bool
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState) *worker {
+	ctx, cancel := context.WithCancel(ctx)
+	st.mu.Lock()
+	sub := st.sub
+	st.mu.Unlock()
+	w := &worker{d: d, ctx: ctx, st: st, sub: sub, cancel: cancel, done: make(chan struct{}),
+		sem: make(chan struct{}, max(1, sub.MaxInFlight)), parts: make(map[int32]*partWorker)}
+	go func() {
+		defer close(w.done)
+		if err := w.run(ctx); err != nil {
+			d.log.Error("subscription consumer stopped", "subscription", id, "err", err)
+		}
+	}()
+	d.log.Info("subscription started", "subscription", id, "group", d.cfg.Names.SubscriptionGroup(id), "ordered", sub.Ordered)
+	return w
+}
+
+func (w *worker) stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *worker) run(ctx context.Context) error {
+	names := w.d.cfg.Names
+	cl, err := kgo.NewClient(append(slices.Clone(w.d.opts),
+		kgo.ConsumerGroup(string(names.SubscriptionGroup(w.sub.ID))),
+		kgo.ConsumeTopics(string(names.Events)),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A group with no offsets starts at the end: Create commits the
+		// start it was asked for before the subscription exists.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(time.Second),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+			for _, p := range assigned[string(names.Events)] {
+				w.startPartition(cl, p)
+			}
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			w.stopPartitions(revoked[string(names.Events)])
+			if err := cl.CommitMarkedOffsets(ctx); err != nil {
+				w.d.log.Warn("commit on revoke", "subscription", w.sub.ID, "err", err)
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			w.stopPartitions(lost[string(names.Events)])
+		}),
+	)...)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	// The partitions are stopped and their marks committed before the
+	// client leaves the group.
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			w.d.log.Warn("fetch error", "subscription", w.sub.ID, "topic", t, "partition", p, "err", err)
+		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if pw := w.partition(p.Partition); pw != nil && len(p.Records) > 0 {
+				w.push(pw, p.Records)
+			}
+		})
+	}
+}
+
+func (w *worker) partition(id int32) *partWorker {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.parts[id]
+}
+
+func (w *worker) startPartition(cl *kgo.Client, id int32) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	pw := &partWorker{id: id, cl: cl, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	w.mu.Lock()
+	w.parts[id] = pw
+	w.mu.Unlock()
+	go func() {
+		defer close(pw.done)
+		w.drain(ctx, pw)
+	}()
+}
+
+// stopPartitions stops partition goroutines; an in-flight delivery is
+// abandoned unmarked, so the next owner delivers it again.
+func (w *worker) stopPartitions(ids []int32) {
+	for _, id := range ids {
+		w.mu.Lock()
+		pw := w.parts[id]
+		delete(w.parts, id)
+		w.mu.Unlock()
+		if pw != nil {
+			pw.cancel()
+			<-pw.done
+		}
+	}
+}
+
+func (w *worker) push(pw *partWorker, recs []*kgo.Record) {
+	pw.mu.Lock()
+	pw.queue = append(pw.queue, recs...)
+	if len(pw.queue) > queueHigh && !pw.paused {
+		pw.paused = true
+		pw.cl.PauseFetchPartitions(map[string][]int32{string(w.d.cfg.Names.Events): {pw.id}})
+	}
+	pw.mu.Unlock()
+	select {
+	case pw.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drain delivers a partition's queue until ctx ends.
+func (w *worker) drain(ctx context.Context, pw *partWorker) {
+	for {
+		pw.mu.Lock()
+		batch := pw.queue
+		pw.queue = nil
+		pw.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-pw.wake:
+				continue
+			}
+		}
+		for len(batch) > 0 {
+			n := min(len(batch), max(1, w.sub.MaxInFlight))
+			if w.sub.Ordered {
+				n = 1
+			}
+			if !w.deliverChunk(ctx, batch[:n]) {
+				return // stopping: nothing past the last mark is committed
+			}
+			pw.cl.MarkCommitRecords(batch[n-1])
+			batch = batch[n:]
+			pw.mu.Lock()
+			if pw.paused && len(pw.queue)+len(batch) < queueLow {
+				pw.paused = false
+				pw.cl.ResumeFetchPartitions(map[string][]int32{string(w.d.cfg.Names.Events): {pw.id}})
+			}
+			pw.mu.Unlock()
+		}
+	}
+}
+
+// deliverChunk delivers records concurrently (one, when ordered) and
+// reports whether every one reached a final state for this consumer.
+func (w *worker) deliverChunk(ctx context.Context, recs []*kgo.Record) bool {
+	if len(recs) == 1 {
+		return w.deliverRecord(ctx, recs[0])
+	}
+	var wg sync.WaitGroup
+	ok := make([]bool, len(recs))
+	for i, r := range recs {
+		select {
+		case w.sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return false
+		}
+		wg.Go(func() {
+			defer func() { <-w.sem }()
+			ok[i] = w.deliverRecord(ctx, r)
+		})
+	}
+	wg.Wait()
+	for _, v := range ok {
+		if !v {
+			return false
+		}
+	}
+	return true
+}
+
+// deliverRecord takes one events record to a final state: filtered out,
+// delivered, handed to the retry topic, or (ordered) retried in place and
+// finally dead-lettered. It returns false only when ctx ended first.
+func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
+	source, eventType := headerValue(r, topics.HeaderSource), headerValue(r, topics.HeaderEventType)
+	if source == "" {
+		if env, err := topics.ParseEnvelope(r.Value); err == nil {
+			source, eventType = env.Source, env.Type
+		}
+	}
+	w.st.mu.Lock()
+	sub := w.st.sub
+	w.st.mu.Unlock()
+	if !sub.Matches(source, eventType) {
+		return true
+	}
+	eventID := string(r.Key)
+	for attempt := 1; ; attempt++ {
+		res := w.d.attempt(ctx, w.st, eventID, r.Value, attempt)
+		if ctx.Err() != nil {
+			return false
+		}
+		if res.OK() {
+			return true
+		}
+		if !w.sub.Ordered {
+			return w.d.handOff(ctx, sub.ID, func(ctx context.Context) error {
+				return w.d.fail(ctx, sub.ID, eventID, r.Value, attempt, res, r)
+			})
+		}
+		wait, more := w.d.delay(attempt, res.RetryAfter)
+		if !more || res.Gone() {
+			return w.d.handOff(ctx, sub.ID, func(ctx context.Context) error {
+				return w.d.deadLetter(ctx, sub.ID, eventID, r.Value, attempt, res, r)
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// handOff writes to the retry topic or the DLQ, retrying while Kafka
+// refuses: a failed delivery is never skipped silently.
+func (d *Dispatcher) handOff(ctx context.Context, subID string, write func(context.Context) error) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		err := write(ctx)
+		if err == nil {
+			return true
+		}
+		d.log.Error("could not hand off a failed delivery; retrying", "subscription", subID, "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
