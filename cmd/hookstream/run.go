@@ -21,13 +21,14 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
 )
 
 // allRoles are the roles run starts by default.
-var allRoles = []string{"ingest", "processor"}
+var allRoles = []string{"ingest", "processor", "dispatcher"}
 
 func newRunCommand() *cobra.Command {
 	var roles string
@@ -155,6 +156,27 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 		}, kafkaOpts(cfg, log), log, reg)
 		srv.AddCheck("processor", p.Ready)
 		g.Go(func() error { return p.Run(ctx) })
+	}
+	if slices.Contains(roles, "dispatcher") {
+		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(
+			topics.Instrument(reg, "hookstream-dispatcher"),
+			[]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody)))})...)...)
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer producer.Close()
+		registry := dispatch.NewRegistry(producer, kafkaOpts(cfg, log), names, log)
+		d := dispatch.New(dispatch.Config{
+			Names: names,
+			Client: dispatch.ClientConfig{
+				Timeout:      cfg.Delivery.Timeout,
+				AllowPrivate: cfg.Delivery.AllowPrivate,
+				UserAgent:    "hookstream/" + version,
+			},
+			Schedule: cfg.Delivery.Schedule,
+		}, kafkaOpts(cfg, log), producer, registry, log, reg)
+		srv.AddCheck("dispatcher", d.Ready)
+		g.Go(func() error { return d.Run(ctx) })
 	}
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
 	if err := g.Wait(); err != nil {

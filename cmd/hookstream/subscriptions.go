@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// subscriptionFlags are the writable fields of a subscription.
+type subscriptionFlags struct {
+	url, secret, description string
+	sources, eventTypes      []string
+	ordered                  bool
+	maxInFlight              int
+	rateLimit                float64
+}
+
+func (f *subscriptionFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.url, "url", "", "subscriber URL (http or https)")
+	fs.StringVar(&f.secret, "secret", "", "signing secret, whsec_ + base64 (generated when not given)")
+	fs.StringVar(&f.description, "description", "", "what the subscription is for")
+	fs.StringArrayVar(&f.sources, "source", nil, "deliver only events of these sources (glob, repeatable)")
+	fs.StringArrayVar(&f.eventTypes, "event-type", nil, "deliver only events of these types (glob, repeatable)")
+	fs.BoolVar(&f.ordered, "ordered", false, "deliver one event at a time per partition, retrying in place")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", dispatch.DefaultMaxInFlight, "concurrent deliveries (unordered)")
+	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "deliveries per second (0: unlimited)")
+}
+
+// apply copies the flags that were set onto s.
+func (f *subscriptionFlags) apply(cmd *cobra.Command, s *dispatch.Subscription) {
+	set := func(name string) bool { return cmd.Flags().Changed(name) }
+	if set("url") {
+		s.URL = f.url
+	}
+	if set("secret") {
+		s.Secret = f.secret
+	}
+	if set("description") {
+		s.Description = f.description
+	}
+	if set("source") {
+		s.Sources = f.sources
+	}
+	if set("event-type") {
+		s.EventTypes = f.eventTypes
+	}
+	if set("ordered") {
+		s.Ordered = f.ordered
+	}
+	if set("max-in-flight") {
+		s.MaxInFlight = f.maxInFlight
+	}
+	if set("rate-limit") {
+		s.RateLimit = f.rateLimit
+	}
+}
+
+// withRegistry runs fn with a registry on the configured cluster.
+func withRegistry(cmd *cobra.Command, fn func(ctx context.Context, r *dispatch.Registry) error) error {
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, os.Stderr)
+	opts := kafkaOpts(cfg, log)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
+	defer cancel()
+	if err := ensureTopics(ctx, cfg, kadm.NewClient(cl), log); err != nil {
+		return err
+	}
+	return fn(ctx, dispatch.NewRegistry(cl, opts, topics.NewNames(cfg.TopicPrefix), log))
+}
+
+func newSubscriptionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "subscriptions",
+		Aliases: []string{"subs"},
+		Short:   "Manage subscriber URLs that receive signed deliveries",
+		Long: `Subscriptions live in the compacted <prefix>.subscriptions topic. These commands
+write it directly, so they work with no hookstream daemon running; running
+dispatchers follow every change.`,
+	}
+	var output string
+	cmd.PersistentFlags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+
+	var add subscriptionFlags
+	var from string
+	addCmd := &cobra.Command{
+		Use:   "add",
+		Short: "Create a subscription and print it, secret included",
+		Example: `  hookstream subscriptions add --url https://example.com/hooks
+  hookstream subscriptions add --url https://ci.example.com/hook --source github --event-type 'pull_request*' --from earliest`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+				var s dispatch.Subscription
+				add.apply(cmd, &s)
+				if s.URL == "" {
+					return fmt.Errorf("--url is required")
+				}
+				if err := r.Create(ctx, &s, from); err != nil {
+					return err
+				}
+				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
+			})
+		},
+	}
+	add.register(addCmd)
+	addCmd.Flags().StringVar(&from, "from", "latest", "where delivery starts: latest, earliest or an RFC 3339 time")
+
+	list := &cobra.Command{
+		Use:     "list",
+		Short:   "List subscriptions (secrets hidden)",
+		Example: "  hookstream subscriptions list --output json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+				subs, err := r.List(ctx)
+				if err != nil {
+					return err
+				}
+				out := make([]dispatch.Subscription, 0, len(subs))
+				for _, s := range subs {
+					out = append(out, s)
+				}
+				sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+				return printSubscriptions(cmd.OutOrStdout(), output, out, false)
+			})
+		},
+	}
+
+	get := &cobra.Command{
+		Use:     "get ID",
+		Short:   "Show one subscription, secret included",
+		Example: "  hookstream subscriptions get sub_abc",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+				s, err := r.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
+			})
+		},
+	}
+
+	// change edits one subscription and prints it.
+	change := func(use, short, example string, args cobra.PositionalArgs, edit func(cmd *cobra.Command, s *dispatch.Subscription)) *cobra.Command {
+		return &cobra.Command{
+			Use: use, Short: short, Example: example, Args: args,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if err := checkOutput(output); err != nil {
+					return err
+				}
+				return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+					s, err := r.Get(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					edit(cmd, &s)
+					s.UpdatedAt = time.Now().UTC()
+					if err := r.Put(ctx, s); err != nil {
+						return err
+					}
+					return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, false)
+				})
+			},
+		}
+	}
+	var upd subscriptionFlags
+	update := change("update ID", "Change a subscription's fields", "  hookstream subscriptions update sub_abc --url https://new.example.com/hook",
+		cobra.ExactArgs(1), func(cmd *cobra.Command, s *dispatch.Subscription) { upd.apply(cmd, s) })
+	upd.register(update)
+	enable := change("enable ID", "Resume deliveries", "  hookstream subscriptions enable sub_abc", cobra.ExactArgs(1),
+		func(_ *cobra.Command, s *dispatch.Subscription) { s.Enabled, s.DisabledReason = true, "" })
+	disable := change("disable ID", "Pause deliveries (events wait in the subscription's group)", "  hookstream subscriptions disable sub_abc", cobra.ExactArgs(1),
+		func(_ *cobra.Command, s *dispatch.Subscription) { s.Enabled = false })
+
+	var newSecret string
+	rotate := &cobra.Command{
+		Use:   "rotate-secret ID",
+		Short: "Replace the signing secret; the old one keeps signing for 24 hours",
+		Example: `  hookstream subscriptions rotate-secret sub_abc
+  hookstream subscriptions rotate-secret sub_abc --secret whsec_...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+				s, err := r.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				s.Rotate(newSecret, time.Now().UTC())
+				if err := r.Put(ctx, s); err != nil {
+					return err
+				}
+				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
+			})
+		},
+	}
+	rotate.Flags().StringVar(&newSecret, "secret", "", "the new secret (generated when not given)")
+
+	rm := &cobra.Command{
+		Use:     "rm ID",
+		Short:   "Delete a subscription",
+		Example: "  hookstream subscriptions rm sub_abc",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+				if err := r.Delete(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(addCmd, list, get, update, rm, rotate, enable, disable)
+	return cmd
+}
+
+func printSubscriptions(w io.Writer, output string, subs []dispatch.Subscription, withSecret bool) error {
+	if !withSecret {
+		for i := range subs {
+			subs[i] = subs[i].Redacted()
+		}
+	}
+	if output == "json" {
+		if len(subs) == 1 && withSecret {
+			return writeJSON(w, subs[0])
+		}
+		return writeJSON(w, subs)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tURL\tENABLED\tORDERED\tSOURCES\tEVENT TYPES\tSECRET")
+	for _, s := range subs {
+		enabled := fmt.Sprint(s.Enabled)
+		if s.DisabledReason != "" {
+			enabled += " (" + s.DisabledReason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", s.ID, s.URL, enabled, s.Ordered,
+			orAll(s.Sources), orAll(s.EventTypes), s.Secret)
+	}
+	return tw.Flush()
+}
+
+func orAll(globs []string) string {
+	if len(globs) == 0 {
+		return "*"
+	}
+	return strings.Join(globs, ",")
+}
