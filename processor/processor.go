@@ -128,7 +128,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		kgo.RequireStableFetchOffsets(),
 		// A partition resumed after its restore is fetched no later than
 		// this: a fetch in flight for the others waits at most this long.
-		kgo.FetchMaxWait(250*time.Millisecond),
+		kgo.FetchMaxWait(250 * time.Millisecond),
 		// A new group starts at the beginning of the ingest topic.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Rebalance callbacks never run while a batch is in progress.
