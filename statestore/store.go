@@ -12,22 +12,26 @@
 // # Durability contract
 //
 // The compacted changelog topic is the source of truth; a store is a local
-// cache of it that can always be deleted (Destroy) and rebuilt by reading the
-// changelog from offset 0. Apply writes the changes and the new checkpoint
-// (the changelog offset to resume from) in one atomic Pebble batch, without
-// syncing (pebble.NoSync): after a crash the store holds a consistent prefix of
-// the changelog, and its Checkpoint says where that prefix ends, so restore
-// resumes from there. Deleting the directory is always safe.
+// cache of it that can always be deleted (Destroy, or removing its directory
+// while it is closed) and rebuilt by reading the changelog from offset 0.
+// Apply writes the changes and the new checkpoint (the changelog offset to
+// resume from) in one atomic Pebble batch, without syncing (pebble.NoSync):
+// a crash of the process or the machine loses the latest batches, never part
+// of one, so the store holds a consistent prefix of the changelog and its
+// Checkpoint says where that prefix ends; restore resumes from there.
 //
-// A store whose files cannot be read as a store (corrupt MANIFEST or tables, a
-// layout this code does not know) fails with an error wrapping ErrCorrupt; the
-// caller then destroys and rebuilds it. When Pebble reports a failure it
-// cannot recover from (a write error in the commit pipeline, a corruption
-// found by a background job), the store stops: the call that hit it and every
-// later call return an error, and only Close remains. With NoSync, a write
-// error (a full disk) surfaces at the next write-ahead-log block, so the
-// Apply that reports it may come a few calls after the failed write; the
-// data on disk is still a consistent prefix.
+// A store whose files cannot be read as a store (a corrupt MANIFEST, OPTIONS
+// or table, a missing table, a layout this code does not know) fails to open
+// with an error wrapping ErrCorrupt: the caller destroys and rebuilds it. A
+// store held by another process, or one the process may not read or write,
+// gives other errors, which destroying would not cure.
+//
+// When Pebble reports a failure it cannot recover from (a failed write to
+// its log, a corruption found while reading or by a background job), the
+// store stops: the call that hit it and every later call return an error,
+// and only Close remains. Pebble buffers its log, so a write error (a full
+// disk) fails the Apply that finds it, possibly a few calls after the write
+// that failed; what reached the disk is still a consistent prefix.
 //
 // # Layout
 //
@@ -453,9 +457,36 @@ func (s *Store) Apply(changes []Change, checkpoint int64) error {
 }
 
 // apply builds and commits the batch of Apply and returns the new key count.
-func (s *Store) apply(changes []Change, checkpoint int64) (keys int64, err error) {
+func (s *Store) apply(changes []Change, checkpoint int64) (int64, error) {
 	b := s.db.NewBatch()
 	defer s.closeBatch(b)
+	keys, err := s.build(b, changes)
+	if err != nil {
+		return 0, err
+	}
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(checkpoint))
+	if err := b.Set(keyCheckpoint, n[:], nil); err != nil {
+		return 0, err
+	}
+	binary.BigEndian.PutUint64(n[:], uint64(keys))
+	if err := b.Set(keyKeys, n[:], nil); err != nil {
+		return 0, err
+	}
+	return keys, s.commit(b, pebble.NoSync)
+}
+
+// build adds changes to b, reading the old states to keep the expiry index
+// and the key count right, and returns the new key count.
+func (s *Store) build(b *pebble.Batch, changes []Change) (keys int64, err error) {
+	var it *pebble.Iterator // one for every read of the call: cheaper than Gets
+	defer func() {
+		if it != nil {
+			if cerr := it.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}()
 	clear(s.pending)
 	keys = s.keys.Load()
 	for _, c := range changes {
@@ -468,7 +499,7 @@ func (s *Store) apply(changes []Change, checkpoint int64) (keys int64, err error
 		s.sk = append(append(s.sk[:0], prefixState), c.Key...)
 		old, ok := s.pending[string(c.Key)]
 		if !ok {
-			if old.st, old.ok, err = s.get(s.sk); err != nil {
+			if old.st, old.ok, err = s.lookup(&it, s.sk); err != nil {
 				return 0, fmt.Errorf("key %q: %w", c.Key, err)
 			}
 		}
@@ -509,16 +540,7 @@ func (s *Store) apply(changes []Change, checkpoint int64) (keys int64, err error
 			}
 		}
 	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(checkpoint))
-	if err := b.Set(keyCheckpoint, n[:], nil); err != nil {
-		return 0, err
-	}
-	binary.BigEndian.PutUint64(n[:], uint64(keys))
-	if err := b.Set(keyKeys, n[:], nil); err != nil {
-		return 0, err
-	}
-	return keys, s.commit(b, pebble.NoSync)
+	return keys, nil
 }
 
 // commit applies b. Pebble panics when the write-ahead log fails (with
@@ -540,6 +562,27 @@ func (s *Store) commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
 		s.fail(err, "stack", string(debug.Stack()))
 	}()
 	return s.db.Apply(b, opts)
+}
+
+// lookup reads the state under the store key k with *it, creating the
+// iterator on first use.
+func (s *Store) lookup(it **pebble.Iterator, k []byte) (State, bool, error) {
+	if *it == nil {
+		var err error
+		*it, err = s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixState}, UpperBound: []byte{prefixState + 1}})
+		if err != nil {
+			return State{}, false, err
+		}
+	}
+	if !(*it).SeekPrefixGE(k) || !bytes.Equal((*it).Key(), k) {
+		return State{}, false, (*it).Error()
+	}
+	v, err := (*it).ValueAndErr()
+	if err != nil {
+		return State{}, false, err
+	}
+	st, err := decodeValue(v)
+	return st, err == nil, err
 }
 
 // closeBatch releases b, unless a wedged commit pipeline may still refer
