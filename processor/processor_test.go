@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -104,23 +105,32 @@ func (in *instance) stop(t *testing.T) {
 
 // count reads the processor's records counter of one outcome.
 func (in *instance) count(outcome string) int {
+	return int(in.metric("hookstream_processor_records_total", "outcome", outcome))
+}
+
+// metric sums the series of a counter or gauge whose label has value (any
+// series when label is empty).
+func (in *instance) metric(name, label, value string) float64 {
 	mfs, err := in.reg.Gather()
 	if err != nil {
 		return -1
 	}
+	var sum float64
 	for _, mf := range mfs {
-		if mf.GetName() != "hookstream_processor_records_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			match := label == ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
-					return int(m.GetCounter().GetValue())
-				}
+				match = match || (l.GetName() == label && l.GetValue() == value)
+			}
+			if match {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
 // events counts the committed events records per key.
@@ -437,4 +447,64 @@ func TestTTLExpiry(t *testing.T) {
 	if n := in.count("processed"); n != 2 {
 		t.Errorf("processed: got %d, want 2", n)
 	}
+}
+
+// TestStoreFailureStopsPartition: while a partition's store cannot be
+// opened (another holder has it locked) the partition stays paused, with
+// the error logged and exported and nothing processed; once the store is
+// free the partition restores and every event is processed exactly once. A
+// corrupt store is rebuilt from the changelog.
+func TestStoreFailureStopsPartition(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	cl := env.Client(t)
+	dir := t.TempDir()
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	produce(t, cl, recs[:10]...)
+	first := start(t, env, options{name: "a", stateDir: dir})
+	waitEvents(t, env, 10, 30*time.Second)
+	first.stop(t)
+
+	holder, err := statestore.Open(dir, 0, statestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, env, options{name: "a", stateDir: dir})
+	produce(t, cl, recs[10:]...)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if n := in.metric("hookstream_processor_store_errors_total", "", ""); n < 1 {
+			return fmt.Errorf("store errors: %v", n)
+		}
+		if n := in.metric("hookstream_processor_partitions_restoring", "", ""); n != 1 {
+			return fmt.Errorf("partitions restoring: %v, want 1 (stopped)", n)
+		}
+		return nil
+	})
+	if n := len(events(t, env)); n != 10 {
+		t.Errorf("while the store failed: %d events, want the 10 from before", n)
+	}
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := waitEvents(t, env, 20, time.Minute)
+	exactlyOnce(t, got, 20, 1)
+	in.stop(t)
+
+	// Garbage in the store's files: rebuilt from the changelog, and the
+	// ids it held are still duplicates.
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "MANIFEST") {
+			err = os.WriteFile(path, []byte("garbage"), 0o600)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, env, options{name: "a", stateDir: dir})
+	produce(t, cl, ingestRecord(env, "shop", "e3", `{}`), ingestRecord(env, "shop", "e20", `{}`))
+	got = waitEvents(t, env, 21, time.Minute)
+	exactlyOnce(t, got, 21, 1)
 }

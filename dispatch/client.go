@@ -1,0 +1,430 @@
+// The delivery client: one signed POST per attempt to a subscriber URL,
+// bounded in time, without redirects or proxies, through a dialer that refuses
+// loopback, private, link-local and metadata addresses (the SSRF guard).
+
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hookstream/hookstream/signature"
+)
+
+// ErrForbiddenAddress marks a target refused by the SSRF guard: an address
+// being dialed is loopback, private, link-local (cloud metadata included),
+// unspecified, multicast, shared (CGNAT) or otherwise not publicly routable,
+// and ClientConfig.AllowPrivate is off.
+var ErrForbiddenAddress = errors.New("forbidden delivery address")
+
+// Defaults of ClientConfig.
+const (
+	clientDefaultTimeout  = 15 * time.Second
+	clientDefaultMaxConns = 64
+)
+
+const (
+	// clientMaxDrain bounds how much of a response body is read (and
+	// discarded) so that the connection can be reused; a longer body closes
+	// the connection instead.
+	clientMaxDrain = 64 << 10
+	// clientMaxSnippet bounds how much of a failed response's body its
+	// error quotes.
+	clientMaxSnippet = 128
+	// clientMaxRetryAfter caps a Retry-After.
+	clientMaxRetryAfter = 24 * time.Hour
+	// clientMaxHeaderBytes bounds the response headers of a subscriber.
+	clientMaxHeaderBytes = 64 << 10
+)
+
+// Header names of a delivery (Standard Webhooks).
+const (
+	clientHeaderID        = "Webhook-Id"
+	clientHeaderTimestamp = "Webhook-Timestamp"
+	clientHeaderSignature = "Webhook-Signature"
+)
+
+// ClientConfig configures deliveries.
+type ClientConfig struct {
+	// Timeout bounds one attempt, from dialing to reading the response;
+	// default 15s.
+	Timeout time.Duration
+	// AllowPrivate allows loopback, private, link-local and metadata
+	// targets; default false.
+	AllowPrivate bool
+	// UserAgent is sent with every delivery, e.g. "hookstream/1.2.3";
+	// default none (Go's).
+	UserAgent string
+	// MaxConns bounds the connections per host, idle or active; default 64.
+	MaxConns int
+}
+
+// Delivery is one attempt.
+type Delivery struct {
+	URL string
+	// ID is the webhook-id: the event id, stable across retries and replays.
+	ID string
+	// Keys are the signing keys, current first; several during a secret
+	// rotation, each giving one v1 signature in webhook-signature.
+	Keys [][]byte
+	// Body is the envelope JSON.
+	Body []byte
+}
+
+// Result is the outcome of one attempt.
+type Result struct {
+	// Status is the HTTP status, 0 when there was no response.
+	Status int
+	// Latency runs from sending the request to the end of reading the
+	// response.
+	Latency time.Duration
+	// Err is nil on success; otherwise it describes the transport error,
+	// timeout, refused target (wrapping ErrForbiddenAddress) or non-2xx
+	// status. It never contains the query string of the URL.
+	Err error
+	// RetryAfter is the Retry-After of a 429 or 503 response, in seconds
+	// or as an HTTP date, capped at 24h; otherwise 0.
+	RetryAfter time.Duration
+}
+
+// OK reports a 2xx response, fully received.
+func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status < 300 }
+
+// Gone reports a 410: the subscriber asks to be disabled.
+func (r Result) Gone() bool { return r.Status == http.StatusGone }
+
+// Client delivers webhooks over keep-alive connections shared by all
+// subscriptions. It is safe for concurrent use; build it with NewClient.
+type Client struct {
+	http      *http.Client
+	transport *http.Transport
+	timeout   time.Duration
+	userAgent string
+}
+
+// NewClient returns a client configured by cfg, with defaults for its zero
+// fields. It does no I/O.
+func NewClient(cfg ClientConfig) *Client {
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = clientDefaultTimeout
+	}
+	maxConns := cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = clientDefaultMaxConns
+	}
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if !cfg.AllowPrivate {
+		// Control runs on every address dialed, after name resolution, so
+		// it sees the address actually connected to: DNS rebinding and
+		// every address of a multi-address name are covered.
+		dialer.Control = guardDeliveryDial
+	}
+	transport := &http.Transport{
+		Proxy:                  nil, // a proxy would dial for us, past the guard
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    min(timeout, 10*time.Second),
+		ResponseHeaderTimeout:  timeout,
+		ExpectContinueTimeout:  time.Second,
+		IdleConnTimeout:        90 * time.Second,
+		MaxIdleConnsPerHost:    maxConns,
+		MaxConnsPerHost:        maxConns,
+		MaxResponseHeaderBytes: clientMaxHeaderBytes,
+		DisableCompression:     true, // bodies are discarded
+	}
+	return &Client{
+		http: &http.Client{
+			Transport: transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		transport: transport,
+		timeout:   timeout,
+		userAgent: cfg.UserAgent,
+	}
+}
+
+// Close closes idle connections. Deliveries in flight are not interrupted,
+// and the client stays usable.
+func (c *Client) Close() { c.transport.CloseIdleConnections() }
+
+// Deliver makes one attempt: a signed POST of d.Body to d.URL, which succeeds
+// on a 2xx response received in full within the timeout. Redirects are not
+// followed. Deliver returns no later than the timeout after it is called, or
+// when parent is done.
+func (c *Client) Deliver(parent context.Context, d Delivery) Result {
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) { // do not repeat the URL, which may hold secrets
+			err = ue.Err
+		}
+		return Result{Err: fmt.Errorf("url: %w", err)}
+	}
+	target := clientRedactURL(req.URL)
+	if err := checkDeliveryURL(req.URL); err != nil {
+		return Result{Err: err}
+	}
+	if len(d.Keys) == 0 {
+		return Result{Err: fmt.Errorf("post %s: no signing key", target)}
+	}
+
+	now := time.Now()
+	sigs := make([]string, len(d.Keys))
+	for i, key := range d.Keys {
+		sigs[i] = signature.Sign(key, d.ID, now, d.Body)
+	}
+	req.Header = http.Header{
+		"Content-Type":        {"application/json"},
+		clientHeaderID:        {d.ID},
+		clientHeaderTimestamp: {strconv.FormatInt(now.Unix(), 10)},
+		clientHeaderSignature: {strings.Join(sigs, " ")},
+	}
+	if c.userAgent != "" {
+		req.Header["User-Agent"] = []string{c.userAgent}
+	}
+
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Result{Latency: time.Since(start), Err: c.describeTransportError(parent, ctx, target, err)}
+	}
+	res := Result{Status: resp.StatusCode}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	var snippet []byte
+	if resp.StatusCode >= 400 {
+		snippet = make([]byte, clientMaxSnippet)
+	}
+	snippet, err = clientDrain(resp.Body, snippet)
+	res.Latency = time.Since(start)
+
+	switch {
+	case ok && err != nil:
+		res.Err = c.describeTransportError(parent, ctx, target, fmt.Errorf("status %d, reading the body: %w", resp.StatusCode, err))
+	case ok:
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		loc := "(no Location)"
+		if u, err := resp.Location(); err == nil {
+			loc = clientRedactURL(u)
+		}
+		res.Err = fmt.Errorf("%s: redirect to %s not followed", clientStatusText(resp.StatusCode), loc)
+	default:
+		res.Err = errors.New(clientStatusText(resp.StatusCode))
+		if len(snippet) > 0 {
+			res.Err = fmt.Errorf("%s: %q", clientStatusText(resp.StatusCode), snippet)
+		}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return res
+}
+
+// describeTransportError returns err, the failure of a request to target,
+// without the URL net/http puts in it, and says so when the attempt (not its
+// parent) ran out of time.
+func (c *Client) describeTransportError(parent, attempt context.Context, target string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if attempt.Err() != nil && parent.Err() == nil {
+		return fmt.Errorf("post %s: timeout after %s: %w", target, c.timeout, err)
+	}
+	return fmt.Errorf("post %s: %w", target, err)
+}
+
+// clientDrain reads body into snippet (when it has room), discards the rest up
+// to clientMaxDrain bytes so that the connection can be reused, and closes
+// body. It returns the part of snippet read, and the first read error other
+// than EOF. A body longer than clientMaxDrain is not an error: closing it
+// closes the connection.
+func clientDrain(body io.ReadCloser, snippet []byte) ([]byte, error) {
+	defer body.Close()
+	n, err := io.ReadFull(body, snippet)
+	snippet = snippet[:n]
+	switch err {
+	case io.EOF, io.ErrUnexpectedEOF:
+		return snippet, nil
+	case nil:
+	default:
+		return snippet, err
+	}
+	_, err = io.CopyN(io.Discard, body, int64(clientMaxDrain-n))
+	if err == io.EOF {
+		err = nil
+	}
+	return snippet, err
+}
+
+// clientStatusText describes a status with Go's text for it, not the
+// subscriber's.
+func clientStatusText(code int) string {
+	if text := http.StatusText(code); text != "" {
+		return "status " + strconv.Itoa(code) + " " + text
+	}
+	return "status " + strconv.Itoa(code)
+}
+
+// clientRedactURL returns u without user information, query or fragment,
+// which may hold secrets, for errors and logs.
+func clientRedactURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	s := r.String()
+	if u.RawQuery != "" || u.ForceQuery {
+		s += "?…"
+	}
+	return s
+}
+
+// parseRetryAfter returns the delay of a Retry-After header value, either
+// non-negative integer seconds or an HTTP date (relative to now), capped at
+// 24h. Anything else, and a date in the past, gives 0.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(clientMaxRetryAfter/time.Second) { // only ErrRange: a huge number
+			return clientMaxRetryAfter
+		}
+		return time.Duration(secs) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	return min(max(t.Sub(now), 0), clientMaxRetryAfter)
+}
+
+// ValidateURL checks a subscription URL when it is written: absolute http or
+// https, a host, a valid port if any, no user:password, no fragment. Errors
+// are one line and start with "url: ". Whether the host is a public address
+// is checked at each delivery, by the dialer.
+func ValidateURL(raw string) error {
+	if raw == "" {
+		return errors.New("url: empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) { // do not repeat the URL, which may hold secrets
+			err = ue.Err
+		}
+		return fmt.Errorf("url: %w", err)
+	}
+	if strings.Contains(raw, "#") {
+		return errors.New("url: must not have a fragment")
+	}
+	return checkDeliveryURL(u)
+}
+
+// checkDeliveryURL checks the parsed form of a subscription URL (see
+// ValidateURL).
+func checkDeliveryURL(u *url.URL) error {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("url: must be http or https")
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return errors.New("url: must have a host, as in https://example.com/hook")
+	}
+	if u.User != nil {
+		return errors.New("url: must not contain user:password")
+	}
+	if u.Fragment != "" {
+		return errors.New("url: must not have a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return errors.New("url: port must be 1 to 65535")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return errors.New("url: port must be 1 to 65535")
+	}
+	return nil
+}
+
+// guardDeliveryDial is the net.Dialer Control of the SSRF guard: it refuses
+// to connect to an address that classifyDeliveryAddr does not call public.
+func guardDeliveryDial(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil { // the dialer passes a numeric address; refuse anything else
+		return fmt.Errorf("%w %q: not an IP address", ErrForbiddenAddress, address)
+	}
+	if class := classifyDeliveryAddr(ap.Addr()); class != "" {
+		return fmt.Errorf("%w %s: %s", ErrForbiddenAddress, ap.Addr(), class)
+	}
+	return nil
+}
+
+// classifyDeliveryAddr returns why ip must not be delivered to — "loopback",
+// "private", "link-local" (which holds cloud metadata endpoints),
+// "unspecified", "multicast", "shared (CGNAT)", "reserved" — or "" when it is
+// a public address. IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) and NAT64
+// addresses (64:ff9b::a.b.c.d) are judged by the IPv4 address they carry.
+func classifyDeliveryAddr(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() && clientNAT64.Contains(ip) {
+		b := ip.As16()
+		ip = netip.AddrFrom4([4]byte(b[12:]))
+	}
+	switch {
+	case !ip.IsValid():
+		return "invalid"
+	case ip.IsUnspecified():
+		return "unspecified"
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsPrivate():
+		return "private"
+	case ip.IsLinkLocalUnicast():
+		return "link-local"
+	case ip.IsMulticast():
+		return "multicast"
+	}
+	for _, r := range clientRefusedPrefixes {
+		if r.prefix.Contains(ip) {
+			return r.class
+		}
+	}
+	return ""
+}
+
+// clientNAT64 is the well-known NAT64 prefix (RFC 6052), whose addresses
+// reach the IPv4 address in their last four bytes.
+var clientNAT64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// clientRefusedPrefixes are the ranges beyond the netip predicates that are
+// not publicly routable.
+var clientRefusedPrefixes = []struct {
+	prefix netip.Prefix
+	class  string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"}, // "this network"; 0.0.0.0 reaches the local host
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},  // IETF protocol assignments
+	{netip.MustParsePrefix("198.18.0.0/15"), "reserved"}, // benchmarking
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},   // and broadcast
+	{netip.MustParsePrefix("::/96"), "reserved"},         // IPv4-compatible (deprecated)
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "private"}, // local-use NAT64
+	{netip.MustParsePrefix("fec0::/10"), "link-local"},   // site-local (deprecated)
+	{netip.MustParsePrefix("100::/64"), "reserved"},      // discard-only
+}
