@@ -124,6 +124,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(string(p.cfg.Names.Ingest)),
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(30 * time.Second),
+		kgo.SessionTimeout(p.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(p.cfg.SessionTimeout / 10),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		// A partition resumed after its restore is fetched no later than
@@ -155,6 +157,16 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.closeAll()
 	}()
 
+	// Fence this instance's previous incarnation now: until its open
+	// transaction is aborted, the group's offsets are unstable and no
+	// partition can start. (kgo would otherwise initialize the producer
+	// only at the first produce, after the transaction timed out.)
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("processor: initialize transactional producer %s: %w", p.cfg.TransactionalID, err)
+	}
 	p.log.Info("processor started", "group", p.cfg.Names.ProcessorGroup(), "transactional_id", p.cfg.TransactionalID)
 	lastSweep := p.now()
 	for {
