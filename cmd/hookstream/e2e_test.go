@@ -563,8 +563,8 @@ func processedRecords(adminAddr string) (float64, error) {
 // exactly once.
 //
 // After a SIGKILL the dead member stays in the group until its session
-// times out (franz-go's default 45s; run has no setting for it), so each
-// restart waits that long before it is assigned partitions.
+// times out (the processor's 10s), so each restart waits that long before
+// it is assigned partitions.
 func TestProcessorSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	const (
