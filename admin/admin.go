@@ -7,6 +7,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -49,7 +50,7 @@ type Server struct {
 // New builds the server; gatherer serves /metrics. It does no I/O.
 func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, log: log.With("component", "admin"), checks: make(map[string]Check)}
-	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: renderError})
+	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: s.renderError})
 	e.Use(middleware.Recover())
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -146,19 +147,27 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// renderError answers errors as {"error": "..."}.
-func renderError(c *echo.Context, err error) {
+// renderError answers errors as {"error": "..."}; unexpected ones are
+// logged and answered without detail.
+func (s *Server) renderError(c *echo.Context, err error) {
 	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
 		return
 	}
 	status, msg := http.StatusInternalServerError, "internal error"
-	if he, ok := err.(*echo.HTTPError); ok {
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
 		status, msg = he.Code, he.Message
-	} else if code := echo.StatusCode(err); code != 0 {
-		status, msg = code, http.StatusText(code)
+	case echo.StatusCode(err) != 0:
+		status = echo.StatusCode(err)
+		msg = http.StatusText(status)
+	default:
+		s.log.Error("admin request failed", "path", c.Request().URL.Path, "err", err)
 	}
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	_ = c.JSON(status, map[string]string{"error": msg})
+	if err := c.JSON(status, map[string]string{"error": msg}); err != nil {
+		s.log.Debug("write error response", "err", err)
+	}
 }

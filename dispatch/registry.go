@@ -18,6 +18,9 @@ import (
 // ErrNotFound is returned for an unknown subscription id.
 var ErrNotFound = errors.New("subscription not found")
 
+// ErrExists is returned when creating a subscription whose id is taken.
+var ErrExists = errors.New("subscription exists")
+
 // Registry reads and writes subscriptions in the compacted subscriptions
 // topic: the record key is the id, a tombstone deletes. It needs no running
 // daemon: the CLI and the admin API write the topic directly.
@@ -165,7 +168,7 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 		return err
 	}
 	if _, err := r.Get(ctx, s.ID); err == nil {
-		return fmt.Errorf("id: subscription %s exists", s.ID)
+		return fmt.Errorf("%w: %s", ErrExists, s.ID)
 	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
@@ -189,7 +192,7 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 	default:
 		at, perr := time.Parse(time.RFC3339, from)
 		if perr != nil {
-			return fmt.Errorf("from: %q is not earliest, latest or an RFC 3339 time", from)
+			return fmt.Errorf("%w: from: %q is not earliest, latest or an RFC 3339 time", ErrInvalid, from)
 		}
 		listed, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), events)
 	}

@@ -93,8 +93,14 @@ func (s *Subscription) Validate() error {
 	if s.RateLimit < 0 {
 		errs = append(errs, fmt.Errorf("rate_limit: %v must not be negative", s.RateLimit))
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
 }
+
+// ErrInvalid marks a subscription, or a start position, that fails validation.
+var ErrInvalid = errors.New("invalid subscription")
 
 // Matches reports whether an event of source and type passes the filters.
 func (s *Subscription) Matches(source, eventType string) bool {

@@ -118,9 +118,10 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
+	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log)
+	api := admin.API{Registry: registry, Gatherer: reg}
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(ctx) })
 	if slices.Contains(roles, "ingest") {
 		icfg := ingest.Config{
 			Addr:       cfg.HTTPAddr,
@@ -165,7 +166,6 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 			return fmt.Errorf("kafka client: %w", err)
 		}
 		defer producer.Close()
-		registry := dispatch.NewRegistry(producer, kafkaOpts(cfg, log), names, log)
 		d := dispatch.New(dispatch.Config{
 			Names: names,
 			Client: dispatch.ClientConfig{
@@ -176,8 +176,11 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 			Schedule: cfg.Delivery.Schedule,
 		}, kafkaOpts(cfg, log), producer, registry, log, reg)
 		srv.AddCheck("dispatcher", d.Ready)
+		api.Dispatcher = d
 		g.Go(func() error { return d.Run(ctx) })
 	}
+	srv.MountAPI(api)
+	g.Go(func() error { return srv.Run(ctx) })
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
 	if err := g.Wait(); err != nil {
 		return err

@@ -1,0 +1,316 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookstream/hookstream/dispatch"
+)
+
+// API is what /api serves from.
+type API struct {
+	// Registry reads and writes subscriptions.
+	Registry *dispatch.Registry
+	// Dispatcher, when this process runs one, knows delivery attempts.
+	Dispatcher *dispatch.Dispatcher
+	// Gatherer holds this instance's counters for /api/stats.
+	Gatherer prometheus.Gatherer
+	// Lag reports consumer-group lag for /api/stats; nil leaves it out.
+	Lag func(ctx context.Context) (any, error)
+}
+
+// MountAPI serves the subscription and stats endpoints under /api.
+func (s *Server) MountAPI(api API) {
+	g := s.api
+	g.GET("/stats", api.stats)
+	g.GET("/subscriptions", api.listSubscriptions)
+	g.POST("/subscriptions", api.createSubscription)
+	g.GET("/subscriptions/:id", api.getSubscription)
+	g.PATCH("/subscriptions/:id", api.patchSubscription)
+	g.DELETE("/subscriptions/:id", api.deleteSubscription)
+	g.POST("/subscriptions/:id/rotate-secret", api.rotateSecret)
+	g.GET("/subscriptions/:id/attempts", api.attempts)
+}
+
+// apiError maps registry and validation errors to statuses.
+func apiError(err error) error {
+	switch {
+	case errors.Is(err, dispatch.ErrNotFound):
+		return echo.NewHTTPError(http.StatusNotFound, err.Error())
+	case errors.Is(err, dispatch.ErrExists):
+		return echo.NewHTTPError(http.StatusConflict, err.Error())
+	case errors.Is(err, dispatch.ErrInvalid):
+		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
+	case errors.Is(err, context.DeadlineExceeded):
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "kafka did not answer in time")
+	}
+	return err
+}
+
+func timeout(c *echo.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Request().Context(), 30*time.Second)
+}
+
+func (a API) listSubscriptions(c *echo.Context) error {
+	ctx, cancel := timeout(c)
+	defer cancel()
+	subs, err := a.Registry.List(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	out := make([]dispatch.Subscription, 0, len(subs))
+	for _, s := range subs {
+		out = append(out, s.Redacted())
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (a API) getSubscription(c *echo.Context) error {
+	ctx, cancel := timeout(c)
+	defer cancel()
+	s, err := a.Registry.Get(ctx, c.Param("id"))
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusOK, s.Redacted())
+}
+
+// subscriptionInput is the writable JSON of a subscription.
+type subscriptionInput struct {
+	ID          *string   `json:"id"`
+	URL         *string   `json:"url"`
+	Secret      *string   `json:"secret"`
+	Description *string   `json:"description"`
+	Sources     *[]string `json:"sources"`
+	EventTypes  *[]string `json:"event_types"`
+	Enabled     *bool     `json:"enabled"`
+	Ordered     *bool     `json:"ordered"`
+	MaxInFlight *int      `json:"max_in_flight"`
+	RateLimit   *float64  `json:"rate_limit"`
+	From        *string   `json:"from"`
+}
+
+func decode(c *echo.Context) (subscriptionInput, error) {
+	var in subscriptionInput
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
+	}
+	return in, nil
+}
+
+func (in subscriptionInput) apply(s *dispatch.Subscription) {
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&s.URL, in.URL)
+	set(&s.Secret, in.Secret)
+	set(&s.Description, in.Description)
+	if in.Sources != nil {
+		s.Sources = *in.Sources
+	}
+	if in.EventTypes != nil {
+		s.EventTypes = *in.EventTypes
+	}
+	if in.Enabled != nil {
+		s.Enabled = *in.Enabled
+		if s.Enabled {
+			s.DisabledReason = ""
+		}
+	}
+	if in.Ordered != nil {
+		s.Ordered = *in.Ordered
+	}
+	if in.MaxInFlight != nil {
+		s.MaxInFlight = *in.MaxInFlight
+	}
+	if in.RateLimit != nil {
+		s.RateLimit = *in.RateLimit
+	}
+}
+
+func (a API) createSubscription(c *echo.Context) error {
+	in, err := decode(c)
+	if err != nil {
+		return err
+	}
+	if in.URL == nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "url: required")
+	}
+	var s dispatch.Subscription
+	if in.ID != nil {
+		s.ID = *in.ID
+	}
+	in.apply(&s)
+	from := ""
+	if in.From != nil {
+		from = *in.From
+	}
+	ctx, cancel := timeout(c)
+	defer cancel()
+	if err := a.Registry.Create(ctx, &s, from); err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusCreated, s) // the secret, once
+}
+
+func (a API) patchSubscription(c *echo.Context) error {
+	in, err := decode(c)
+	if err != nil {
+		return err
+	}
+	if in.ID != nil || in.From != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "id and from cannot be changed")
+	}
+	return a.update(c, func(s *dispatch.Subscription) { in.apply(s) }, false)
+}
+
+func (a API) rotateSecret(c *echo.Context) error {
+	var body struct {
+		Secret string `json:"secret"`
+	}
+	if c.Request().ContentLength > 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 4<<10)).Decode(&body); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
+		}
+	}
+	return a.update(c, func(s *dispatch.Subscription) { s.Rotate(body.Secret, time.Now().UTC()) }, true)
+}
+
+// update reads, edits and writes one subscription.
+func (a API) update(c *echo.Context, edit func(*dispatch.Subscription), withSecret bool) error {
+	ctx, cancel := timeout(c)
+	defer cancel()
+	s, err := a.Registry.Get(ctx, c.Param("id"))
+	if err != nil {
+		return apiError(err)
+	}
+	edit(&s)
+	s.UpdatedAt = time.Now().UTC()
+	if err := a.Registry.Put(ctx, s); err != nil {
+		return apiError(err)
+	}
+	if !withSecret {
+		s = s.Redacted()
+	}
+	return c.JSON(http.StatusOK, s)
+}
+
+func (a API) deleteSubscription(c *echo.Context) error {
+	ctx, cancel := timeout(c)
+	defer cancel()
+	if err := a.Registry.Delete(ctx, c.Param("id")); err != nil {
+		return apiError(err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (a API) attempts(c *echo.Context) error {
+	limit, err := strconv.Atoi(c.QueryParamOr("limit", "50"))
+	if err != nil || limit < 1 || limit > 1000 {
+		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 1 to 1000")
+	}
+	ctx, cancel := timeout(c)
+	defer cancel()
+	if _, err := a.Registry.Get(ctx, c.Param("id")); err != nil {
+		return apiError(err)
+	}
+	if a.Dispatcher == nil {
+		return echo.NewHTTPError(http.StatusNotFound, "this instance runs no dispatcher; ask one that does")
+	}
+	out := a.Dispatcher.Attempts(c.Param("id"), limit)
+	if out == nil {
+		out = []dispatch.Attempt{}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// stats are this instance's counters, per source where they have one.
+type stats struct {
+	Accepted       float64            `json:"accepted"`
+	Duplicates     float64            `json:"duplicates"`
+	Processed      float64            `json:"processed"`
+	Failed         float64            `json:"failed"`
+	Delivered      float64            `json:"delivered"`
+	DeliveryFailed float64            `json:"delivery_failed"`
+	Sources        map[string]*counts `json:"sources"`
+	Lag            any                `json:"lag,omitempty"`
+}
+
+type counts struct {
+	Accepted   float64 `json:"accepted"`
+	Duplicates float64 `json:"duplicates"`
+	Rejected   float64 `json:"rejected"`
+}
+
+func (a API) stats(c *echo.Context) error {
+	mfs, err := a.Gatherer.Gather()
+	if err != nil {
+		return err
+	}
+	out := stats{Sources: make(map[string]*counts)}
+	source := func(name string) *counts {
+		if out.Sources[name] == nil {
+			out.Sources[name] = &counts{}
+		}
+		return out.Sources[name]
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := make(map[string]string)
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			v := m.GetCounter().GetValue()
+			switch mf.GetName() {
+			case "hookstream_ingest_requests_total":
+				switch code := labels["code"]; {
+				case code == "202":
+					out.Accepted += v
+					source(labels["source"]).Accepted += v
+				case code == "200":
+					out.Duplicates += v
+					source(labels["source"]).Duplicates += v
+				default:
+					source(labels["source"]).Rejected += v
+				}
+			case "hookstream_processor_records_total":
+				switch labels["outcome"] {
+				case "processed", "replayed":
+					out.Processed += v
+				case "duplicate":
+					out.Duplicates += v
+				case "failed":
+					out.Failed += v
+				}
+			case "hookstream_delivery_attempts_total":
+				if labels["outcome"] == "success" {
+					out.Delivered += v
+				}
+			case "hookstream_delivery_dlq_total":
+				out.DeliveryFailed += v
+			}
+		}
+	}
+	if a.Lag != nil {
+		ctx, cancel := timeout(c)
+		defer cancel()
+		lag, err := a.Lag(ctx)
+		if err != nil {
+			return apiError(err)
+		}
+		out.Lag = lag
+	}
+	return c.JSON(http.StatusOK, out)
+}

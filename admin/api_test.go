@@ -1,0 +1,185 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/topics"
+)
+
+const token = "t0ken"
+
+type apiHarness struct {
+	srv *httptest.Server
+	env *kafkatest.Env
+	cl  *kgo.Client
+}
+
+// newAPI serves the admin API with a running dispatcher on a test broker.
+func newAPI(t *testing.T) *apiHarness {
+	t.Helper()
+	env := kafkatest.New(t, 2, 1<<20)
+	cl := env.Client(t)
+	log := kafkatest.Logger(t)
+	reg := prometheus.NewRegistry()
+	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
+	registry := dispatch.NewRegistry(cl, opts, env.Names, log)
+	d := dispatch.New(dispatch.Config{Names: env.Names, Client: dispatch.ClientConfig{AllowPrivate: true}}, opts, cl, registry, log, reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dispatcher: %v", err)
+		}
+	})
+	s := admin.New(admin.Config{Token: token}, reg, log)
+	s.MountAPI(admin.API{Registry: registry, Dispatcher: d, Gatherer: reg})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return &apiHarness{srv: srv, env: env, cl: cl}
+}
+
+// call sends a request with the token and decodes the JSON answer into out.
+func (h *apiHarness) call(t *testing.T, method, path, auth string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, h.srv.URL+path, rd)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: answer %q is not JSON: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func TestAPIErrors(t *testing.T) {
+	h := newAPI(t)
+	bearer := "Bearer " + token
+	tests := []struct {
+		name, method, path, auth string
+		body                     any
+		status                   int
+		err                      string
+	}{
+		{"no token", "GET", "/api/subscriptions", "", nil, 401, "missing or invalid bearer token"},
+		{"wrong token", "GET", "/api/subscriptions", "Bearer nope", nil, 401, "missing or invalid bearer token"},
+		{"unknown subscription", "GET", "/api/subscriptions/sub_nope", bearer, nil, 404, "subscription not found: sub_nope"},
+		{"no url", "POST", "/api/subscriptions", bearer, map[string]any{}, 400, "url: required"},
+		{"bad url", "POST", "/api/subscriptions", bearer, map[string]any{"url": "ftp://x"}, 400, "invalid subscription: url: must be http or https"},
+		{"bad glob", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "event_types": []string{"["}}, 400, `invalid subscription: event_types: invalid glob "["`},
+		{"bad from", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "from": "yesterday"}, 400, `invalid subscription: from: "yesterday" is not earliest, latest or an RFC 3339 time`},
+		{"unknown field", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "color": "red"}, 400, `invalid JSON: json: unknown field "color"`},
+		{"bad limit", "GET", "/api/subscriptions/x/attempts?limit=0", bearer, nil, 400, "limit: want a number from 1 to 1000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got map[string]string
+			status := h.call(t, tt.method, tt.path, tt.auth, tt.body, &got)
+			if status != tt.status || got["error"] != tt.err {
+				t.Errorf("got %d %q, want %d %q", status, got["error"], tt.status, tt.err)
+			}
+		})
+	}
+	// Health and metrics need no token.
+	if status := h.call(t, "GET", "/healthz", "", nil, nil); status != 200 {
+		t.Errorf("/healthz: got %d, want 200", status)
+	}
+}
+
+// TestSubscriptionRoundTrip creates, reads, patches, rotates and deletes a
+// subscription over the API, and a running dispatcher follows each change.
+func TestSubscriptionRoundTrip(t *testing.T) {
+	h := newAPI(t)
+	bearer := "Bearer " + token
+	var hits atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer sink.Close()
+
+	var created dispatch.Subscription
+	if status := h.call(t, "POST", "/api/subscriptions", bearer, map[string]any{"url": sink.URL, "from": "earliest", "description": "ci"}, &created); status != 201 {
+		t.Fatalf("create: got %d, want 201", status)
+	}
+	if created.ID == "" || len(created.Secret) < 10 || !created.Enabled || created.MaxInFlight != dispatch.DefaultMaxInFlight {
+		t.Fatalf("created: got %+v, want an id, a secret, enabled, default in-flight", created)
+	}
+	produce := func() {
+		e := &topics.Envelope{ID: "shop:1", Source: "shop", EventID: "1", Type: "order", ReceivedAt: time.Now(), ProcessedAt: time.Now(), Data: []byte(`{}`)}
+		v, _ := e.Marshal()
+		if err := h.cl.ProduceSync(context.Background(), &kgo.Record{Topic: string(h.env.Names.Events), Key: []byte(e.ID), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce()
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if hits.Load() < 1 {
+			return fmt.Errorf("no delivery yet")
+		}
+		return nil
+	})
+	var attempts []dispatch.Attempt
+	if status := h.call(t, "GET", "/api/subscriptions/"+created.ID+"/attempts?limit=5", bearer, nil, &attempts); status != 200 || len(attempts) != 1 || attempts[0].Status != 204 || attempts[0].EventID != "shop:1" {
+		t.Errorf("attempts: got %d %+v, want one 204 for shop:1", status, attempts)
+	}
+
+	var got dispatch.Subscription
+	if status := h.call(t, "GET", "/api/subscriptions/"+created.ID, bearer, nil, &got); status != 200 || got.Secret == created.Secret || got.Description != "ci" {
+		t.Errorf("get: got %d %+v, want the subscription with its secret hidden", status, got)
+	}
+	if status := h.call(t, "PATCH", "/api/subscriptions/"+created.ID, bearer, map[string]any{"enabled": false}, &got); status != 200 || got.Enabled {
+		t.Errorf("patch: got %d enabled=%v, want 200 and disabled", status, got.Enabled)
+	}
+	time.Sleep(time.Second) // the dispatcher follows the change and stops the group
+	before := hits.Load()
+	produce()
+	time.Sleep(time.Second)
+	if hits.Load() != before {
+		t.Errorf("a disabled subscription got a delivery")
+	}
+	var rotated dispatch.Subscription
+	if status := h.call(t, "POST", "/api/subscriptions/"+created.ID+"/rotate-secret", bearer, nil, &rotated); status != 200 || rotated.Secret == created.Secret || rotated.PreviousSecret != created.Secret {
+		t.Errorf("rotate: got %d, want a new secret with the old one kept for the overlap", status)
+	}
+	if status := h.call(t, "DELETE", "/api/subscriptions/"+created.ID, bearer, nil, nil); status != 204 {
+		t.Errorf("delete: got %d, want 204", status)
+	}
+	if status := h.call(t, "GET", "/api/subscriptions/"+created.ID, bearer, nil, nil); status != 404 {
+		t.Errorf("get after delete: got %d, want 404", status)
+	}
+	var st map[string]any
+	if status := h.call(t, "GET", "/api/stats", bearer, nil, &st); status != 200 || st["delivered"].(float64) < 1 {
+		t.Errorf("stats: got %d %v, want delivered >= 1", status, st)
+	}
+}
