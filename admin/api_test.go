@@ -183,3 +183,26 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 		t.Errorf("stats: got %d %v, want delivered >= 1", status, st)
 	}
 }
+
+func TestProfilesNeedTheToken(t *testing.T) {
+	s := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), kafkatest.Logger(t))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, tt := range []struct {
+		auth   string
+		status int
+	}{{"", 401}, {"Bearer " + token, 200}} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/debug/pprof/heap", nil)
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("heap profile with %q: got %d, want %d", tt.auth, resp.StatusCode, tt.status)
+		}
+	}
+}

@@ -50,11 +50,21 @@ type Config struct {
 // answer provider retries with 200 without writing them again.
 const DuplicateWindow = 10 * time.Minute
 
+// The producer buffer bounds: beyond them the receiver sheds load.
+const (
+	maxBufferedRecords = 20_000
+	maxBufferedBytes   = 64 << 20
+)
+
 // duplicateCapacity bounds the memory of the duplicate fast path.
 const duplicateCapacity = 100_000
 
-// RetryAfter is the Retry-After of a 503: Kafka did not take the event.
-const retryAfterUnavailable = "5"
+// Retry-After of a 503: Kafka did not take the event in time, or the
+// receiver is over capacity.
+const (
+	retryAfterUnavailable = "5"
+	retryAfterOverload    = "1"
+)
 
 // Handler is the ingest HTTP receiver.
 type Handler struct {
@@ -249,6 +259,10 @@ func (h *Handler) accept(c *echo.Context, name string, src *source) error {
 			received, requestID(c), contentType),
 	}
 	if err := h.produce(req.Context(), rec); err != nil {
+		if errors.Is(err, kgo.ErrMaxBuffered) {
+			h.metrics.shed.Inc()
+			return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterOverload, err: err}
+		}
 		h.log.Warn("kafka did not acknowledge", "source", name, "event_id", eventID, "request_id", requestID(c), "err", err)
 		return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterUnavailable, err: err}
 	}
@@ -283,7 +297,9 @@ func (h *Handler) produce(ctx context.Context, rec *kgo.Record) error {
 	defer cancel()
 	start := time.Now()
 	acked := make(chan error, 1)
-	h.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	// TryProduce fails at once when the producer's buffer is full: under
+	// overload the receiver sheds load with 503 instead of queueing.
+	h.client.TryProduce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
 	select {
 	case err := <-acked:
 		if err == nil {

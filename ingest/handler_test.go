@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/ingest"
@@ -346,5 +347,40 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	if !keys["open:before"] || !keys["open:after"] || keys["open:during"] {
 		t.Errorf("records: got keys %v, want open:before and open:after, and not open:during (answered 503)", keys)
+	}
+}
+
+// TestOverloadSheds: when the producer's buffer is full the receiver
+// answers 503 with Retry-After at once instead of queueing the request.
+func TestOverloadSheds(t *testing.T) {
+	env := kafkatest.New(t, 1, 64<<10)
+	if env.Cluster == nil {
+		t.Skip("holds produce requests in the in-process broker")
+	}
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	env.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil, nil, false
+	})
+	rc := newReceiver(t, env, ingest.Config{AckTimeout: 10 * time.Second}, kgo.MaxBufferedRecords(1))
+	first := make(chan response, 1)
+	go func() { first <- rc.post(t, "open", nil, "first") }()
+	<-held // the first record is in flight and fills the buffer
+	start := time.Now()
+	resp := rc.post(t, "open", nil, "second")
+	if resp.status != 503 || resp.header.Get("Retry-After") != "1" {
+		t.Errorf("over capacity: got %d %v Retry-After %q, want 503 with Retry-After 1", resp.status, resp.body, resp.header.Get("Retry-After"))
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("over capacity: answered after %v, want at once (well within the 10s acknowledgement wait)", waited)
+	}
+	close(release)
+	if r := <-first; r.status != 202 {
+		t.Errorf("first: got %d, want 202 once the broker answers", r.status)
 	}
 }

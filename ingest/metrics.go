@@ -18,6 +18,7 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	fastDuplicates *prometheus.CounterVec
 	ackLatency     prometheus.Histogram
+	shed           prometheus.Counter
 
 	mu     sync.Mutex
 	labels map[string]struct{}
@@ -38,9 +39,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from produce to Kafka's acks=all acknowledgement.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_ingest_shed_total",
+			Help: "Webhooks answered 503 at once because the producer buffer was full (overload).",
+		}),
 		labels: make(map[string]struct{}),
 	}
-	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency)
+	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed)
 	return m
 }
 

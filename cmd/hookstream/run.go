@@ -132,7 +132,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 			Topic:      names.Ingest,
 		}
 		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(ingest.ProducerOpts(icfg),
-			topics.Instrument(reg, "hookstream-ingest"), []kgo.Opt{kgo.MaxBufferedBytes(256 << 20)})...)...)
+			topics.Instrument(reg, "hookstream-ingest"))...)...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
