@@ -43,7 +43,7 @@ func TestEmbeddedKeepsRecordsAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := topics.Ensure(ctx, kadm.NewClient(cl), topics.Specs(names, 3, 1<<20)); err != nil {
+	if _, err := topics.Ensure(ctx, cl, topics.Specs(names, 3, 1<<20)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -66,7 +66,7 @@ func TestEmbeddedKeepsRecordsAcrossRestart(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	created, err := topics.Ensure(ctx, adm, topics.Specs(names, 3, 1<<20))
+	created, err := topics.Ensure(ctx, cl, topics.Specs(names, 3, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestEnsureRefusesPartitionMismatch(t *testing.T) {
 		}
 		return nil
 	})
-	_, err := topics.Ensure(ctx, adm, topics.Specs(env.Names, 6, 1<<20))
+	_, err := topics.Ensure(ctx, env.Client(t), topics.Specs(env.Names, 6, 1<<20))
 	if err == nil {
 		t.Fatal("Ensure with mismatched partitions: got nil error")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Spec is how one topic must be created.
@@ -57,8 +58,11 @@ func Specs(n Names, partitions int32, maxBody int64) []Spec {
 
 // Ensure creates the topics of specs that are missing and checks the ones
 // that exist: co-partitioned topics must have the same partition count. It
-// is idempotent and returns the names it created.
-func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec) (created []Topic, err error) {
+// is idempotent and returns the names it created. It returns once every
+// partition of every topic has a leader: on a real cluster that takes a
+// moment after CreateTopics answers.
+func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec) (created []Topic, err error) {
+	adm := kadm.NewClient(cl)
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = string(s.Topic)
@@ -67,10 +71,8 @@ func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec) (created []Topi
 	if err != nil {
 		return nil, fmt.Errorf("topics: list: %w", err)
 	}
-	partitions := make(map[Topic]int, len(specs))
 	for _, s := range specs {
 		if d, ok := existing[string(s.Topic)]; ok && d.Err == nil {
-			partitions[s.Topic] = len(d.Partitions)
 			continue
 		}
 		configs := make(map[string]*string, len(s.Configs))
@@ -84,36 +86,48 @@ func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec) (created []Topi
 		switch {
 		case err == nil:
 			created = append(created, s.Topic)
-			partitions[s.Topic] = int(s.Partitions)
 		case errors.Is(err, kerr.TopicAlreadyExists):
-			// Another process created it first; learn its partition count.
-			n, err := awaitTopic(ctx, adm, s.Topic)
-			if err != nil {
-				return created, err
-			}
-			partitions[s.Topic] = n
+			// Another process created it first.
 		default:
 			return created, fmt.Errorf("topics: create %s: %w", s.Topic, err)
 		}
 	}
+	partitions, err := awaitLeaders(ctx, cl, names)
+	if err != nil {
+		return created, err
+	}
 	return created, checkPartitions(specs, partitions)
 }
 
-// awaitTopic returns the partition count of a topic that exists, waiting
-// for its metadata to appear.
-func awaitTopic(ctx context.Context, adm *kadm.Client, t Topic) (int, error) {
+// awaitLeaders returns the partition count of each topic, waiting until
+// every partition has a leader.
+func awaitLeaders(ctx context.Context, cl *kgo.Client, names []string) (map[Topic]int, error) {
+	adm := kadm.NewClient(cl)
 	for {
-		d, err := adm.ListTopics(ctx, string(t))
+		d, err := adm.ListTopics(ctx, names...)
 		if err != nil {
-			return 0, fmt.Errorf("topics: list %s: %w", t, err)
+			return nil, fmt.Errorf("topics: list: %w", err)
 		}
-		if td, ok := d[string(t)]; ok && td.Err == nil && len(td.Partitions) > 0 {
-			return len(td.Partitions), nil
+		out := make(map[Topic]int, len(names))
+		var waiting []string
+		for _, name := range names {
+			td, ok := d[name]
+			if !ok || td.Err != nil || len(td.Partitions) == 0 || !allLed(td) {
+				waiting = append(waiting, name)
+				continue
+			}
+			out[Topic(name)] = len(td.Partitions)
 		}
+		if len(waiting) == 0 {
+			return out, nil
+		}
+		// kadm answers from the client's metadata cache for a few
+		// seconds; drop what it holds of the topics still waiting.
+		cl.PurgeTopicsFromClient(waiting...)
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("topics: %s exists but its metadata did not appear: %w", t, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			return nil, fmt.Errorf("topics: %s not ready (no leader yet): %w", strings.Join(waiting, ", "), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -133,4 +147,13 @@ func checkPartitions(specs []Spec, partitions map[Topic]int) error {
 	}
 	sort.Strings(parts)
 	return fmt.Errorf("topics: partition counts differ (%s): they must match because the processor writes partition p of each; recreate them or set HOOKSTREAM_PARTITIONS to match", strings.Join(parts, ", "))
+}
+
+func allLed(td kadm.TopicDetail) bool {
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -51,11 +51,11 @@ func newAdmin(cfg *config.Config, log *slog.Logger, extra ...kgo.Opt) (*kgo.Clie
 }
 
 // ensureTopics creates missing topics and checks existing ones.
-func ensureTopics(ctx context.Context, cfg *config.Config, adm *kadm.Client, log *slog.Logger) error {
+func ensureTopics(ctx context.Context, cfg *config.Config, cl *kgo.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	names := topics.NewNames(cfg.TopicPrefix)
-	created, err := topics.Ensure(ctx, adm, topics.Specs(names, cfg.Partitions, cfg.MaxBody))
+	created, err := topics.Ensure(ctx, cl, topics.Specs(names, cfg.Partitions, cfg.MaxBody))
 	if err != nil {
 		return fmt.Errorf("%w (brokers %s)", err, strings.Join(cfg.SeedBrokers(), ","))
 	}

@@ -111,7 +111,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 		return err
 	}
 	defer adminClient.Close()
-	if err := ensureTopics(ctx, cfg, adm, log); err != nil {
+	if err := ensureTopics(ctx, cfg, adminClient, log); err != nil {
 		return err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/dispatch"
@@ -83,7 +82,7 @@ func withRegistry(cmd *cobra.Command, fn func(ctx context.Context, r *dispatch.R
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
 	defer cancel()
-	if err := ensureTopics(ctx, cfg, kadm.NewClient(cl), log); err != nil {
+	if err := ensureTopics(ctx, cfg, cl, log); err != nil {
 		return err
 	}
 	return fn(ctx, dispatch.NewRegistry(cl, opts, topics.NewNames(cfg.TopicPrefix), log))

@@ -34,12 +34,12 @@ func newTopicsCommand() *cobra.Command {
 				return err
 			}
 			log := newLogger(cfg, os.Stderr)
-			cl, adm, err := newAdmin(cfg, log)
+			cl, _, err := newAdmin(cfg, log)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			if err := ensureTopics(cmd.Context(), cfg, adm, log); err != nil {
+			if err := ensureTopics(cmd.Context(), cfg, cl, log); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")

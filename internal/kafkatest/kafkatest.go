@@ -60,7 +60,7 @@ func (e *Env) Ensure(t testing.TB, partitions int32, maxBody int64) {
 	e.Partitions = partitions
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := topics.Ensure(ctx, e.Admin(t), topics.Specs(e.Names, partitions, maxBody)); err != nil {
+	if _, err := topics.Ensure(ctx, e.Client(t), topics.Specs(e.Names, partitions, maxBody)); err != nil {
 		t.Fatalf("ensure topics: %v", err)
 	}
 }
