@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/topics"
+)
+
+func newLagCommand() *cobra.Command {
+	var group, output string
+	cmd := &cobra.Command{
+		Use:   "lag",
+		Short: "Show how far consumer groups are behind: committed offset, end offset and lag per partition",
+		Long: `Shows hookstream's consumer groups partition by partition: the committed offset
+("-" when the group has committed none), the end offset a read_committed
+consumer reads to, and the lag between them, with a total per group, the
+group's state and its number of members.
+
+Without --group it shows every group of the deployment: the processor, the
+retry consumer and each subscription. Lag skips the commit marker that ends
+each transaction, so a group that has read everything lags 0.`,
+		Example: `  hookstream lag
+  hookstream lag --group processor
+  hookstream lag --group sub:sub_abc --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			names := topics.NewNames(cfg.TopicPrefix)
+			if group != "" {
+				g, err := groups.Resolve(names, group)
+				if err != nil {
+					return fmt.Errorf("--group: %w", err)
+				}
+				group = string(g)
+			}
+			cl, _, err := newAdmin(cfg, newLogger(cfg, os.Stderr))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
+			defer cancel()
+			lags, err := groups.Lag(ctx, cl, names, group)
+			if err != nil {
+				return err
+			}
+			return printLag(cmd.OutOrStdout(), output, lags)
+		},
+	}
+	cmd.Flags().StringVarP(&group, "group", "g", "", "one group: processor, retry, sub:<id> or a full group name (default: every hookstream group)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
+	if output == "json" {
+		return writeJSON(w, lags)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
+	for _, g := range lags {
+		for _, p := range g.Partitions {
+			committed := "-"
+			if p.Committed >= 0 {
+				committed = fmt.Sprint(p.Committed)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\n", g.Group, g.State, g.Members, p.Topic, p.Partition, committed, p.End, p.Lag)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\ttotal\t\t\t\t%d\n", g.Group, g.State, g.Members, g.Total)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,219 @@
+// Package groups owns hookstream's consumer-group offsets as operators see
+// them: what a short group name means, how far each group lags behind the
+// end of its topic, and replay plans that move a group's committed offsets
+// and commit them.
+//
+// It refuses to change a group with active members: a running consumer
+// commits its own position over any reset, so the members must be stopped
+// first. It reads and commits offsets through the admin API only; it starts
+// no consumer and joins no group.
+package groups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Short group names accepted by Resolve.
+const (
+	shortProcessor = "processor"
+	shortRetry     = "retry"
+	shortSub       = "sub:"
+)
+
+// Resolve turns a short group name into the full one: "processor" is
+// names.ProcessorGroup(), "retry" names.RetryGroup() and "sub:<id>"
+// names.SubscriptionGroup(id). A full name of one of those groups passes
+// through. Anything else is an error: a mistyped name must not become a
+// new, empty group whose offsets a replay would then commit.
+func Resolve(names topics.Names, g string) (topics.Group, error) {
+	switch {
+	case g == shortProcessor:
+		return names.ProcessorGroup(), nil
+	case g == shortRetry:
+		return names.RetryGroup(), nil
+	case strings.HasPrefix(g, shortSub):
+		id := strings.TrimPrefix(g, shortSub)
+		if id == "" {
+			return "", fmt.Errorf("group %q has no subscription id (want sub:<id>)", g)
+		}
+		return names.SubscriptionGroup(id), nil
+	}
+	if _, ok := classify(names, topics.Group(g)); ok {
+		return topics.Group(g), nil
+	}
+	return "", fmt.Errorf("unknown group %q: want processor, retry, sub:<id> or a full name such as %s", g, names.ProcessorGroup())
+}
+
+// kind is the role that consumes with a group.
+type kind int
+
+const (
+	kindProcessor kind = iota + 1
+	kindRetry
+	kindSubscription
+)
+
+// classify tells which of the deployment's groups g is.
+func classify(names topics.Names, g topics.Group) (kind, bool) {
+	switch {
+	case g == names.ProcessorGroup():
+		return kindProcessor, true
+	case g == names.RetryGroup():
+		return kindRetry, true
+	case strings.HasPrefix(string(g), string(names.SubscriptionGroup(""))) && len(g) > len(names.SubscriptionGroup("")):
+		return kindSubscription, true
+	}
+	return 0, false
+}
+
+// topic is the topic the group's consumers read.
+func (k kind) topic(names topics.Names) topics.Topic {
+	switch k {
+	case kindProcessor:
+		return names.Ingest
+	case kindRetry:
+		return names.DeliveryRetry
+	default:
+		return names.Events
+	}
+}
+
+// startsAtEnd reports whether the group's consumers start at the end of
+// their topic when the group has no committed offset (subscriptions do;
+// the processor and the retry consumer start at the log start).
+func (k kind) startsAtEnd() bool { return k == kindSubscription }
+
+// effect says what replaying the group means, in an operator's words.
+func (k kind) effect(names topics.Names, g topics.Group) string {
+	switch k {
+	case kindProcessor:
+		return fmt.Sprintf("the processor reads these %s records again and re-emits each event to %s with its original id; "+
+			"records that were duplicates of another record stay dropped, and subscribers receive the re-emitted events again",
+			names.Ingest, names.Events)
+	case kindRetry:
+		return fmt.Sprintf("pending retries in %s are read again: each is attempted again when due (at once if its due time "+
+			"has passed), even if it succeeded or was dead-lettered before", names.DeliveryRetry)
+	default:
+		id := strings.TrimPrefix(string(g), string(names.SubscriptionGroup("")))
+		return fmt.Sprintf("these events are delivered again to subscription %s, with their original webhook-id "+
+			"so the subscriber can recognise them", id)
+	}
+}
+
+// groupInfo is a group as DescribeGroups shows it.
+type groupInfo struct {
+	state   string
+	members []string // "<member id> on <host>", sorted
+}
+
+// describe describes the groups; a group that does not exist is "Dead"
+// with no members, as Kafka calls it.
+func describe(ctx context.Context, adm *kadm.Client, groups ...string) (map[string]groupInfo, error) {
+	described, err := adm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return nil, fmt.Errorf("groups: describe %s: %w", strings.Join(groups, ", "), err)
+	}
+	out := make(map[string]groupInfo, len(groups))
+	for _, g := range groups {
+		d, ok := described[g]
+		switch {
+		case !ok, errors.Is(d.Err, kerr.GroupIDNotFound):
+			out[g] = groupInfo{state: "Dead"}
+		case d.Err != nil:
+			return nil, fmt.Errorf("groups: describe %s: %w", g, d.Err)
+		default:
+			info := groupInfo{state: d.State}
+			for _, m := range d.Members {
+				info.members = append(info.members, memberName(m))
+			}
+			slices.Sort(info.members)
+			out[g] = info
+		}
+	}
+	return out, nil
+}
+
+// memberName names a member the way an operator finds it: its static
+// instance id or member id (which starts with the client id), and its host.
+func memberName(m kadm.DescribedGroupMember) string {
+	id := m.MemberID
+	if m.InstanceID != nil && *m.InstanceID != "" {
+		id = *m.InstanceID
+	}
+	if host := strings.TrimPrefix(m.ClientHost, "/"); host != "" {
+		return id + " on " + host
+	}
+	return id
+}
+
+// committedOffsets fetches the group's committed offsets; a group that
+// does not exist has none.
+func committedOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.OffsetResponses, error) {
+	fetched, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("groups: committed offsets of %s: %w", group, err)
+	}
+	return fetched, nil
+}
+
+// committedAt returns the committed offset of topic/partition, -1 when none.
+func committedAt(c kadm.OffsetResponses, topic string, partition int32) (int64, error) {
+	o, ok := c.Lookup(topic, partition)
+	switch {
+	case !ok:
+		return -1, nil
+	case o.Err != nil:
+		return 0, fmt.Errorf("groups: committed offset of %s/%d: %w", topic, partition, o.Err)
+	case o.At < 0:
+		return -1, nil
+	}
+	return o.At, nil
+}
+
+// errNoTopic says a topic is missing, with the way to create hookstream's.
+func errNoTopic(topic string) error {
+	return fmt.Errorf("topic %s does not exist (hookstream topics create makes hookstream's topics)", topic)
+}
+
+// partitionOffsets returns topic's offsets from a listing, partition by
+// partition, or nil when the topic does not exist; what names the listing
+// in errors.
+func partitionOffsets(l kadm.ListedOffsets, what, topic string) (map[int32]int64, error) {
+	ps, ok := l[topic]
+	if !ok {
+		return nil, nil
+	}
+	out := make(map[int32]int64, len(ps))
+	for p, o := range ps {
+		if o.Err != nil {
+			if p < 0 || errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("groups: %s offset of %s/%d: %w", what, topic, p, o.Err)
+		}
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+// sortedPartitions returns the keys of m in order.
+func sortedPartitions[V any](m map[int32]V) []int32 {
+	ps := make([]int32, 0, len(m))
+	for p := range m {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}

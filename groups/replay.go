@@ -1,0 +1,322 @@
+package groups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Target is where a replay moves a group's committed offsets. Exactly one
+// field is set.
+type Target struct {
+	// Earliest is the log start: everything retained is read again.
+	Earliest bool
+	// Latest is the end (the last stable offset): everything not yet read
+	// is skipped.
+	Latest bool
+	// Time is the first record with a timestamp at or after it.
+	Time time.Time
+	// Duration means Time = now - Duration, taken when the plan is made.
+	Duration time.Duration
+	// Offsets are explicit offsets by partition; only these partitions move.
+	Offsets map[int32]int64
+}
+
+func (t Target) validate() error {
+	n := 0
+	for _, set := range []bool{t.Earliest, t.Latest, !t.Time.IsZero(), t.Duration != 0, t.Offsets != nil} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return errors.New("replay target: none set (want earliest, latest, a time, a duration or offsets)")
+	case n > 1:
+		return fmt.Errorf("replay target: %d set, want exactly one", n)
+	case t.Duration < 0:
+		return fmt.Errorf("replay target: duration %v is negative", t.Duration)
+	case t.Offsets != nil && len(t.Offsets) == 0:
+		return errors.New("replay target: no offsets")
+	}
+	for _, p := range sortedPartitions(t.Offsets) {
+		if p < 0 || t.Offsets[p] < 0 {
+			return fmt.Errorf("replay target: %d:%d is not a partition and an offset", p, t.Offsets[p])
+		}
+	}
+	return nil
+}
+
+// ParseOffsets parses partition:offset pairs separated by commas, such as
+// "0:15,3:200". Partitions and offsets are decimal and not negative, a
+// partition appears once, spaces around entries are allowed.
+func ParseOffsets(s string) (map[int32]int64, error) {
+	const want = "want partition:offset pairs such as 0:15,3:200"
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("no offsets: " + want)
+	}
+	out := make(map[int32]int64)
+	for entry := range strings.SplitSeq(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			return nil, fmt.Errorf("empty entry in %q: %s", s, want)
+		}
+		ps, os, ok := strings.Cut(entry, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q is not partition:offset (%s)", entry, want)
+		}
+		p, err := strconv.ParseInt(strings.TrimSpace(ps), 10, 32)
+		if err != nil || p < 0 {
+			return nil, fmt.Errorf("%q: partition %q is not a partition number", entry, ps)
+		}
+		o, err := strconv.ParseInt(strings.TrimSpace(os), 10, 64)
+		if err != nil || o < 0 {
+			return nil, fmt.Errorf("%q: offset %q is not an offset (want 0 or more)", entry, os)
+		}
+		if _, dup := out[int32(p)]; dup {
+			return nil, fmt.Errorf("partition %d appears twice", p)
+		}
+		out[int32(p)] = o
+	}
+	return out, nil
+}
+
+// Clamping notes of a Move.
+const (
+	ClampedToStart = "to log start"
+	ClampedToEnd   = "to log end"
+)
+
+// Move is what a replay does to one partition. Counts are offsets: on
+// transactional topics they include one commit marker per transaction.
+type Move struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Current is the committed offset, -1 when there is none.
+	Current int64 `json:"current"`
+	Target  int64 `json:"target"`
+	// Reread is how many offsets the group reads again: Current - Target,
+	// or with nothing committed the distance from Target to the end.
+	Reread int64 `json:"reread"`
+	// Skip is how many offsets the group passes over unread when Target
+	// is ahead of Current.
+	Skip int64 `json:"skip"`
+	// Clamped says the requested target lay outside the log and was moved
+	// to its start or end (ClampedToStart, ClampedToEnd), or is empty.
+	Clamped string `json:"clamped,omitempty"`
+}
+
+// Plan is a replay of one group on one topic, made by PlanReplay and
+// carried out by Execute.
+type Plan struct {
+	Group string `json:"group"`
+	Topic string `json:"topic"`
+	Moves []Move `json:"moves"`
+	// Members are the group's active members when the plan was made;
+	// Execute refuses while the group has any.
+	Members []string `json:"members"`
+	// Effect says what replaying means for this group.
+	Effect string `json:"effect"`
+}
+
+// Reread is the total of the moves' Reread.
+func (p Plan) Reread() int64 {
+	var n int64
+	for _, m := range p.Moves {
+		n += m.Reread
+	}
+	return n
+}
+
+// PlanReplay plans moving group (a name Resolve accepts) to t on topic,
+// by default the group's own: <prefix>.ingest for the processor,
+// <prefix>.events for subscriptions, <prefix>.delivery-retry for the retry
+// group. partitions limits the plan (nil: every partition; with
+// t.Offsets, the partitions are the offsets'). Targets outside the log are
+// clamped to its start or end, and the move says so. Nothing is changed.
+func PlanReplay(ctx context.Context, adm *kadm.Client, names topics.Names, group, topic string, partitions []int32, t Target) (Plan, error) {
+	g, err := Resolve(names, group)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := t.validate(); err != nil {
+		return Plan{}, err
+	}
+	if t.Offsets != nil && partitions != nil {
+		return Plan{}, errors.New("replay: offsets name their partitions; give no partition list with them")
+	}
+	k, _ := classify(names, g)
+	if topic == "" {
+		topic = string(k.topic(names))
+	}
+	infos, err := describe(ctx, adm, string(g))
+	if err != nil {
+		return Plan{}, err
+	}
+	plan := Plan{
+		Group:   string(g),
+		Topic:   topic,
+		Members: append([]string{}, infos[string(g)].members...),
+		Effect:  k.effect(names, g),
+	}
+
+	listed, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return Plan{}, fmt.Errorf("groups: start offsets of %s: %w", topic, err)
+	}
+	start, err := partitionOffsets(listed, "start", topic)
+	if err != nil {
+		return Plan{}, err
+	}
+	if listed, err = adm.ListCommittedOffsets(ctx, topic); err != nil {
+		return Plan{}, fmt.Errorf("groups: end offsets of %s: %w", topic, err)
+	}
+	end, err := partitionOffsets(listed, "end", topic)
+	if err != nil {
+		return Plan{}, err
+	}
+	if start == nil || end == nil {
+		return Plan{}, errNoTopic(topic)
+	}
+	committed, err := committedOffsets(ctx, adm, string(g))
+	if err != nil {
+		return Plan{}, err
+	}
+
+	var ps []int32
+	switch {
+	case t.Offsets != nil:
+		ps = sortedPartitions(t.Offsets)
+	case partitions != nil:
+		ps = slices.Compact(slices.Sorted(slices.Values(partitions)))
+	default:
+		ps = sortedPartitions(end)
+	}
+	for _, p := range ps {
+		if _, ok := end[p]; !ok {
+			return Plan{}, fmt.Errorf("partition %d: %s has partitions 0 to %d", p, topic, len(end)-1)
+		}
+	}
+
+	var byTime map[int32]int64
+	if !t.Time.IsZero() || t.Duration != 0 {
+		at := t.Time
+		if t.Duration != 0 {
+			at = time.Now().Add(-t.Duration)
+		}
+		listed, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
+		if err != nil {
+			return Plan{}, fmt.Errorf("groups: offsets of %s at %s: %w", topic, at.UTC().Format(time.RFC3339), err)
+		}
+		if byTime, err = partitionOffsets(listed, "time", topic); err != nil {
+			return Plan{}, err
+		}
+	}
+
+	for _, p := range ps {
+		c, err := committedAt(committed, topic, p)
+		if err != nil {
+			return Plan{}, err
+		}
+		m := Move{Topic: topic, Partition: p, Current: c}
+		switch {
+		case t.Earliest:
+			m.Target = start[p]
+		case t.Latest:
+			m.Target = end[p]
+		case t.Offsets != nil:
+			m.Target = t.Offsets[p]
+		default:
+			m.Target = byTime[p] // the end when no record is that recent
+			if m.Target < 0 {
+				m.Target = end[p]
+			}
+		}
+		switch {
+		case m.Target < start[p]:
+			m.Target, m.Clamped = start[p], ClampedToStart
+		case m.Target > end[p]:
+			m.Target, m.Clamped = end[p], ClampedToEnd
+		}
+		switch {
+		case c < 0:
+			m.Reread = end[p] - m.Target
+		case c >= m.Target:
+			m.Reread = c - m.Target
+		default:
+			m.Skip = m.Target - c
+		}
+		plan.Moves = append(plan.Moves, m)
+	}
+	return plan, nil
+}
+
+// Execute commits the plan's targets as the group's offsets. It refuses
+// while the group has active members, naming them, as their own commits
+// would overwrite the replay. Every partition's commit is checked; when
+// some fail, the error names them and the others stay committed.
+func Execute(ctx context.Context, adm *kadm.Client, plan Plan) error {
+	if len(plan.Moves) == 0 {
+		return fmt.Errorf("replay of %s: the plan moves no partition", plan.Group)
+	}
+	infos, err := describe(ctx, adm, plan.Group)
+	if err != nil {
+		return err
+	}
+	if ms := infos[plan.Group].members; len(ms) > 0 {
+		return activeMembers(plan.Group, ms)
+	}
+	var offsets kadm.Offsets
+	for _, m := range plan.Moves {
+		offsets.Add(kadm.Offset{Topic: m.Topic, Partition: m.Partition, At: m.Target, LeaderEpoch: -1})
+	}
+	resps, err := adm.CommitOffsets(ctx, plan.Group, offsets)
+	if err != nil {
+		return fmt.Errorf("groups: commit offsets of %s: %w", plan.Group, err)
+	}
+	var failed []string
+	joined := false
+	for _, m := range plan.Moves {
+		r, ok := resps.Lookup(m.Topic, m.Partition)
+		switch {
+		case !ok:
+			failed = append(failed, fmt.Sprintf("%s/%d: no answer", m.Topic, m.Partition))
+		case r.Err != nil:
+			failed = append(failed, fmt.Sprintf("%s/%d: %v", m.Topic, m.Partition, r.Err))
+			joined = joined || errors.Is(r.Err, kerr.UnknownMemberID) || errors.Is(r.Err, kerr.IllegalGeneration) ||
+				errors.Is(r.Err, kerr.RebalanceInProgress)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	hint := ""
+	if joined {
+		hint = "; a member joined the group meanwhile: stop it and run the replay again"
+	}
+	return fmt.Errorf("groups: commit offsets of %s: %d of %d partitions failed (%s)%s",
+		plan.Group, len(failed), len(plan.Moves), strings.Join(failed, "; "), hint)
+}
+
+// activeMembers is Execute's refusal.
+func activeMembers(group string, members []string) error {
+	const shown = 5
+	list := strings.Join(members[:min(len(members), shown)], ", ")
+	if len(members) > shown {
+		list += fmt.Sprintf(" and %d more", len(members)-shown)
+	}
+	noun := "members"
+	if len(members) == 1 {
+		noun = "member"
+	}
+	return fmt.Errorf("group %s has %d active %s (%s): stop them first", group, len(members), noun, list)
+}
