@@ -74,6 +74,9 @@ func (d *Dispatcher) runRetries(ctx context.Context) error {
 		kgo.ConsumerGroup(string(d.cfg.Names.RetryGroup())),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Redrives write the retry topic in transactions; an aborted
+		// redrive must deliver nothing.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {

@@ -37,7 +37,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	config.RegisterFlags(root.PersistentFlags(), config.Common)
-	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand())
+	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand())
 	return root
 }
 

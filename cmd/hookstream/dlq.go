@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/deadletter"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// dlqSelection are the flags that select letters.
+type dlqSelection struct {
+	since, key     string
+	partition      int32
+	fromOff, toOff int64
+	limit          int
+	all            bool // redrive only
+}
+
+func (s *dlqSelection) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&s.since, "since", "", "letters that failed since an RFC 3339 time or for a duration (2h, 30m)")
+	fs.StringVar(&s.key, "key", "", "letters with this key, or with this prefix when it ends in * (github:*, sub_abc:*)")
+	fs.Int32Var(&s.partition, "partition", 0, "letters of one DLQ partition")
+	fs.Int64Var(&s.fromOff, "from-offset", 0, "first offset, within --partition")
+	fs.Int64Var(&s.toOff, "to-offset", 0, "last offset (inclusive), within --partition")
+	fs.IntVar(&s.limit, "limit", 0, "the newest N letters of the selection (0: all)")
+}
+
+// filter turns the flags of cmd into a filter.
+func (s *dlqSelection) filter(cmd *cobra.Command, now time.Time) (deadletter.Filter, error) {
+	set := cmd.Flags().Changed
+	var f deadletter.Filter
+	if set("since") {
+		since, err := dlqSince(s.since, now)
+		if err != nil {
+			return f, err
+		}
+		f.Since = since
+	}
+	f.Key = s.key
+	if set("partition") {
+		if s.partition < 0 {
+			return f, fmt.Errorf("--partition: %d is negative", s.partition)
+		}
+		f.Partition = &s.partition
+	}
+	if (set("from-offset") || set("to-offset")) && !set("partition") {
+		return f, fmt.Errorf("--from-offset and --to-offset need --partition (offsets are per partition)")
+	}
+	if set("from-offset") {
+		if s.fromOff < 0 {
+			return f, fmt.Errorf("--from-offset: %d is negative", s.fromOff)
+		}
+		f.From = s.fromOff
+	}
+	if set("to-offset") {
+		if s.toOff < f.From {
+			return f, fmt.Errorf("--to-offset: %d is before --from-offset %d", s.toOff, f.From)
+		}
+		f.Until = s.toOff + 1
+	}
+	if s.limit < 0 {
+		return f, fmt.Errorf("--limit: %d is negative", s.limit)
+	}
+	f.Limit = s.limit
+	return f, nil
+}
+
+// dlqSince reads --since: an RFC 3339 time, or a duration back from now.
+func dlqSince(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("--since: %q is neither an RFC 3339 time nor a positive duration (2h, 30m)", v)
+	}
+	return now.Add(-d), nil
+}
+
+// dlqRef reads PARTITION/OFFSET as list prints it.
+func dlqRef(v string) (int32, int64, error) {
+	p, o, ok := strings.Cut(v, "/")
+	pn, perr := strconv.ParseInt(p, 10, 32)
+	on, oerr := strconv.ParseInt(o, 10, 64)
+	if !ok || perr != nil || oerr != nil || pn < 0 || on < 0 {
+		return 0, 0, fmt.Errorf("%q is not PARTITION/OFFSET (as dlq list prints it, e.g. 3/42)", v)
+	}
+	return int32(pn), on, nil
+}
+
+// withDLQ runs fn with a client on the configured cluster once a broker
+// answered.
+func withDLQ(cmd *cobra.Command, kindFlag, output string, fn func(ctx context.Context, d dlqTarget) error) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	kind, err := deadletter.ParseKind(kindFlag)
+	if err != nil {
+		return fmt.Errorf("--dlq: %w", err)
+	}
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	// Copies are as large as the records they copy.
+	opts := kafkaOpts(cfg, newLogger(cfg, os.Stderr), kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	ctx := cmd.Context()
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := cl.Ping(pingCtx); err != nil {
+		return fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.SeedBrokers(), ","), err)
+	}
+	return fn(ctx, dlqTarget{cl: cl, opts: opts, names: topics.NewNames(cfg.TopicPrefix), kind: kind})
+}
+
+// dlqTarget is one DLQ on one cluster.
+type dlqTarget struct {
+	cl    *kgo.Client
+	opts  []kgo.Opt
+	names topics.Names
+	kind  deadletter.Kind
+}
+
+func newDLQCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect dead letters and redrive them",
+		Long: `Dead letters are records hookstream could not handle. The processor DLQ
+(<prefix>.dlq) holds ingest records the processor could not process; the
+delivery DLQ (<prefix>.delivery-dlq) holds deliveries that exhausted their
+attempts. Fix the cause, then redrive: processor letters are copied back to
+<prefix>.ingest, delivery letters to <prefix>.delivery-retry, due at once
+with a fresh retry schedule. A letter is redriven at most once: running the
+same redrive again skips what was copied.`,
+	}
+	var kind, output string
+	cmd.PersistentFlags().StringVar(&kind, "dlq", "processor", "which DLQ: processor or delivery")
+	cmd.PersistentFlags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+
+	var listSel dlqSelection
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters, oldest first",
+		Example: `  hookstream dlq list
+  hookstream dlq list --dlq delivery --since 2h
+  hookstream dlq list --key 'github:*' --limit 20 --output json
+  hookstream dlq list --partition 3 --from-offset 100 --to-offset 200`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := listSel.filter(cmd, time.Now())
+			if err != nil {
+				return err
+			}
+			return withDLQ(cmd, kind, output, func(ctx context.Context, d dlqTarget) error {
+				letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
+				if err != nil {
+					return err
+				}
+				return printLetters(cmd.OutOrStdout(), output, letters)
+			})
+		},
+	}
+	listSel.register(list)
+
+	show := &cobra.Command{
+		Use:   "show PARTITION/OFFSET",
+		Short: "Show one dead letter: its headers and body",
+		Example: `  hookstream dlq show 3/42
+  hookstream dlq show 0/7 --dlq delivery --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			partition, offset, err := dlqRef(args[0])
+			if err != nil {
+				return err
+			}
+			return withDLQ(cmd, kind, output, func(ctx context.Context, d dlqTarget) error {
+				l, err := deadletter.Show(ctx, d.cl, d.opts, d.names, d.kind, partition, offset)
+				if err != nil {
+					return err
+				}
+				return printLetter(cmd.OutOrStdout(), output, d.kind.Topic(d.names), l)
+			})
+		},
+	}
+
+	var redriveSel dlqSelection
+	var execute bool
+	redrive := &cobra.Command{
+		Use:   "redrive",
+		Short: "Copy dead letters back into the pipeline (dry run unless --execute)",
+		Long: `Redrive copies the selected letters back: processor letters to <prefix>.ingest
+with their original key, value and headers, delivery letters to
+<prefix>.delivery-retry, due now with attempts reset. Each copy carries
+hs-redriven-from; letters already redriven are skipped, so a redrive can be
+run again safely. It needs a selection (--since, --key, --partition with
+optional offsets, or --all). Without --execute it prints what it would copy.`,
+		Example: `  hookstream dlq redrive --since 1h
+  hookstream dlq redrive --since 1h --execute
+  hookstream dlq redrive --dlq delivery --key 'sub_abc:*' --execute
+  hookstream dlq redrive --partition 3 --from-offset 100 --to-offset 200 --execute
+  hookstream dlq redrive --all --execute`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			set := cmd.Flags().Changed
+			selected := set("since") || set("key") || set("partition")
+			switch {
+			case redriveSel.all && selected:
+				return fmt.Errorf("--all selects every letter: drop it or --since, --key and --partition")
+			case !redriveSel.all && !selected:
+				return fmt.Errorf("redrive needs a selection: --since, --key, --partition (with --from-offset/--to-offset), or --all")
+			}
+			f, err := redriveSel.filter(cmd, time.Now())
+			if err != nil {
+				return err
+			}
+			return withDLQ(cmd, kind, output, func(ctx context.Context, d dlqTarget) error {
+				target := d.kind.Target(d.names)
+				if execute {
+					copied, skipped, err := deadletter.Redrive(ctx, d.cl, d.opts, d.names, d.kind, f)
+					if err != nil {
+						return err
+					}
+					return printRedrive(cmd.OutOrStdout(), output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
+				}
+				letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
+				if err != nil {
+					return err
+				}
+				res := redriveResult{DryRun: true, Topic: target, Letters: []deadletter.Letter{}}
+				for _, l := range letters {
+					if l.Redriven {
+						res.Skipped++
+					} else {
+						res.Records++
+						res.Letters = append(res.Letters, l)
+					}
+				}
+				return printRedrive(cmd.OutOrStdout(), output, res)
+			})
+		},
+	}
+	redriveSel.register(redrive)
+	redrive.Flags().BoolVar(&redriveSel.all, "all", false, "select every letter")
+	redrive.Flags().BoolVar(&execute, "execute", false, "copy the letters (without it: a dry run)")
+
+	cmd.AddCommand(list, show, redrive)
+	return cmd
+}
+
+// redriveResult is what redrive prints.
+type redriveResult struct {
+	DryRun bool         `json:"dry_run"`
+	Topic  topics.Topic `json:"topic"`
+	// Records were copied, or would be in a dry run.
+	Records int `json:"records"`
+	// Skipped were redriven before.
+	Skipped int `json:"skipped"`
+	// Letters would be copied (dry run only).
+	Letters []deadletter.Letter `json:"letters,omitempty"`
+}
+
+func printRedrive(w io.Writer, output string, res redriveResult) error {
+	if output == "json" {
+		res.Letters = withoutValues(res.Letters)
+		return writeJSON(w, res)
+	}
+	if !res.DryRun {
+		_, err := fmt.Fprintf(w, "redrove %d records to %s (%d already redriven, skipped)\n", res.Records, res.Topic, res.Skipped)
+		return err
+	}
+	if len(res.Letters) > 0 {
+		if err := printLetters(w, output, res.Letters); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "dry run: would redrive %d records to %s (%d already redriven, would skip); add --execute to copy them\n",
+		res.Records, res.Topic, res.Skipped)
+	return err
+}
+
+// withoutValues drops the bodies: listings show metadata, show the body.
+func withoutValues(letters []deadletter.Letter) []deadletter.Letter {
+	out := slices.Clone(letters)
+	for i := range out {
+		out[i].Value = nil
+	}
+	return out
+}
+
+// dlqErrorWidth bounds the error column of the table.
+const dlqErrorWidth = 60
+
+func printLetters(w io.Writer, output string, letters []deadletter.Letter) error {
+	if output == "json" {
+		if letters == nil {
+			letters = []deadletter.Letter{}
+		}
+		return writeJSON(w, withoutValues(letters))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FAILED AT\tPARTITION/OFFSET\tKEY\tSTAGE\tERROR\tREDRIVEN")
+	for _, l := range letters {
+		msg := strings.Join(strings.Fields(l.Error), " ")
+		if r := []rune(msg); len(r) > dlqErrorWidth {
+			msg = string(r[:dlqErrorWidth-1]) + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", l.FailedAt.Format(time.RFC3339), l.Partition, l.Offset,
+			l.Key, l.Stage, msg, yesNo(l.Redriven))
+	}
+	return tw.Flush()
+}
+
+func printLetter(w io.Writer, output string, topic topics.Topic, l deadletter.Letter) error {
+	if output == "json" {
+		return writeJSON(w, l)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "topic\t%s\npartition\t%d\noffset\t%d\nkey\t%s\nstage\t%s\nerror\t%s\nfailed at\t%s\n",
+		topic, l.Partition, l.Offset, l.Key, l.Stage, l.Error, l.FailedAt.Format(topics.TimeFormat))
+	if l.Kind == deadletter.Delivery {
+		fmt.Fprintf(tw, "subscription\t%s\nattempts\t%d\nlast status\t%d\n", l.Subscription, l.Attempts, l.LastStatus)
+	}
+	fmt.Fprintf(tw, "redriven\t%s\n\nHEADERS\n", yesNo(l.Redriven))
+	keys := make([]string, 0, len(l.Headers))
+	for k := range l.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%s\n", k, l.Headers[k])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	body := string(l.Value)
+	encoding := ""
+	if !utf8.Valid(l.Value) {
+		body, encoding = base64.StdEncoding.EncodeToString(l.Value), ", binary, base64"
+	}
+	_, err := fmt.Fprintf(w, "\nBODY (%d bytes%s)\n%s\n", len(l.Value), encoding, body)
+	return err
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

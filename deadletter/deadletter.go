@@ -1,0 +1,380 @@
+// Package deadletter owns reading and redriving hookstream's two dead-letter
+// queues: <prefix>.dlq, where the processor puts ingest records it could not
+// process, and <prefix>.delivery-dlq, where the dispatcher puts deliveries
+// that exhausted their attempts.
+//
+// List and Show read a DLQ as operators see it. Redrive copies letters back
+// into the pipeline: processor letters to <prefix>.ingest with their
+// original key, value and ingest headers, delivery letters to
+// <prefix>.delivery-retry due now with their attempts reset, each copy
+// marked hs-redriven-from = "<dlq topic>/<partition>/<offset>".
+//
+// # Idempotency
+//
+// Running the same redrive twice must not double anything downstream. The
+// processor would drop a second copy of an event it processed, but the
+// dispatcher would deliver a second copy again, so Redrive remembers what
+// it redrove, in the DLQ itself: with each copy it writes a marker record
+// to the letter's own DLQ partition (key: the letter's key, no value,
+// header hs-redriven-from naming the letter; a marker has no
+// hs-error-stage, which every letter has). Copies and markers are written
+// in one Kafka transaction, so a letter is either copied and marked or
+// neither. Reading a DLQ folds the markers into Letter.Redriven, and
+// Redrive skips letters already marked.
+//
+// The marker lives beside its letter and after it, so it is read with the
+// letter (a reader starting at a letter reaches its marker) and expires no
+// earlier than the letter under the topic's time retention: a letter
+// cannot outlive the memory of its redrive. Concurrent redrives of one
+// kind share the transactional id <prefix>-redrive-<kind>: a redrive first
+// fences every earlier one (which can then commit nothing more) and only
+// then reads the markers, so two operators redriving the same letters at
+// once copy each letter once. Consumers of the copies must read with
+// isolation level read_committed to see an aborted redrive's copies never.
+//
+// The package refuses to judge or edit letters: a redrive copies a letter
+// exactly as it failed, so the cause must be fixed first (a letter that
+// fails again comes back as a new letter). It never deletes letters (the
+// DLQs are append-only; retention removes them) and never processes or
+// delivers anything itself: the processor and the dispatcher's retry
+// consumer do, as for any other record.
+package deadletter
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Kind names one of the two DLQs.
+type Kind string
+
+const (
+	// Processor is <prefix>.dlq: ingest records the processor could not process.
+	Processor Kind = "processor"
+	// Delivery is <prefix>.delivery-dlq: deliveries that exhausted their attempts.
+	Delivery Kind = "delivery"
+)
+
+// ParseKind returns the Kind named s.
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(s); k {
+	case Processor, Delivery:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown dead-letter queue %q (want processor or delivery)", s)
+}
+
+// Topic is the DLQ topic of k.
+func (k Kind) Topic(n topics.Names) topics.Topic {
+	if k == Delivery {
+		return n.DeliveryDLQ
+	}
+	return n.DLQ
+}
+
+// Target is the topic a redrive of k copies letters to.
+func (k Kind) Target(n topics.Names) topics.Topic {
+	if k == Delivery {
+		return n.DeliveryRetry
+	}
+	return n.Ingest
+}
+
+// ErrNotFound is returned by Show when no dead letter is at the offset.
+var ErrNotFound = errors.New("no dead letter at this offset")
+
+// Letter is one dead letter as operators see it.
+type Letter struct {
+	Kind      Kind   `json:"kind"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Key       string `json:"key"`
+	// Stage is hs-error-stage: decode, process or deliver.
+	Stage string `json:"stage"`
+	// Error is hs-error, why it failed.
+	Error string `json:"error"`
+	// FailedAt is hs-failed-at, or the record's timestamp without one.
+	FailedAt time.Time `json:"failed_at"`
+	// Subscription, Attempts and LastStatus are set on delivery letters.
+	Subscription string `json:"subscription,omitempty"`
+	Attempts     int    `json:"attempts,omitempty"`
+	LastStatus   int    `json:"last_status,omitempty"`
+	// Headers are every header of the letter, the error headers included.
+	Headers map[string]string `json:"headers"`
+	// Value is the original record's value: a raw webhook body for
+	// processor letters, an envelope for delivery letters.
+	Value []byte `json:"value,omitempty"`
+	// Redriven says a redrive already copied this letter back.
+	Redriven bool `json:"redriven"`
+
+	headers []kgo.RecordHeader // as written, in order, for the copy
+	key     []byte             // as written (nil and empty differ)
+}
+
+// Filter selects letters. Its zero value selects every letter.
+type Filter struct {
+	// Since keeps letters that failed at or after it.
+	Since time.Time
+	// Key keeps letters with this key, or, ending in '*', with this prefix
+	// ("github:*", "sub_abc:*").
+	Key string
+	// Partition keeps letters of one DLQ partition.
+	Partition *int32
+	// From and Until keep letters at offsets in [From, Until) of each
+	// partition read; Until 0 leaves the range open.
+	From, Until int64
+	// Limit keeps the newest Limit letters of the selection; 0 keeps all.
+	Limit int
+}
+
+func (f Filter) match(l *Letter) bool {
+	if !f.Since.IsZero() && l.FailedAt.Before(f.Since) {
+		return false
+	}
+	if f.Key != "" {
+		if prefix, ok := strings.CutSuffix(f.Key, "*"); ok {
+			if !strings.HasPrefix(l.Key, prefix) {
+				return false
+			}
+		} else if l.Key != f.Key {
+			return false
+		}
+	}
+	return l.Offset >= f.From && (f.Until <= 0 || l.Offset < f.Until)
+}
+
+// List reads the DLQ of kind from its start to its current end and returns
+// the letters f selects, oldest first. cl answers metadata queries; the
+// reading client is built from opts (seed brokers, logger) and closed
+// before List returns.
+func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, kind Kind, f Filter) ([]Letter, error) {
+	if _, err := ParseKind(string(kind)); err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	letters, err := scan(ctx, cl, opts, kind.Topic(names), kind, f)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(letters, func(a, b Letter) int {
+		return cmp.Or(a.FailedAt.Compare(b.FailedAt), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	if f.Limit > 0 && len(letters) > f.Limit {
+		letters = letters[len(letters)-f.Limit:]
+	}
+	return letters, nil
+}
+
+// Show returns the letter at partition and offset of the DLQ of kind, or an
+// error wrapping ErrNotFound.
+func Show(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, kind Kind, partition int32, offset int64) (Letter, error) {
+	letters, err := List(ctx, cl, opts, names, kind, Filter{Partition: &partition, From: offset, Until: offset + 1})
+	if err != nil {
+		return Letter{}, err
+	}
+	if len(letters) == 0 {
+		return Letter{}, fmt.Errorf("deadletter: %s partition %d offset %d: %w", kind.Topic(names), partition, offset, ErrNotFound)
+	}
+	return letters[0], nil
+}
+
+// scan reads topic (read_committed) from each selected partition's start,
+// or f.From, to its current end, folding redrive markers into the letters f
+// selects. Markers always follow their letters, so starting at f.From
+// misses none that matter.
+func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topic, kind Kind, f Filter) ([]Letter, error) {
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, string(topic))
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, offsetsErr(topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, string(topic))
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, offsetsErr(topic, err)
+	}
+	if f.Partition != nil {
+		if _, ok := ends.Lookup(string(topic), *f.Partition); !ok {
+			return nil, fmt.Errorf("deadletter: %s has no partition %d", topic, *f.Partition)
+		}
+	}
+	from := make(map[int32]kgo.Offset)
+	want := make(map[int32]int64) // partition -> end offset
+	ends.Each(func(end kadm.ListedOffset) {
+		if f.Partition != nil && end.Partition != *f.Partition {
+			return
+		}
+		start, _ := starts.Lookup(string(topic), end.Partition)
+		at := max(start.Offset, f.From)
+		if at >= end.Offset || f.Until > 0 && at >= f.Until {
+			return
+		}
+		from[end.Partition] = kgo.NewOffset().At(at)
+		want[end.Partition] = end.Offset
+	})
+	if len(want) == 0 {
+		return nil, nil
+	}
+	rd, err := kgo.NewClient(append(slices.Clone(opts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{string(topic): from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transactional partitions end in a commit marker: seeing the
+		// markers is how a reader knows it reached the end.
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: client: %w", err)
+	}
+	defer rd.Close()
+
+	var letters []Letter
+	redriven := make(map[int32]map[int64]bool)
+	for len(want) > 0 {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("deadletter: read %s: %w", topic, err)
+		}
+		if err := fs.Err0(); err != nil {
+			return nil, fmt.Errorf("deadletter: read %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok {
+				return
+			}
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			if p, o, ok := markerOf(r, topic); ok {
+				if redriven[p] == nil {
+					redriven[p] = make(map[int64]bool)
+				}
+				redriven[p][o] = true
+				return
+			}
+			if l := letterOf(r, kind); f.match(&l) {
+				letters = append(letters, l)
+			}
+		})
+	}
+	for i := range letters {
+		letters[i].Redriven = redriven[letters[i].Partition][letters[i].Offset]
+	}
+	return letters, nil
+}
+
+func offsetsErr(topic topics.Topic, err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("deadletter: topic %s does not exist", topic)
+	}
+	return fmt.Errorf("deadletter: offsets of %s: %w", topic, err)
+}
+
+// letterOf reads a DLQ record.
+func letterOf(r *kgo.Record, kind Kind) Letter {
+	l := Letter{
+		Kind:      kind,
+		Partition: r.Partition,
+		Offset:    r.Offset,
+		Key:       string(r.Key),
+		FailedAt:  r.Timestamp.UTC(),
+		Headers:   make(map[string]string, len(r.Headers)),
+		Value:     r.Value,
+		headers:   r.Headers,
+		key:       r.Key,
+	}
+	for _, h := range r.Headers {
+		v := string(h.Value)
+		l.Headers[h.Key] = v
+		switch h.Key {
+		case topics.HeaderErrorStage:
+			l.Stage = v
+		case topics.HeaderError:
+			l.Error = v
+		case topics.HeaderFailedAt:
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				l.FailedAt = t.UTC()
+			}
+		case topics.HeaderSubscription:
+			l.Subscription = v
+		case topics.HeaderAttempts:
+			l.Attempts, _ = strconv.Atoi(v) // unreadable: shown as 0, kept in Headers
+		case topics.HeaderLastStatus:
+			l.LastStatus, _ = strconv.Atoi(v)
+		}
+	}
+	return l
+}
+
+// ref is the hs-redriven-from value naming a letter.
+func ref(topic topics.Topic, partition int32, offset int64) string {
+	return fmt.Sprintf("%s/%d/%d", topic, partition, offset)
+}
+
+// parseRef is the inverse of ref.
+func parseRef(s string) (topic topics.Topic, partition int32, offset int64, ok bool) {
+	rest, o, ok := cutLast(s)
+	if !ok {
+		return "", 0, 0, false
+	}
+	t, p, ok := cutLast(rest)
+	if !ok || t == "" {
+		return "", 0, 0, false
+	}
+	pn, err := strconv.ParseInt(p, 10, 32)
+	if err != nil || pn < 0 || strconv.FormatInt(pn, 10) != p {
+		return "", 0, 0, false
+	}
+	on, err := strconv.ParseInt(o, 10, 64)
+	if err != nil || on < 0 || strconv.FormatInt(on, 10) != o {
+		return "", 0, 0, false
+	}
+	return topics.Topic(t), int32(pn), on, true
+}
+
+func cutLast(s string) (before, after string, ok bool) {
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// markerOf reports whether r is a redrive marker of a letter of topic, and
+// which. Letters carry hs-error-stage; a letter that failed again after a
+// redrive also carries hs-redriven-from, so that alone marks nothing.
+func markerOf(r *kgo.Record, topic topics.Topic) (partition int32, offset int64, ok bool) {
+	var from string
+	for _, h := range r.Headers {
+		switch h.Key {
+		case topics.HeaderErrorStage:
+			return 0, 0, false
+		case topics.HeaderRedrivenFrom:
+			from = string(h.Value)
+		}
+	}
+	t, p, o, ok := parseRef(from)
+	if !ok || t != topic {
+		return 0, 0, false
+	}
+	return p, o, true
+}
