@@ -11,8 +11,12 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // API is what /api serves from.
@@ -23,8 +27,10 @@ type API struct {
 	Dispatcher *dispatch.Dispatcher
 	// Gatherer holds this instance's counters for /api/stats.
 	Gatherer prometheus.Gatherer
-	// Lag reports consumer-group lag for /api/stats; nil leaves it out.
-	Lag func(ctx context.Context) (any, error)
+	// Kafka answers lag and dead-letter queries; Opts build its readers.
+	Kafka *kgo.Client
+	Opts  []kgo.Opt
+	Names topics.Names
 }
 
 // MountAPI serves the subscription and stats endpoints under /api.
@@ -38,6 +44,8 @@ func (s *Server) MountAPI(api API) {
 	g.DELETE("/subscriptions/:id", api.deleteSubscription)
 	g.POST("/subscriptions/:id/rotate-secret", api.rotateSecret)
 	g.GET("/subscriptions/:id/attempts", api.attempts)
+	g.GET("/dlq", api.listDLQ)
+	g.POST("/dlq/redrive", api.redrive)
 }
 
 // apiError maps registry and validation errors to statuses.
@@ -303,14 +311,90 @@ func (a API) stats(c *echo.Context) error {
 			}
 		}
 	}
-	if a.Lag != nil {
-		ctx, cancel := timeout(c)
-		defer cancel()
-		lag, err := a.Lag(ctx)
-		if err != nil {
-			return apiError(err)
-		}
-		out.Lag = lag
+	ctx, cancel := timeout(c)
+	defer cancel()
+	lag, err := groups.Lag(ctx, a.Kafka, a.Names, "")
+	if err != nil {
+		return apiError(err)
 	}
+	out.Lag = lag
 	return c.JSON(http.StatusOK, out)
+}
+
+// dlqQuery is the selection of /api/dlq and /api/dlq/redrive.
+type dlqQuery struct {
+	Kind  string `json:"kind"`
+	Since string `json:"since"`
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
+	All   bool   `json:"all"`
+}
+
+func (q dlqQuery) parse() (deadletter.Kind, deadletter.Filter, error) {
+	kind, err := deadletter.ParseKind(cmpOr(q.Kind, "processor"))
+	if err != nil {
+		return "", deadletter.Filter{}, echo.NewHTTPError(http.StatusBadRequest, "kind: "+err.Error())
+	}
+	f := deadletter.Filter{Key: q.Key, Limit: q.Limit}
+	if q.Limit < 0 || q.Limit > 10_000 {
+		return "", f, echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
+	}
+	if q.Since != "" {
+		t, err := time.Parse(time.RFC3339, q.Since)
+		if err != nil {
+			return "", f, echo.NewHTTPError(http.StatusBadRequest, "since: want an RFC 3339 time")
+		}
+		f.Since = t
+	}
+	return kind, f, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (a API) listDLQ(c *echo.Context) error {
+	limit, err := strconv.Atoi(c.QueryParamOr("limit", "100"))
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
+	}
+	kind, f, err := dlqQuery{Kind: c.QueryParam("kind"), Since: c.QueryParam("since"), Key: c.QueryParam("key"), Limit: limit}.parse()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeout(c)
+	defer cancel()
+	letters, err := deadletter.List(ctx, a.Kafka, a.Opts, a.Names, kind, f)
+	if err != nil {
+		return apiError(err)
+	}
+	if letters == nil {
+		letters = []deadletter.Letter{}
+	}
+	return c.JSON(http.StatusOK, letters)
+}
+
+// redrive copies the selected letters back; a selection is required.
+func (a API) redrive(c *echo.Context) error {
+	var q dlqQuery
+	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 4<<10)).Decode(&q); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
+	}
+	kind, f, err := q.parse()
+	if err != nil {
+		return err
+	}
+	if !q.All && q.Since == "" && q.Key == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "select letters with since, key, or all: true")
+	}
+	ctx, cancel := timeout(c)
+	defer cancel()
+	copied, skipped, err := deadletter.Redrive(ctx, a.Kafka, a.Opts, a.Names, kind, f)
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"redriven": copied, "skipped": skipped, "to": kind.Target(a.Names)})
 }

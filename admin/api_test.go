@@ -49,7 +49,7 @@ func newAPI(t *testing.T) *apiHarness {
 		}
 	})
 	s := admin.New(admin.Config{Token: token}, reg, log)
-	s.MountAPI(admin.API{Registry: registry, Dispatcher: d, Gatherer: reg})
+	s.MountAPI(admin.API{Registry: registry, Dispatcher: d, Gatherer: reg, Kafka: cl, Opts: opts, Names: env.Names})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return &apiHarness{srv: srv, env: env, cl: cl}
@@ -100,6 +100,8 @@ func TestAPIErrors(t *testing.T) {
 		{"bad from", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "from": "yesterday"}, 400, `invalid subscription: from: "yesterday" is not earliest, latest or an RFC 3339 time`},
 		{"unknown field", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "color": "red"}, 400, `invalid JSON: json: unknown field "color"`},
 		{"bad limit", "GET", "/api/subscriptions/x/attempts?limit=0", bearer, nil, 400, "limit: want a number from 1 to 1000"},
+		{"bad dlq kind", "GET", "/api/dlq?kind=other", bearer, nil, 400, `kind: unknown dead-letter queue "other" (want processor or delivery)`},
+		{"redrive without selection", "POST", "/api/dlq/redrive", bearer, map[string]any{"kind": "processor"}, 400, "select letters with since, key, or all: true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,8 +181,12 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 		t.Errorf("get after delete: got %d, want 404", status)
 	}
 	var st map[string]any
-	if status := h.call(t, "GET", "/api/stats", bearer, nil, &st); status != 200 || st["delivered"].(float64) < 1 {
-		t.Errorf("stats: got %d %v, want delivered >= 1", status, st)
+	if status := h.call(t, "GET", "/api/stats", bearer, nil, &st); status != 200 || st["delivered"].(float64) < 1 || st["lag"] == nil {
+		t.Errorf("stats: got %d %v, want delivered >= 1 and group lag", status, st)
+	}
+	var letters []map[string]any
+	if status := h.call(t, "GET", "/api/dlq?kind=delivery&limit=10", bearer, nil, &letters); status != 200 || len(letters) != 0 {
+		t.Errorf("dlq: got %d %v, want 200 and none", status, letters)
 	}
 }
 

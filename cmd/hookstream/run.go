@@ -119,7 +119,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
 	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log)
-	api := admin.API{Registry: registry, Gatherer: reg}
+	api := admin.API{Registry: registry, Gatherer: reg, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "ingest") {
