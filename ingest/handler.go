@@ -318,9 +318,12 @@ func (h *Handler) produce(ctx context.Context, rec *kgo.Record) error {
 // when the broker returns (the rare copy that did reach the broker before
 // the answer is a duplicate the processor drops by its key); no linger
 // (latency over batching: batches form anyway while requests are in
-// flight); and batches large enough for the body limit.
+// flight); batches large enough for the body limit; and a buffer of about
+// a second of traffic, past which requests are shed with 503.
 func ProducerOpts(cfg Config) []kgo.Opt {
 	return []kgo.Opt{
+		kgo.MaxBufferedRecords(maxBufferedRecords),
+		kgo.MaxBufferedBytes(max(maxBufferedBytes, int(2*topics.MaxRecordBytes(cfg.MaxBody)))),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(cfg.AckTimeout),
 		kgo.AllowIdempotentProduceCancellation(),

@@ -58,11 +58,6 @@ type Config struct {
 	SessionTimeout time.Duration
 }
 
-// progressKey is the changelog key that records, per partition, the last
-// ingest offset a committed transaction consumed. Event keys always hold a
-// ':', so it cannot collide with one.
-const progressKey = "hs.progress"
-
 // sweepBatch bounds the tombstones one transaction writes per partition.
 const sweepBatch = 1000
 
@@ -127,7 +122,6 @@ func (p *Processor) Run(ctx context.Context) error {
 		kgo.SessionTimeout(p.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(p.cfg.SessionTimeout / 10),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		// A partition resumed after its restore is fetched no later than
 		// this: a fetch in flight for the others waits at most this long.
 		kgo.FetchMaxWait(250 * time.Millisecond),
