@@ -22,6 +22,7 @@ import (
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
@@ -115,6 +116,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 		return err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
+	reg.MustRegister(groups.NewCollector(adminClient, names, log))
 
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))

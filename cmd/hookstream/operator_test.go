@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+)
+
+// TestOperatorCLIAgainstRunningBinary is an operator's session against a
+// running `hookstream run`: subscribe an endpoint, see events delivered,
+// read lag, refuse a replay while the processor runs, and manage the
+// subscription, all with the CLI and no flags beyond the embedded address.
+func TestOperatorCLIAgainstRunningBinary(t *testing.T) {
+	t.Parallel()
+	d := newEmbedded(t)
+	proc := d.run(t, "hookstream run")
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer sink.Close()
+	cli := func(args ...string) (string, string, int) {
+		t.Helper()
+		env := map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr}
+		return lagReplayRun(t, env, args...)
+	}
+
+	out, errOut, code := cli("subscriptions", "add", "--url", sink.URL+"/hook", "--output", "json")
+	var sub struct{ ID, Secret string }
+	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil || !strings.HasPrefix(sub.Secret, "whsec_") {
+		t.Fatalf("subscriptions add: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.mustAccept(t, "op-1", `{"type":"push"}`)
+	d.mustAccept(t, "op-2", `{"type":"push"}`)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		proc.mustBeAlive(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if got["github:op-1"] == 0 || got["github:op-2"] == 0 {
+			return fmt.Errorf("delivered: %v", got)
+		}
+		return nil
+	})
+
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		out, errOut, code := cli("lag", "--output", "json")
+		if code != 0 {
+			return fmt.Errorf("lag: exit %d: %s", code, errOut)
+		}
+		var groups []struct {
+			Group string
+			Total int64
+		}
+		if err := json.Unmarshal([]byte(out), &groups); err != nil {
+			return fmt.Errorf("lag output %q: %v", out, err)
+		}
+		seen := map[string]int64{}
+		for _, g := range groups {
+			seen[g.Group] = g.Total
+		}
+		if lag, ok := seen["hookstream-processor"]; !ok || lag != 0 {
+			return fmt.Errorf("processor lag: %v", seen)
+		}
+		if lag, ok := seen["hookstream-sub-"+sub.ID]; !ok || lag != 0 {
+			return fmt.Errorf("subscription lag: %v", seen)
+		}
+		return nil
+	})
+
+	out, errOut, code = cli("replay", "--group", "processor", "--to-earliest", "--execute")
+	if code != 1 || !strings.Contains(errOut, "active member") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("replay while the processor runs: exit %d, stdout %q, stderr %q; want exit 1 and one line naming the active members", code, out, errOut)
+	}
+
+	if out, errOut, code = cli("subscriptions", "disable", sub.ID); code != 0 || !strings.Contains(out, "false") {
+		t.Errorf("subscriptions disable: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code = cli("subscriptions", "list"); code != 0 || !strings.Contains(out, sub.ID) || strings.Contains(out, sub.Secret) {
+		t.Errorf("subscriptions list: exit %d, stdout %q, stderr %q; want the id and no secret", code, out, errOut)
+	}
+	if out, errOut, code = cli("subscriptions", "rm", sub.ID); code != 0 {
+		t.Errorf("subscriptions rm: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, errOut, code = cli("subscriptions", "get", sub.ID); code != 1 || !strings.Contains(errOut, "subscription not found") {
+		t.Errorf("subscriptions get after rm: exit %d, stderr %q; want exit 1 and not found", code, errOut)
+	}
+	if out, errOut, code = cli("dlq", "list", "--dlq", "delivery", "--output", "json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("dlq list: exit %d, stdout %q, stderr %q; want an empty list", code, out, errOut)
+	}
+	if code := proc.stop(t, 20*time.Second); code != 0 {
+		t.Errorf("hookstream run exit code: got %d, want 0", code)
+	}
+}

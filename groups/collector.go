@@ -1,0 +1,54 @@
+package groups
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// lagDesc is hookstream_consumer_group_lag.
+var lagDesc = prometheus.NewDesc("hookstream_consumer_group_lag",
+	"Records a deployment's consumer group has still to read (as Lag measures it), by group and topic.",
+	[]string{"group", "topic"}, nil)
+
+// Collector exports the lag of every group of the deployment, measured
+// when Prometheus scrapes. The value is cluster-wide: every instance that
+// exports it reports the same number.
+type Collector struct {
+	cl    *kgo.Client
+	names topics.Names
+	log   *slog.Logger
+}
+
+// NewCollector returns a lag collector querying through cl.
+func NewCollector(cl *kgo.Client, names topics.Names, log *slog.Logger) *Collector {
+	return &Collector{cl: cl, names: names, log: log}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- lagDesc }
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lags, err := Lag(ctx, c.cl, c.names, "")
+	if err != nil {
+		c.log.Warn("consumer group lag for /metrics", "err", err)
+		return
+	}
+	for _, g := range lags {
+		byTopic := make(map[string]int64)
+		for _, p := range g.Partitions {
+			byTopic[p.Topic] += p.Lag
+		}
+		for topic, lag := range byTopic {
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(lag), g.Group, topic)
+		}
+	}
+}
