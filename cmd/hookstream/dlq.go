@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,24 +111,14 @@ func withDLQ(cmd *cobra.Command, kindFlag, output string, fn func(ctx context.Co
 	if err != nil {
 		return fmt.Errorf("--dlq: %w", err)
 	}
-	cfg, err := loadConfig(cmd)
-	if err != nil {
-		return err
-	}
-	// Copies are as large as the records they copy.
-	opts := kafkaOpts(cfg, newLogger(cfg, os.Stderr), kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	ctx := cmd.Context()
-	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	if err := cl.Ping(pingCtx); err != nil {
-		return fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.SeedBrokers(), ","), err)
-	}
-	return fn(ctx, dlqTarget{cl: cl, opts: opts, names: topics.NewNames(cfg.TopicPrefix), kind: kind})
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		if err := c.cl.Ping(pingCtx); err != nil {
+			return fmt.Errorf("no broker answered at %s: %w", strings.Join(c.cfg.SeedBrokers(), ","), err)
+		}
+		return fn(ctx, dlqTarget{cl: c.cl, opts: c.opts, names: c.names, kind: kind})
+	})
 }
 
 // dlqTarget is one DLQ on one cluster.

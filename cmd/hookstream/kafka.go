@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
@@ -41,13 +43,34 @@ func (q quieter) WithGroup(name string) slog.Handler    { return quieter{q.Handl
 // connectTimeout bounds how long commands wait for an unreachable cluster.
 const connectTimeout = 30 * time.Second
 
-// newAdmin returns an admin client; the caller closes the *kgo.Client.
-func newAdmin(cfg *config.Config, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
-	cl, err := kgo.NewClient(kafkaOpts(cfg, log, extra...)...)
+// cluster is what a command needs to work on the configured cluster.
+type cluster struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	names topics.Names
+	// opts build further clients; cl and adm are built from them.
+	opts []kgo.Opt
+	cl   *kgo.Client
+	adm  *kadm.Client
+}
+
+// withCluster loads the command's configuration and runs fn with a client
+// on the cluster (built without I/O, so fn can check its arguments first),
+// closing it afterwards. Clients produce records as large as the body
+// limit allows, since commands copy records hookstream wrote.
+func withCluster(cmd *cobra.Command, fn func(ctx context.Context, c cluster) error) error {
+	cfg, err := loadConfig(cmd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kafka client: %w", err)
+		return err
 	}
-	return cl, kadm.NewClient(cl), nil
+	log := newLogger(cfg, os.Stderr)
+	opts := kafkaOpts(cfg, log, kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	return fn(cmd.Context(), cluster{cfg: cfg, log: log, names: topics.NewNames(cfg.TopicPrefix), opts: opts, cl: cl, adm: kadm.NewClient(cl)})
 }
 
 // ensureTopics creates missing topics and checks existing ones.

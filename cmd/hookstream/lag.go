@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hookstream/hookstream/groups"
-	"github.com/hookstream/hookstream/topics"
 )
 
 func newLagCommand() *cobra.Command {
@@ -34,30 +32,22 @@ each transaction, so a group that has read everything lags 0.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			names := topics.NewNames(cfg.TopicPrefix)
-			if group != "" {
-				g, err := groups.Resolve(names, group)
-				if err != nil {
-					return fmt.Errorf("--group: %w", err)
+			return withCluster(cmd, func(ctx context.Context, c cluster) error {
+				if group != "" {
+					g, err := groups.Resolve(c.names, group)
+					if err != nil {
+						return fmt.Errorf("--group: %w", err)
+					}
+					group = string(g)
 				}
-				group = string(g)
-			}
-			cl, _, err := newAdmin(cfg, newLogger(cfg, os.Stderr))
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
-			defer cancel()
-			lags, err := groups.Lag(ctx, cl, names, group)
-			if err != nil {
-				return err
-			}
-			return printLag(cmd.OutOrStdout(), output, lags)
+				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+				defer cancel()
+				lags, err := groups.Lag(ctx, c.cl, c.names, group)
+				if err != nil {
+					return err
+				}
+				return printLag(cmd.OutOrStdout(), output, lags)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&group, "group", "g", "", "one group: processor, retry, sub:<id> or a full group name (default: every hookstream group)")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookstream/hookstream/groups"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // replayFlags are the flags of replay.
@@ -134,39 +132,31 @@ roles that consume with the group, execute, then start them again.`,
 			if err := checkOutput(f.output); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			names := topics.NewNames(cfg.TopicPrefix)
-			if f.group == "" {
-				return errors.New("--group is required: processor, retry, sub:<id> or a full group name")
-			}
-			group, err := groups.Resolve(names, f.group)
-			if err != nil {
-				return fmt.Errorf("--group: %w", err)
-			}
-			t, err := f.target(cmd.Flags().Changed)
-			if err != nil {
-				return err
-			}
-			cl, adm, err := newAdmin(cfg, newLogger(cfg, os.Stderr))
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
-			defer cancel()
-			plan, err := groups.PlanReplay(ctx, adm, names, string(group), f.topic, f.partitions, t)
-			if err != nil {
-				return err
-			}
-			if f.execute {
-				if err := groups.Execute(ctx, adm, plan); err != nil {
+			return withCluster(cmd, func(ctx context.Context, c cluster) error {
+				if f.group == "" {
+					return errors.New("--group is required: processor, retry, sub:<id> or a full group name")
+				}
+				group, err := groups.Resolve(c.names, f.group)
+				if err != nil {
+					return fmt.Errorf("--group: %w", err)
+				}
+				t, err := f.target(cmd.Flags().Changed)
+				if err != nil {
 					return err
 				}
-			}
-			return printPlan(cmd.OutOrStdout(), f.output, plan, f.describe(t), f.execute)
+				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+				defer cancel()
+				plan, err := groups.PlanReplay(ctx, c.adm, c.names, string(group), f.topic, f.partitions, t)
+				if err != nil {
+					return err
+				}
+				if f.execute {
+					if err := groups.Execute(ctx, c.adm, plan); err != nil {
+						return err
+					}
+				}
+				return printPlan(cmd.OutOrStdout(), f.output, plan, f.describe(t), f.execute)
+			})
 		},
 	}
 	fs := cmd.Flags()

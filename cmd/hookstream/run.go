@@ -107,10 +107,11 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	adminClient, adm, err := newAdmin(cfg, log, topics.Instrument(reg, "hookstream-admin")...)
+	adminClient, err := kgo.NewClient(kafkaOpts(cfg, log, topics.Instrument(reg, "hookstream-admin")...)...)
 	if err != nil {
-		return err
+		return fmt.Errorf("kafka client: %w", err)
 	}
+	adm := kadm.NewClient(adminClient)
 	defer adminClient.Close()
 	if err := ensureTopics(ctx, cfg, adminClient, log); err != nil {
 		return err

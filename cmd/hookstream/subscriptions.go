@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/dispatch"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // subscriptionFlags are the writable fields of a subscription.
@@ -69,23 +66,14 @@ func (f *subscriptionFlags) apply(cmd *cobra.Command, s *dispatch.Subscription) 
 
 // withRegistry runs fn with a registry on the configured cluster.
 func withRegistry(cmd *cobra.Command, fn func(ctx context.Context, r *dispatch.Registry) error) error {
-	cfg, err := loadConfig(cmd)
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg, os.Stderr)
-	opts := kafkaOpts(cfg, log)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
-	defer cancel()
-	if err := ensureTopics(ctx, cfg, cl, log); err != nil {
-		return err
-	}
-	return fn(ctx, dispatch.NewRegistry(cl, opts, topics.NewNames(cfg.TopicPrefix), log))
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
+			return err
+		}
+		return fn(ctx, dispatch.NewRegistry(c.cl, c.opts, c.names, c.log))
+	})
 }
 
 func newSubscriptionsCommand() *cobra.Command {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -29,21 +28,13 @@ func newTopicsCommand() *cobra.Command {
   HOOKSTREAM_BROKERS=kafka:9092 HOOKSTREAM_PARTITIONS=24 hookstream topics create`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			log := newLogger(cfg, os.Stderr)
-			cl, _, err := newAdmin(cfg, log)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if err := ensureTopics(cmd.Context(), cfg, cl, log); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")
-			return nil
+			return withCluster(cmd, func(ctx context.Context, c cluster) error {
+				if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")
+				return nil
+			})
 		},
 	}
 	var output string
@@ -57,22 +48,15 @@ func newTopicsCommand() *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			cl, adm, err := newAdmin(cfg, newLogger(cfg, os.Stderr))
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
-			defer cancel()
-			infos, err := describeTopics(ctx, adm, topics.NewNames(cfg.TopicPrefix))
-			if err != nil {
-				return err
-			}
-			return printTopics(cmd.OutOrStdout(), output, infos)
+			return withCluster(cmd, func(ctx context.Context, c cluster) error {
+				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+				defer cancel()
+				infos, err := describeTopics(ctx, c.adm, c.names)
+				if err != nil {
+					return err
+				}
+				return printTopics(cmd.OutOrStdout(), output, infos)
+			})
 		},
 	}
 	addOutputFlag(describe, &output)
