@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // BenchmarkReceiver measures the receiver (GitHub signature verification,
@@ -76,19 +74,7 @@ func BenchmarkReceiver(b *testing.B) {
 		run(b, e)
 	})
 	b.Run("receiver", func(b *testing.B) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		broker, err := topics.StartEmbedded(b.TempDir(), addr, kafkatest.Logger(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer broker.Close()
-		env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("bench")}
-		env.Ensure(b, 12, 1<<20)
+		env := kafkatest.Embedded(b, "bench", 12, 1<<20)
 		cfg := ingest.Config{Sources: testSources, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, Topic: env.Names.Ingest}
 		h, err := ingest.New(cfg, env.Client(b, ingest.ProducerOpts(cfg)...), kafkatest.Logger(b), prometheus.NewRegistry())
 		if err != nil {

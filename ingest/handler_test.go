@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -293,13 +292,7 @@ func TestBrokerOutage(t *testing.T) {
 	if kafkatest.Real() {
 		t.Skip("stops and restarts the in-process broker")
 	}
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	dir, addr := t.TempDir(), kafkatest.FreeAddr(t)
 	start := func() *topics.Embedded {
 		b, err := topics.StartEmbedded(dir, addr, kafkatest.Logger(t))
 		if err != nil {

@@ -3,7 +3,6 @@ package processor
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -27,19 +26,7 @@ const benchPartitions = 12
 // starts it, with hookstream's topics.
 func benchBroker(b *testing.B) (*kafkatest.Env, *kgo.Client) {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	broker, err := topics.StartEmbedded(b.TempDir(), addr, kafkatest.Logger(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(broker.Close)
-	env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("bench")}
-	env.Ensure(b, benchPartitions, 1<<20)
+	env := kafkatest.Embedded(b, "bench", benchPartitions, 1<<20)
 	return env, env.Client(b, kgo.ProducerLinger(10*time.Millisecond), kgo.MaxBufferedRecords(100_000))
 }
 

@@ -24,21 +24,8 @@ import (
 
 const maxBody = 64 << 10
 
-// ingestRecord is a record as the receiver writes it.
 func ingestRecord(env *kafkatest.Env, source, id, body string) *kgo.Record {
-	return &kgo.Record{
-		Topic: string(env.Names.Ingest),
-		Key:   []byte(source + ":" + id),
-		Value: []byte(body),
-		Headers: []kgo.RecordHeader{
-			{Key: topics.HeaderSource, Value: []byte(source)},
-			{Key: topics.HeaderEventID, Value: []byte(id)},
-			{Key: topics.HeaderEventType, Value: []byte("order.created")},
-			{Key: topics.HeaderReceivedAt, Value: []byte(time.Now().UTC().Format(topics.TimeFormat))},
-			{Key: topics.HeaderContentType, Value: []byte("application/json")},
-			{Key: "hs-h-x-shop", Value: []byte("s1")},
-		},
-	}
+	return kafkatest.IngestRecord(env.Names, source, id, body)
 }
 
 func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {

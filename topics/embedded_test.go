@@ -3,7 +3,6 @@ package topics_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -14,20 +13,8 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func TestEmbeddedKeepsRecordsAcrossRestart(t *testing.T) {
-	dir, addr := t.TempDir(), freeAddr(t)
+	dir, addr := t.TempDir(), kafkatest.FreeAddr(t)
 	names := topics.NewNames("restart")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -49,7 +49,7 @@ func TestDLQCommand(t *testing.T) {
 	env := kafkatest.New(t, 2, 1<<20)
 	names := env.Names
 	failedAt := time.Now().Add(-time.Hour).UTC()
-	letter := ingestRecord(names, "shop", "o1", `{"order":1}`)
+	letter := kafkatest.IngestRecord(names, "shop", "o1", `{"order":1}`)
 	letter.Topic, letter.Partition = string(names.DLQ), 1
 	letter.Headers = append(letter.Headers,
 		kgo.RecordHeader{Key: topics.HeaderError, Value: []byte("decode: header hs-event-id is missing")},

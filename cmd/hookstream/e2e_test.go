@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,18 +176,7 @@ func (b *syncBuffer) tail(n int) string {
 }
 
 // freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	return addr
-}
+func freeAddr(t *testing.T) string { return kafkatest.FreeAddr(t) }
 
 // embedded is a `hookstream run` deployment on its embedded broker: the
 // data directory and addresses stay the same across restarts.
@@ -513,22 +501,6 @@ func TestRunKeepsRecordsAcrossRestart(t *testing.T) {
 	}
 }
 
-// ingestRecord is a record as the receiver writes it.
-func ingestRecord(names topics.Names, source, id, body string) *kgo.Record {
-	return &kgo.Record{
-		Topic: string(names.Ingest),
-		Key:   []byte(source + ":" + id),
-		Value: []byte(body),
-		Headers: []kgo.RecordHeader{
-			{Key: topics.HeaderSource, Value: []byte(source)},
-			{Key: topics.HeaderEventID, Value: []byte(id)},
-			{Key: topics.HeaderEventType, Value: []byte("order.created")},
-			{Key: topics.HeaderReceivedAt, Value: []byte(time.Now().UTC().Format(topics.TimeFormat))},
-			{Key: topics.HeaderContentType, Value: []byte("application/json")},
-		},
-	}
-}
-
 // processedRecords sums hookstream_processor_records_total over outcomes
 // from the process's /metrics.
 func processedRecords(adminAddr string) (float64, error) {
@@ -595,10 +567,10 @@ func TestProcessorSurvivesSIGKILL(t *testing.T) {
 		for i := from; i < to; i += batch {
 			var recs []*kgo.Record
 			for j := i; j < min(i+batch, to); j++ {
-				recs = append(recs, ingestRecord(env.Names, "shop", fmt.Sprintf("e%d", j), fmt.Sprintf(`{"n":%d}`, j)))
+				recs = append(recs, kafkatest.IngestRecord(env.Names, "shop", fmt.Sprintf("e%d", j), fmt.Sprintf(`{"n":%d}`, j)))
 				if rand.IntN(4) == 0 {
 					dup := rand.IntN(j + 1)
-					recs = append(recs, ingestRecord(env.Names, "shop", fmt.Sprintf("e%d", dup), fmt.Sprintf(`{"n":%d,"retry":true}`, dup)))
+					recs = append(recs, kafkatest.IngestRecord(env.Names, "shop", fmt.Sprintf("e%d", dup), fmt.Sprintf(`{"n":%d,"retry":true}`, dup)))
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -50,7 +50,7 @@ func TestLagReplayCLI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := range 4 {
-		r := ingestRecord(names, "shop", fmt.Sprintf("e%d", i), "{}")
+		r := kafkatest.IngestRecord(names, "shop", fmt.Sprintf("e%d", i), "{}")
 		r.Partition = 0
 		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatalf("produce: %v", err)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -181,4 +182,48 @@ func uniquePrefix(t testing.TB) string {
 		name = name[:40]
 	}
 	return fmt.Sprintf("t-%s-%s", name, hex.EncodeToString(b[:]))
+}
+
+// FreeAddr returns a loopback address nothing listens on (at the moment).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Embedded starts the embedded broker with persistence, as `hookstream
+// run` does, on a free address with hookstream's topics under prefix.
+func Embedded(t testing.TB, prefix string, partitions int32, maxBody int64) *Env {
+	t.Helper()
+	addr := FreeAddr(t)
+	broker, err := topics.StartEmbedded(t.TempDir(), addr, Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	e := &Env{Seeds: []string{addr}, Names: topics.NewNames(prefix), Cluster: broker.Cluster()}
+	e.Ensure(t, partitions, maxBody)
+	return e
+}
+
+// IngestRecord is a record as the receiver writes it, with one provider
+// header (x-shop).
+func IngestRecord(names topics.Names, source, id, body string) *kgo.Record {
+	return &kgo.Record{
+		Topic: string(names.Ingest),
+		Key:   []byte(source + ":" + id),
+		Value: []byte(body),
+		Headers: []kgo.RecordHeader{
+			{Key: topics.HeaderSource, Value: []byte(source)},
+			{Key: topics.HeaderEventID, Value: []byte(id)},
+			{Key: topics.HeaderEventType, Value: []byte("order.created")},
+			{Key: topics.HeaderReceivedAt, Value: []byte(time.Now().UTC().Format(topics.TimeFormat))},
+			{Key: topics.HeaderContentType, Value: []byte("application/json")},
+			{Key: topics.HeaderProviderPrefix + "x-shop", Value: []byte("s1")},
+		},
+	}
 }
