@@ -1,0 +1,92 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRunCountsAndSigns runs a short open-loop load against a receiver
+// that checks GitHub signatures and answers 202, then 200 for an id it has
+// seen; the report counts every request and the sink measures end to end.
+func TestRunCountsAndSigns(t *testing.T) {
+	sink := NewSink()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	bad := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mac := hmac.New(sha256.New, []byte("s3cret"))
+		mac.Write(body)
+		id := r.Header.Get("X-Event-ID")
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Header.Get("X-Hub-Signature-256") != "sha256="+hex.EncodeToString(mac.Sum(nil)) || len(body) < 500 {
+			bad++
+		}
+		status := http.StatusAccepted
+		if seen[id] {
+			status = http.StatusOK
+		}
+		seen[id] = true
+		w.WriteHeader(status)
+		// Deliver the event to the sink, as a dispatcher would.
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		req.Header.Set("webhook-id", "bench:"+id)
+		sink.ServeHTTP(httptest.NewRecorder(), req)
+	}))
+	defer srv.Close()
+
+	cfg := Config{URL: srv.URL, Source: "bench", Rate: 200, Concurrency: 8, Duration: 500 * time.Millisecond,
+		BodySize: 512, Duplicates: 0.3, Scheme: "github", Secret: "s3cret"}
+	report, err := Run(context.Background(), cfg, srv.Client(), sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Sent < 50 || report.Completed != report.Sent || report.Errors != 0 {
+		t.Errorf("report: sent %d completed %d errors %d, want about 100 sent, all completed", report.Sent, report.Completed, report.Errors)
+	}
+	if got := report.Status["202"] + report.Status["200"]; got != report.Completed || report.Status["200"] == 0 {
+		t.Errorf("status counts: got %v, want 202s and some 200s (duplicates) adding up to %d", report.Status, report.Completed)
+	}
+	if report.Latency.Count != report.Completed || report.Latency.Max < report.Latency.P50 {
+		t.Errorf("latency: got %+v for %d requests", report.Latency, report.Completed)
+	}
+	if bad != 0 {
+		t.Errorf("%d requests were not signed as GitHub signs", bad)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e2e := sink.Wait(ctx)
+	if e2e.Count != int64(len(seen)) {
+		t.Errorf("end to end: got %d events measured, want the %d distinct ids sent", e2e.Count, len(seen))
+	}
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"concurrency", Config{Concurrency: 0}, "concurrency: 0 must be at least 1"},
+		{"duplicates", Config{Concurrency: 1, Duplicates: 2}, "duplicates: 2 is not between 0 and 1"},
+		{"scheme", Config{Concurrency: 1, Scheme: "md5"}, `scheme: "md5" is not none, github or standard`},
+		{"secret", Config{Concurrency: 1, Scheme: "standard", Secret: "nope"}, "secret: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Run(context.Background(), tt.cfg, http.DefaultClient, nil, nil)
+			if err == nil || len(err.Error()) < len(tt.want) || err.Error()[:len(tt.want)] != tt.want {
+				t.Errorf("got %v, want an error starting %q", err, tt.want)
+			}
+		})
+	}
+}
