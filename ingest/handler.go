@@ -276,7 +276,17 @@ func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
 	if req.ContentLength > h.cfg.MaxBody {
 		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, h.cfg.MaxBody))
+	limited := http.MaxBytesReader(c.Response(), req.Body, h.cfg.MaxBody)
+	var body []byte
+	var err error
+	if req.ContentLength >= 0 {
+		// One allocation of the announced size (net/http holds the body to
+		// it), instead of growing a buffer from 512 bytes.
+		body = make([]byte, req.ContentLength)
+		_, err = io.ReadFull(limited, body)
+	} else {
+		body, err = io.ReadAll(limited)
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
