@@ -7,6 +7,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,11 +45,18 @@ type Config struct {
 	AckTimeout time.Duration
 	// Topic is the ingest topic.
 	Topic topics.Topic
+	// MaxInFlight bounds requests handled at once. Default DefaultMaxInFlight.
+	MaxInFlight int
 }
 
 // DuplicateWindow is how long the receiver itself remembers accepted ids to
 // answer provider retries with 200 without writing them again.
 const DuplicateWindow = 10 * time.Minute
+
+// DefaultMaxInFlight bounds requests being handled at once; past it the
+// receiver answers 503 at once: under CPU saturation, queueing would only
+// grow every provider's latency.
+const DefaultMaxInFlight = 1024
 
 // The producer buffer bounds: beyond them the receiver sheds load.
 const (
@@ -77,6 +85,8 @@ type Handler struct {
 	echo    *echo.Echo
 	metrics *metrics
 	now     func() time.Time
+	// inFlight holds a slot per request being handled.
+	inFlight chan struct{}
 }
 
 // New builds the receiver. client must produce with acks=all and
@@ -87,13 +97,14 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 		return nil, err
 	}
 	h := &Handler{
-		cfg:     cfg,
-		client:  client,
-		log:     log.With("component", "ingest"),
-		sources: sources,
-		seen:    lru.NewLRU[string, struct{}](duplicateCapacity, nil, DuplicateWindow),
-		metrics: newMetrics(reg),
-		now:     time.Now,
+		cfg:      cfg,
+		client:   client,
+		log:      log.With("component", "ingest"),
+		sources:  sources,
+		seen:     lru.NewLRU[string, struct{}](duplicateCapacity, nil, DuplicateWindow),
+		metrics:  newMetrics(reg),
+		now:      time.Now,
+		inFlight: make(chan struct{}, cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
 	}
 	if cfg.AcceptAll || cfg.Sources.AllowUnknown {
 		h.unknown, err = compileSource(config.Source{})
@@ -158,6 +169,7 @@ var (
 	errInvalidJSON   = &apiError{status: http.StatusBadRequest, msg: "invalid JSON payload"}
 	errNoEventID     = &apiError{status: http.StatusBadRequest, msg: "no event id in the request"}
 	errSignature     = &apiError{status: http.StatusUnauthorized, msg: "invalid signature"}
+	errOverloaded    = &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterOverload}
 )
 
 type errorBody struct {
@@ -201,7 +213,14 @@ func (h *Handler) receive(c *echo.Context) error {
 	name := c.Param("source")
 	src, err := h.source(name)
 	if err == nil {
-		err = h.accept(c, name, src)
+		select {
+		case h.inFlight <- struct{}{}:
+			err = h.accept(c, name, src)
+			<-h.inFlight
+		default:
+			h.metrics.shed.Inc()
+			err = errOverloaded
+		}
 	}
 	_, status := echo.ResolveResponseStatus(c.Response(), err)
 	h.metrics.requests.WithLabelValues(h.metrics.label(name, src != nil), strconv.Itoa(status)).Inc()
@@ -261,7 +280,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source) error {
 	if err := h.produce(req.Context(), rec); err != nil {
 		if errors.Is(err, kgo.ErrMaxBuffered) {
 			h.metrics.shed.Inc()
-			return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterOverload, err: err}
+			return errOverloaded
 		}
 		h.log.Warn("kafka did not acknowledge", "source", name, "event_id", eventID, "request_id", requestID(c), "err", err)
 		return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterUnavailable, err: err}

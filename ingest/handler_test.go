@@ -350,7 +350,7 @@ func TestOverloadSheds(t *testing.T) {
 	if env.Cluster == nil {
 		t.Skip("holds produce requests in the in-process broker")
 	}
-	release := make(chan struct{})
+	release := make(chan struct{}) // one send lets one produce request through
 	held := make(chan struct{}, 1)
 	env.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		select {
@@ -360,20 +360,32 @@ func TestOverloadSheds(t *testing.T) {
 		<-release
 		return nil, nil, false
 	})
-	rc := newReceiver(t, env, ingest.Config{AckTimeout: 10 * time.Second}, kgo.MaxBufferedRecords(1))
-	first := make(chan response, 1)
-	go func() { first <- rc.post(t, "open", nil, "first") }()
-	<-held // the first record is in flight and fills the buffer
-	start := time.Now()
-	resp := rc.post(t, "open", nil, "second")
-	if resp.status != 503 || resp.header.Get("Retry-After") != "1" {
-		t.Errorf("over capacity: got %d %v Retry-After %q, want 503 with Retry-After 1", resp.status, resp.body, resp.header.Get("Retry-After"))
+	tests := []struct {
+		name string
+		cfg  ingest.Config
+		opts []kgo.Opt
+	}{
+		{"producer buffer full", ingest.Config{AckTimeout: 10 * time.Second}, []kgo.Opt{kgo.MaxBufferedRecords(1)}},
+		{"requests in flight", ingest.Config{AckTimeout: 10 * time.Second, MaxInFlight: 1}, nil},
 	}
-	if waited := time.Since(start); waited > 5*time.Second {
-		t.Errorf("over capacity: answered after %v, want at once (well within the 10s acknowledgement wait)", waited)
-	}
-	close(release)
-	if r := <-first; r.status != 202 {
-		t.Errorf("first: got %d, want 202 once the broker answers", r.status)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReceiver(t, env, tt.cfg, tt.opts...)
+			first := make(chan response, 1)
+			go func() { first <- rc.post(t, "open", nil, "first "+tt.name) }()
+			<-held // the first record is in flight: buffer and slot taken
+			start := time.Now()
+			resp := rc.post(t, "open", nil, "second "+tt.name)
+			if resp.status != 503 || resp.header.Get("Retry-After") != "1" {
+				t.Errorf("over capacity: got %d %v Retry-After %q, want 503 with Retry-After 1", resp.status, resp.body, resp.header.Get("Retry-After"))
+			}
+			if waited := time.Since(start); waited > 5*time.Second {
+				t.Errorf("over capacity: answered after %v, want at once (well within the 10s acknowledgement wait)", waited)
+			}
+			release <- struct{}{}
+			if r := <-first; r.status != 202 {
+				t.Errorf("first: got %d, want 202 once the broker answers", r.status)
+			}
+		})
 	}
 }

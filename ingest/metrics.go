@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_ingest_shed_total",
-			Help: "Webhooks answered 503 at once because the producer buffer was full (overload).",
+			Help: "Webhooks answered 503 at once because the receiver was over capacity (requests in flight or producer buffer).",
 		}),
 		labels: make(map[string]struct{}),
 	}
