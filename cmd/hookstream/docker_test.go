@@ -576,21 +576,11 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	defer failing.Close()
 
 	d := newEmbedded(t)
-	env := d.env()
-	env["HOOKSTREAM_DELIVERY_SCHEDULE"] = "200ms" // one quick retry, then the delivery DLQ
-	env["HOOKSTREAM_DELIVERY_TIMEOUT"] = "5s"
-	p := startProcess(t, "hookstream run", env, "run")
-	kafkatest.WaitFor(t, 30*time.Second, func() error {
-		p.mustBeAlive(t)
-		status, body, err := httpGet("http://" + d.adminAddr + "/readyz")
-		if err != nil {
-			return err
-		}
-		if status != http.StatusOK {
-			return fmt.Errorf("/readyz: got %d %s, want 200", status, body)
-		}
-		return nil
-	})
+	d.extra = map[string]string{
+		"HOOKSTREAM_DELIVERY_SCHEDULE": "200ms", // one quick retry, then the delivery DLQ
+		"HOOKSTREAM_DELIVERY_TIMEOUT":  "5s",
+	}
+	p := d.run(t, "hookstream run")
 
 	for _, url := range []string{ok.URL + "/hook", failing.URL + "/hook"} {
 		cmd := exec.Command(hookstreamBin, "subscriptions", "add", "--url", url, "--from", "earliest", "--output", "json")

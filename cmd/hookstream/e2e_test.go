@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -183,6 +184,8 @@ func freeAddr(t *testing.T) string { return kafkatest.FreeAddr(t) }
 type embedded struct {
 	dataDir, brokerAddr, httpAddr, adminAddr string
 	kafka                                    *kafkatest.Env
+	// extra settings, beside the addresses and data directory.
+	extra map[string]string
 }
 
 func newEmbedded(t *testing.T) *embedded {
@@ -193,12 +196,14 @@ func newEmbedded(t *testing.T) *embedded {
 }
 
 func (d *embedded) env() map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"HOOKSTREAM_DATA_DIR":      d.dataDir,
 		"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr,
 		"HOOKSTREAM_HTTP_ADDR":     d.httpAddr,
 		"HOOKSTREAM_ADMIN_ADDR":    d.adminAddr,
 	}
+	maps.Copy(env, d.extra)
+	return env
 }
 
 // run starts `hookstream run` and waits until /readyz answers 200.
