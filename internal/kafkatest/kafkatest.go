@@ -9,9 +9,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,16 +186,36 @@ func uniquePrefix(t testing.TB) string {
 	return fmt.Sprintf("t-%s-%s", name, hex.EncodeToString(b[:]))
 }
 
-// FreeAddr returns a loopback address nothing listens on (at the moment).
+// FreeAddr returns a loopback address nothing listens on, for a server a
+// test starts later (a process, or a broker it restarts on the same port).
+// Ports come from below Linux's ephemeral range (32768 and up), so the
+// outgoing connections of parallel tests cannot take one between this
+// check and the server's bind, and none is handed out twice.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 20000 + mrand.IntN(12000)
+		if portsGiven[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven[port] = true
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return ""
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // Embedded starts the embedded broker with persistence, as `hookstream
 // run` does, on a free address with hookstream's topics under prefix.
