@@ -3,12 +3,13 @@ package processor
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	records        *prometheus.CounterVec
-	transactions   *prometheus.CounterVec
-	expired        prometheus.Counter
-	restoreSeconds prometheus.Histogram
-	restoreRecords prometheus.Counter
-	storeErrors    prometheus.Counter
+	records         *prometheus.CounterVec
+	transactions    *prometheus.CounterVec
+	expired         prometheus.Counter
+	restoreSeconds  prometheus.Histogram
+	restoreRecords  prometheus.Counter
+	storeErrors     prometheus.Counter
+	sessionRestarts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
@@ -37,6 +38,10 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_processor_store_errors_total",
 			Help: "State store failures; each pauses its partition until the store is restored.",
+		}),
+		sessionRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_processor_session_restarts_total",
+			Help: "Processor sessions that failed (broker outage, fenced producer) and were started anew.",
 		}),
 	}
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -67,6 +72,6 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.storeErrors, keys, restoring)
+	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.storeErrors, m.sessionRestarts, keys, restoring)
 	return m
 }

@@ -111,6 +111,38 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 
 // Run processes until ctx ends, then leaves the group cleanly.
 func (p *Processor) Run(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		err := p.session(ctx)
+		var setup *setupError
+		switch {
+		case ctx.Err() != nil || err == nil:
+			return nil
+		case errors.As(err, &setup):
+			return err
+		}
+		// A broker outage or a fenced producer ends a session; a new one
+		// rejoins the group and restores its partitions, so nothing is
+		// lost and nothing is written twice.
+		p.metrics.sessionRestarts.Inc()
+		p.log.Error("processor session failed; starting a new one", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// setupError is a session that could not be configured: retrying cannot help.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// session runs one group transact session until ctx ends or it fails.
+func (p *Processor) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.ctx = ctx
@@ -139,7 +171,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(p.revoked),
 	})...)
 	if err != nil {
-		return fmt.Errorf("processor: client: %w", err)
+		return &setupError{fmt.Errorf("processor: client: %w", err)}
 	}
 	p.mu.Lock()
 	p.sess = sess
@@ -149,6 +181,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.restores.Wait()
 		sess.Close() // leaves the group; revokes (closes) every store
 		p.closeAll()
+		p.mu.Lock()
+		p.sess = nil
+		p.mu.Unlock()
 	}()
 
 	// Fence this instance's previous incarnation now: until its open

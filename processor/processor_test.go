@@ -495,3 +495,45 @@ func TestStoreFailureStopsPartition(t *testing.T) {
 	got = waitEvents(t, env, 21, time.Minute)
 	exactlyOnce(t, got, 21, 1)
 }
+
+// TestBrokerRestart: the broker goes away mid-stream and comes back; the
+// processor starts a new session and every event is written exactly once.
+func TestBrokerRestart(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("stops and restarts the in-process broker")
+	}
+	dir, addr := t.TempDir(), kafkatest.FreeAddr(t)
+	startBroker := func() *topics.Embedded {
+		b, err := topics.StartEmbedded(dir, addr, kafkatest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	broker := startBroker()
+	env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("restart")}
+	env.Ensure(t, 2, maxBody)
+	produceRange := func(from, to int) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+		}
+		produce(t, cl, recs...)
+	}
+	produceRange(0, 100)
+	start(t, env, options{name: "a", stateDir: t.TempDir()})
+	waitEvents(t, env, 100, 30*time.Second)
+
+	broker.Close()
+	time.Sleep(2 * time.Second) // the session notices the outage
+	broker = startBroker()
+	defer broker.Close()
+	produceRange(100, 200)
+	got := waitEvents(t, env, 200, time.Minute)
+	exactlyOnce(t, got, 200, 1)
+}
