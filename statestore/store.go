@@ -546,7 +546,10 @@ func (s *Store) build(b *pebble.Batch, changes []Change) (keys int64, err error)
 // commit applies b. Pebble panics when the write-ahead log fails (with
 // NoSync its writer reports a full disk only then); commit turns the panic
 // into an error and stops the store, which stays wedged: Pebble still holds
-// its commit lock.
+// its commit lock. Where the panic comes from rotating the log, Pebble's own
+// deferred unlocks can end the process before the recover runs (a runtime
+// fatal error, not a panic): the process then restarts and restores from
+// the changelog, which loses and repeats nothing.
 func (s *Store) commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
 	defer func() {
 		r := recover()
