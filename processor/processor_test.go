@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -536,4 +538,35 @@ func TestBrokerRestart(t *testing.T) {
 	produceRange(100, 200)
 	got := waitEvents(t, env, 200, time.Minute)
 	exactlyOnce(t, got, 200, 1)
+}
+
+// TestSessionRestartsAfterFailedCommit: the broker answers one EndTxn with
+// a fatal error (the producer was fenced); the processor starts a new
+// session, which aborts the open transaction, and every event is still
+// written exactly once.
+func TestSessionRestartsAfterFailedCommit(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("injects a broker error into the in-process broker")
+	}
+	cl := env.Client(t)
+	var recs []*kgo.Record
+	for i := range 50 {
+		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	produce(t, cl, recs[:25]...)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	waitEvents(t, env, 25, 30*time.Second)
+
+	env.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ProducerFenced.Code
+		return resp, nil, true
+	})
+	produce(t, cl, recs[25:]...)
+	got := waitEvents(t, env, 50, time.Minute)
+	exactlyOnce(t, got, 50, 1)
+	if n := in.metric("hookstream_processor_session_restarts_total", "", ""); n < 1 {
+		t.Errorf("session restarts: got %v, want at least 1", n)
+	}
 }
