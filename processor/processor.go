@@ -65,8 +65,8 @@ const sweepBatch = 1000
 type Processor struct {
 	cfg  Config
 	opts []kgo.Opt
-	// instrument exports the session client's metrics.
-	instrument []kgo.Opt
+	// reg receives each session client's kprom metrics.
+	reg prometheus.Registerer
 	log        *slog.Logger
 	metrics    *metrics
 	now        func() time.Time
@@ -105,7 +105,7 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 		restoreSem: make(chan struct{}, cfg.RestoreConcurrency),
 	}
 	p.metrics = newMetrics(reg, p)
-	p.instrument = topics.Instrument(reg, "hookstream-processor")
+	p.reg = reg
 	return p
 }
 
@@ -146,7 +146,9 @@ func (p *Processor) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.ctx = ctx
-	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, p.instrument, []kgo.Opt{
+	// A kprom collector serves one client: each session gets its own (the
+	// last one unregistered its collectors when it closed).
+	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, topics.Instrument(p.reg, "hookstream-processor"), []kgo.Opt{
 		kgo.ConsumerGroup(string(p.cfg.Names.ProcessorGroup())),
 		kgo.ConsumeTopics(string(p.cfg.Names.Ingest)),
 		kgo.TransactionalID(p.cfg.TransactionalID),
