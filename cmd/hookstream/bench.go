@@ -72,6 +72,7 @@ end.`,
 				e2e := s.Wait(ctx)
 				cancel()
 				report.EndToEnd = &e2e
+				report.Undelivered = s.Missing()
 			}
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), report)
@@ -148,6 +149,7 @@ func printReport(w io.Writer, r loadgen.Report) error {
 	row("ack latency", r.Latency)
 	if r.EndToEnd != nil {
 		row("end to end", *r.EndToEnd)
+		fmt.Fprintf(tw, "undelivered\t%d\n", r.Undelivered)
 	}
 	return tw.Flush()
 }

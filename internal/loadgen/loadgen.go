@@ -69,6 +69,8 @@ type Report struct {
 	Latency   Percentiles      `json:"latency"`
 	// EndToEnd is POST sent to delivery received, when a Sink ran.
 	EndToEnd *Percentiles `json:"end_to_end,omitempty"`
+	// Undelivered counts distinct events sent that the Sink never got.
+	Undelivered int `json:"undelivered,omitempty"`
 }
 
 // Progress is a running count, reported once a second.
@@ -277,10 +279,13 @@ func (s *Sink) Wait(ctx context.Context) Percentiles {
 	return s.summary()
 }
 
-func (s *Sink) complete() bool {
+func (s *Sink) complete() bool { return s.Missing() == 0 }
+
+// Missing is how many distinct events sent were not delivered yet.
+func (s *Sink) Missing() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.seen) >= len(s.start)
+	return len(s.start) - len(s.seen)
 }
 
 func (s *Sink) summary() Percentiles {

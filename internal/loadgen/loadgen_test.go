@@ -65,8 +65,8 @@ func TestRunCountsAndSigns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	e2e := sink.Wait(ctx)
-	if e2e.Count != int64(len(seen)) {
-		t.Errorf("end to end: got %d events measured, want the %d distinct ids sent", e2e.Count, len(seen))
+	if e2e.Count != int64(len(seen)) || sink.Missing() != 0 {
+		t.Errorf("end to end: got %d events measured and %d missing, want the %d distinct ids sent and none missing", e2e.Count, sink.Missing(), len(seen))
 	}
 }
 
