@@ -132,6 +132,8 @@ func TestParseSourcesErrors(t *testing.T) {
 		{"secret required", "sources: {a: {verify: {scheme: stripe}}}", "sources.a.verify.secret: required by scheme stripe"},
 		{"header required", "sources: {a: {verify: {scheme: token, secret: x}}}", "sources.a.verify.header: required by scheme token"},
 		{"rate", "sources: {a: {rate_limit: fast}}", `sources.a.rate_limit: invalid rate "fast"`},
+		{"standard secret", "sources: {a: {verify: {scheme: standard, secret: plain}}}", "sources.a.verify.secret: "},
+		{"old standard secret", "sources: {a: {verify: {scheme: standard, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, old_secrets: [x]}}}", "sources.a.verify.old_secrets[0]: "},
 		{"unknown key", "sources: {a: {verfy: {}}}", "field verfy not found"},
 		{"bad name", "sources: {'a/b': {}}", "sources.a/b: source names use"},
 	}

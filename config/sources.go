@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hookstream/hookstream/signature"
 )
 
 // Sources is the content of the HOOKSTREAM_CONFIG file: how each provider's
@@ -126,6 +128,17 @@ func (s Sources) Validate() error {
 			}
 		default:
 			errs = append(errs, fmt.Errorf("%s.verify.scheme: unknown scheme %q (want one of %s)", at, v.Scheme, strings.Join(Schemes, ", ")))
+		}
+		if v.Scheme == "standard" {
+			for i, secret := range append([]string{v.Secret}, v.OldSecrets...) {
+				if _, err := signature.DecodeSecret(secret); secret != "" && err != nil {
+					key := at + ".verify.secret"
+					if i > 0 {
+						key = fmt.Sprintf("%s.verify.old_secrets[%d]", at, i-1)
+					}
+					errs = append(errs, fmt.Errorf("%s: %w", key, err))
+				}
+			}
 		}
 		if (v.Scheme == "token" || v.Scheme == "hmac") && v.Header == "" {
 			errs = append(errs, fmt.Errorf("%s.verify.header: required by scheme %s", at, v.Scheme))
