@@ -66,10 +66,10 @@ type Processor struct {
 	cfg  Config
 	opts []kgo.Opt
 	// reg receives each session client's kprom metrics.
-	reg prometheus.Registerer
-	log        *slog.Logger
-	metrics    *metrics
-	now        func() time.Time
+	reg     prometheus.Registerer
+	log     *slog.Logger
+	metrics *metrics
+	now     func() time.Time
 
 	mu    sync.Mutex
 	parts map[int32]*partition
