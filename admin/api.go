@@ -93,17 +93,9 @@ func (a API) getSubscription(c *echo.Context) error {
 
 // subscriptionInput is the writable JSON of a subscription.
 type subscriptionInput struct {
-	ID          *string   `json:"id"`
-	URL         *string   `json:"url"`
-	Secret      *string   `json:"secret"`
-	Description *string   `json:"description"`
-	Sources     *[]string `json:"sources"`
-	EventTypes  *[]string `json:"event_types"`
-	Enabled     *bool     `json:"enabled"`
-	Ordered     *bool     `json:"ordered"`
-	MaxInFlight *int      `json:"max_in_flight"`
-	RateLimit   *float64  `json:"rate_limit"`
-	From        *string   `json:"from"`
+	ID   *string `json:"id"`
+	From *string `json:"from"`
+	dispatch.Patch
 }
 
 func decode(c *echo.Context) (subscriptionInput, error) {
@@ -114,38 +106,6 @@ func decode(c *echo.Context) (subscriptionInput, error) {
 		return in, echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
 	}
 	return in, nil
-}
-
-func (in subscriptionInput) apply(s *dispatch.Subscription) {
-	set := func(dst *string, v *string) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&s.URL, in.URL)
-	set(&s.Secret, in.Secret)
-	set(&s.Description, in.Description)
-	if in.Sources != nil {
-		s.Sources = *in.Sources
-	}
-	if in.EventTypes != nil {
-		s.EventTypes = *in.EventTypes
-	}
-	if in.Enabled != nil {
-		s.Enabled = *in.Enabled
-		if s.Enabled {
-			s.DisabledReason = ""
-		}
-	}
-	if in.Ordered != nil {
-		s.Ordered = *in.Ordered
-	}
-	if in.MaxInFlight != nil {
-		s.MaxInFlight = *in.MaxInFlight
-	}
-	if in.RateLimit != nil {
-		s.RateLimit = *in.RateLimit
-	}
 }
 
 func (a API) createSubscription(c *echo.Context) error {
@@ -160,7 +120,7 @@ func (a API) createSubscription(c *echo.Context) error {
 	if in.ID != nil {
 		s.ID = *in.ID
 	}
-	in.apply(&s)
+	in.Apply(&s)
 	from := ""
 	if in.From != nil {
 		from = *in.From
@@ -181,7 +141,7 @@ func (a API) patchSubscription(c *echo.Context) error {
 	if in.ID != nil || in.From != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id and from cannot be changed")
 	}
-	return a.update(c, func(s *dispatch.Subscription) { in.apply(s) }, false)
+	return a.update(c, in.Apply, false)
 }
 
 func (a API) rotateSecret(c *echo.Context) error {

@@ -155,3 +155,40 @@ func (s Subscription) Redacted() Subscription {
 	}
 	return s
 }
+
+// Patch is a partial change of a subscription, as the CLI and the admin
+// API take it: nil fields stay as they are.
+type Patch struct {
+	URL         *string   `json:"url"`
+	Secret      *string   `json:"secret"`
+	Description *string   `json:"description"`
+	Sources     *[]string `json:"sources"`
+	EventTypes  *[]string `json:"event_types"`
+	Enabled     *bool     `json:"enabled"`
+	Ordered     *bool     `json:"ordered"`
+	MaxInFlight *int      `json:"max_in_flight"`
+	RateLimit   *float64  `json:"rate_limit"`
+}
+
+// Apply changes s. Enabling a subscription clears the reason hookstream
+// disabled it for.
+func (p Patch) Apply(s *Subscription) {
+	set(&s.URL, p.URL)
+	set(&s.Secret, p.Secret)
+	set(&s.Description, p.Description)
+	set(&s.Sources, p.Sources)
+	set(&s.EventTypes, p.EventTypes)
+	set(&s.Enabled, p.Enabled)
+	set(&s.Ordered, p.Ordered)
+	set(&s.MaxInFlight, p.MaxInFlight)
+	set(&s.RateLimit, p.RateLimit)
+	if p.Enabled != nil && *p.Enabled {
+		s.DisabledReason = ""
+	}
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}

@@ -35,33 +35,28 @@ func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "deliveries per second (0: unlimited)")
 }
 
-// apply copies the flags that were set onto s.
-func (f *subscriptionFlags) apply(cmd *cobra.Command, s *dispatch.Subscription) {
-	set := func(name string) bool { return cmd.Flags().Changed(name) }
-	if set("url") {
-		s.URL = f.url
+// patch holds the flags that were set.
+func (f *subscriptionFlags) patch(cmd *cobra.Command) dispatch.Patch {
+	var p dispatch.Patch
+	fields := []struct {
+		flag string
+		set  func()
+	}{
+		{"url", func() { p.URL = &f.url }},
+		{"secret", func() { p.Secret = &f.secret }},
+		{"description", func() { p.Description = &f.description }},
+		{"source", func() { p.Sources = &f.sources }},
+		{"event-type", func() { p.EventTypes = &f.eventTypes }},
+		{"ordered", func() { p.Ordered = &f.ordered }},
+		{"max-in-flight", func() { p.MaxInFlight = &f.maxInFlight }},
+		{"rate-limit", func() { p.RateLimit = &f.rateLimit }},
 	}
-	if set("secret") {
-		s.Secret = f.secret
+	for _, field := range fields {
+		if cmd.Flags().Changed(field.flag) {
+			field.set()
+		}
 	}
-	if set("description") {
-		s.Description = f.description
-	}
-	if set("source") {
-		s.Sources = f.sources
-	}
-	if set("event-type") {
-		s.EventTypes = f.eventTypes
-	}
-	if set("ordered") {
-		s.Ordered = f.ordered
-	}
-	if set("max-in-flight") {
-		s.MaxInFlight = f.maxInFlight
-	}
-	if set("rate-limit") {
-		s.RateLimit = f.rateLimit
-	}
+	return p
 }
 
 // withRegistry runs fn with a registry on the configured cluster.
@@ -102,7 +97,7 @@ dispatchers follow every change.`,
 			}
 			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
 				var s dispatch.Subscription
-				add.apply(cmd, &s)
+				add.patch(cmd).Apply(&s)
 				if s.URL == "" {
 					return fmt.Errorf("--url is required")
 				}
@@ -184,12 +179,12 @@ dispatchers follow every change.`,
 	}
 	var upd subscriptionFlags
 	update := change("update ID", "Change a subscription's fields", "  hookstream subscriptions update sub_abc --url https://new.example.com/hook",
-		cobra.ExactArgs(1), func(cmd *cobra.Command, s *dispatch.Subscription) { upd.apply(cmd, s) })
+		cobra.ExactArgs(1), func(cmd *cobra.Command, s *dispatch.Subscription) { upd.patch(cmd).Apply(s) })
 	upd.register(update)
 	enable := change("enable ID", "Resume deliveries", "  hookstream subscriptions enable sub_abc", cobra.ExactArgs(1),
-		func(_ *cobra.Command, s *dispatch.Subscription) { s.Enabled, s.DisabledReason = true, "" })
+		func(_ *cobra.Command, s *dispatch.Subscription) { dispatch.Patch{Enabled: ptr(true)}.Apply(s) })
 	disable := change("disable ID", "Pause deliveries (events wait in the subscription's group)", "  hookstream subscriptions disable sub_abc", cobra.ExactArgs(1),
-		func(_ *cobra.Command, s *dispatch.Subscription) { s.Enabled = false })
+		func(_ *cobra.Command, s *dispatch.Subscription) { dispatch.Patch{Enabled: ptr(false)}.Apply(s) })
 
 	var newSecret string
 	rotate := &cobra.Command{
@@ -267,3 +262,5 @@ func orAll(globs []string) string {
 	}
 	return strings.Join(globs, ",")
 }
+
+func ptr[T any](v T) *T { return &v }

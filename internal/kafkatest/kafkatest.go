@@ -33,8 +33,6 @@ type Env struct {
 	Names topics.Names
 	// Cluster is the in-process broker, nil on a real cluster.
 	Cluster *kfake.Cluster
-	// Partitions of the co-partitioned topics.
-	Partitions int32
 }
 
 // New returns a broker with hookstream's topics created under a fresh
@@ -60,7 +58,6 @@ func New(t testing.TB, partitions int32, maxBody int64) *Env {
 // Ensure creates the topics of e.Names.
 func (e *Env) Ensure(t testing.TB, partitions int32, maxBody int64) {
 	t.Helper()
-	e.Partitions = partitions
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := topics.Ensure(ctx, e.Client(t), topics.Specs(e.Names, partitions, maxBody)); err != nil {
