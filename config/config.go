@@ -45,6 +45,11 @@ type Config struct {
 	AckTimeout time.Duration
 	// DedupTTL is how long an event id is remembered. Default 168h.
 	DedupTTL time.Duration
+	// InstanceID names this process stably across restarts and container
+	// re-creations: its transactional id, so a successor fences its
+	// predecessor's open transaction at once. Default empty: host name
+	// plus a hash of the data directory.
+	InstanceID string
 	// Delivery configures the dispatcher.
 	Delivery Delivery
 	// Log configures log/slog.
@@ -60,6 +65,12 @@ type Delivery struct {
 	// AllowPrivate allows targets on loopback, private and link-local
 	// addresses. Default false; true on the embedded broker.
 	AllowPrivate bool
+	// DisableAfter disables a subscription whose real attempts have all
+	// failed for this long with no success. Default 0: the sum of Schedule.
+	DisableAfter time.Duration
+	// BreakerCooldown is how long an open circuit waits before its probe.
+	// Default 30s, capped at the schedule's first delay.
+	BreakerCooldown time.Duration
 }
 
 // Log configures logging.
@@ -156,6 +167,27 @@ var settings = []setting{
 			}
 			return nil
 		}},
+	{"HOOKSTREAM_DELIVERY_DISABLE_AFTER", "delivery-disable-after", "", "disable a subscription whose attempts have all failed for this long (default: the sum of the schedule)", Server,
+		func(c *Config, v string) (err error) {
+			if v == "" {
+				return nil
+			}
+			c.Delivery.DisableAfter, err = positiveDuration(v)
+			return err
+		}},
+	{"HOOKSTREAM_DELIVERY_BREAKER_COOLDOWN", "delivery-breaker-cooldown", "30s", "how long an open circuit waits before its probe (never more than the schedule's first delay)", Server,
+		func(c *Config, v string) (err error) {
+			c.Delivery.BreakerCooldown, err = positiveDuration(v)
+			return err
+		}},
+	{"HOOKSTREAM_INSTANCE_ID", "instance-id", "", "stable identity of this process, its transactional id (default: host name + data dir)", Server,
+		func(c *Config, v string) error {
+			c.InstanceID = v
+			if v != "" && !ValidName(v) {
+				return fmt.Errorf("invalid instance id %q (want 1 to 100 letters, digits, '.', '_' or '-')", v)
+			}
+			return nil
+		}},
 	{"HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "delivery-allow-private", "", "allow delivery to loopback/private/link-local addresses (default: true on the embedded broker only)", Server,
 		func(c *Config, v string) error {
 			if v == "" {
@@ -207,6 +239,9 @@ func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error
 	}
 	if !privateSet {
 		c.Delivery.AllowPrivate = c.Embedded()
+	}
+	if len(c.Delivery.Schedule) > 0 {
+		c.Delivery.BreakerCooldown = min(c.Delivery.BreakerCooldown, c.Delivery.Schedule[0])
 	}
 	if c.SourcesFile != "" {
 		src, err := LoadSources(c.SourcesFile, lookup)

@@ -23,7 +23,8 @@ func TestLoadDefaults(t *testing.T) {
 	want := &Config{
 		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: ":8080", AdminAddr: "127.0.0.1:8081",
 		TopicPrefix: "hookstream", Partitions: 12, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, DedupTTL: 168 * time.Hour,
-		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, Schedule: []time.Duration{
+		// The breaker's 30s cooldown is capped at the first retry's delay.
+		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, BreakerCooldown: 5 * time.Second, Schedule: []time.Duration{
 			5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}},
 		Log: Log{Level: "info", Format: "text"},
 	}
