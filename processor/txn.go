@@ -139,9 +139,9 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		if ok && now.Before(old.Expires) {
 			st.FirstSeen = old.FirstSeen
 		}
-		if value, err := t.p.encode(r, now); err != nil {
+		if ev, err := t.p.event(r, now); err != nil {
 			stage := topics.StageProcess
-			if errors.Is(err, errDecode) {
+			if errors.Is(err, topics.ErrDecode) {
 				stage = topics.StageDecode
 			}
 			t.p.log.Warn("record failed; sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "event_id", string(r.Key), "err", err)
@@ -149,7 +149,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			st.Status = statestore.Failed
 			outcome = outcomeFailed
 		} else {
-			t.produce(ctx, &kgo.Record{Topic: string(names.Events), Partition: id, Key: r.Key, Value: value, Headers: eventHeaders(r)})
+			t.produce(ctx, ev)
 		}
 		value, err := st.MarshalJSON()
 		if err != nil {
@@ -176,33 +176,20 @@ func decide(old statestore.State, ok bool, r *kgo.Record, now time.Time) string 
 	}
 }
 
-// encode builds the events value of r, within the record size limit.
-func (p *Processor) encode(r *kgo.Record, now time.Time) ([]byte, error) {
-	env, err := envelope(r, now)
+// event builds the events record of r, within the record size limit.
+func (p *Processor) event(r *kgo.Record, now time.Time) (*kgo.Record, error) {
+	env, err := topics.NewEnvelope(r, now)
 	if err != nil {
 		return nil, err
 	}
-	b, err := env.Marshal()
+	ev, err := topics.EventRecord(p.cfg.Names.Events, r, env)
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	if int64(len(b)) > p.cfg.MaxRecordBytes {
-		return nil, fmt.Errorf("envelope of %d bytes exceeds the record limit of %d bytes", len(b), p.cfg.MaxRecordBytes)
+	if int64(len(ev.Value)) > p.cfg.MaxRecordBytes {
+		return nil, fmt.Errorf("envelope of %d bytes exceeds the record limit of %d bytes", len(ev.Value), p.cfg.MaxRecordBytes)
 	}
-	return b, nil
-}
-
-// eventHeaders carries the identifying headers to the events record, so
-// consumers can filter without decoding the envelope.
-func eventHeaders(r *kgo.Record) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, 0, 3)
-	for _, h := range r.Headers {
-		switch h.Key {
-		case topics.HeaderSource, topics.HeaderEventID, topics.HeaderEventType:
-			out = append(out, h)
-		}
-	}
-	return out
+	return ev, nil
 }
 
 // sweep tombstones expired keys of every ready partition.
