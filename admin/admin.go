@@ -1,7 +1,8 @@
 // Package admin is the operators' listener: /healthz, /readyz with the
-// detail of every component's readiness, /metrics, and the token-guarded
-// /api. It owns the HTTP surface only; components report their state
-// through the checks they register and the routes they mount.
+// detail of every component's readiness, /metrics, and /api, guarded by a
+// bearer token or, without one, served to local clients only. It owns
+// the HTTP surface only; components report their state through the checks
+// they register and the routes they mount.
 package admin
 
 import (
@@ -10,9 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -56,8 +60,8 @@ func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
-	s.api = e.Group("/api", s.authorize)
-	// Profiles, behind the token like the rest of /api.
+	s.api = e.Group("/api", s.guard)
+	// Profiles, behind the guard like the rest of /api.
 	s.api.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
 	s.api.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
 	s.api.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
@@ -74,7 +78,7 @@ func (s *Server) AddCheck(name string, check Check) {
 	s.checks[name] = check
 }
 
-// API is the token-guarded /api group where components mount routes.
+// API is the guarded /api group where components mount routes.
 func (s *Server) API() *echo.Group { return s.api }
 
 // ServeHTTP serves the admin API.
@@ -138,20 +142,96 @@ func (s *Server) readyz(c *echo.Context) error {
 	return c.JSON(status, out)
 }
 
-// authorize requires the bearer token on /api when one is configured.
-func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+// Refusals of the /api guard.
+var (
+	errCrossSite = echo.NewHTTPError(http.StatusForbidden, "cross-site request refused")
+	errNotJSON   = echo.NewHTTPError(http.StatusUnsupportedMediaType, "request body must be application/json")
+)
+
+// guard keeps web pages from driving /api. With a token, the bearer token
+// is required: a browser cannot attach it to a cross-site request without
+// a CORS preflight, which this API never approves, so any host name may be
+// served. Without one, only what a local client sends is served: a
+// loopback Host (a DNS-rebound name is refused) and no cross-site Origin or
+// Sec-Fetch-Site. Either way a body must be application/json, which no
+// HTML form or preflight-free request can send.
+func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	want := []byte(s.cfg.Token)
 	return func(c *echo.Context) error {
-		if len(want) == 0 {
-			return next(c)
+		r := c.Request()
+		var err error
+		if len(want) > 0 {
+			err = bearer(c, want)
+		} else {
+			err = local(r)
 		}
-		got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="hookstream"`)
-			return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token")
+		if err == nil {
+			err = jsonBody(r)
+		}
+		if err != nil {
+			return err
 		}
 		return next(c)
 	}
+}
+
+// bearer requires the token as a bearer credential.
+func bearer(c *echo.Context, want []byte) error {
+	got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="hookstream"`)
+		return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token")
+	}
+	return nil
+}
+
+// local refuses a request a browser sent from another site or through a
+// DNS-rebound name.
+func local(r *http.Request) error {
+	if !loopbackHost(r.Host) {
+		return echo.NewHTTPError(http.StatusForbidden,
+			fmt.Sprintf("host %q is not loopback; set HOOKSTREAM_ADMIN_TOKEN to serve other names", r.Host))
+	}
+	if o := r.Header.Get(echo.HeaderOrigin); o != "" && !loopbackOrigin(o) {
+		return errCrossSite
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return errCrossSite
+	}
+	return nil
+}
+
+// jsonBody refuses a body of any type but application/json.
+func jsonBody(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
+		return errNotJSON
+	}
+	return nil
+}
+
+// loopbackHost reports whether hostport (a Host header, port optional)
+// names localhost, 127.0.0.0/8 or ::1.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// loopbackOrigin reports whether origin is a web origin on a loopback host.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && loopbackHost(u.Host)
 }
 
 // renderError answers errors as {"error": "..."}; unexpected ones are
