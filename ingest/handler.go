@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -82,9 +81,11 @@ type Handler struct {
 	sources map[string]*source
 	unknown *source // nil: unknown sources get 404
 	seen    *lru.LRU[string, struct{}]
-	echo    *echo.Echo
-	metrics *metrics
-	now     func() time.Time
+	// failures limits failed verifications per client address.
+	failures *failureLimiter
+	echo     *echo.Echo
+	metrics  *metrics
+	now      func() time.Time
 	// inFlight holds a slot per request being handled.
 	inFlight chan struct{}
 }
@@ -96,12 +97,17 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 	if err != nil {
 		return nil, err
 	}
+	failures, err := newFailureLimiter()
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		cfg:      cfg,
 		client:   client,
 		log:      log.With("component", "ingest"),
 		sources:  sources,
 		seen:     lru.NewLRU[string, struct{}](duplicateCapacity, nil, DuplicateWindow),
+		failures: failures,
 		metrics:  newMetrics(reg),
 		now:      time.Now,
 		inFlight: make(chan struct{}, cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
@@ -240,21 +246,22 @@ func (h *Handler) source(name string) (*source, error) {
 func (h *Handler) accept(c *echo.Context, name string, src *source) error {
 	req := c.Request()
 	received := h.now()
-	if src.limiter != nil {
-		if r := src.limiter.ReserveN(received, 1); r.DelayFrom(received) > 0 {
-			wait := r.DelayFrom(received)
-			r.CancelAt(received)
-			return &apiError{status: http.StatusTooManyRequests, msg: "rate limited",
-				retryAfter: strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds())))}
-		}
-	}
 	body, err := h.readBody(c)
 	if err != nil {
 		return err
 	}
 	if err := src.verifier.Verify(req.Header, body, received); err != nil {
+		if limited := h.failures.fail(c.RealIP(), received); limited != nil {
+			return limited
+		}
 		h.log.Info("rejected webhook", "source", name, "request_id", requestID(c), "err", err)
 		return errSignature
+	}
+	// Only verified requests spend the source's rate limit.
+	if src.limiter != nil {
+		if err := reserve(src.limiter, received); err != nil {
+			return err
+		}
 	}
 	contentType := req.Header.Get(echo.HeaderContentType)
 	p := &Payload{Header: req.Header, Body: body, JSON: gjson.ValidBytes(body)}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +34,11 @@ var testSources = config.Sources{Sources: map[string]config.Source{
 		Verify:    config.Verify{Scheme: "github", Secret: githubSecret},
 		EventID:   "header:X-GitHub-Delivery",
 		EventType: "header:X-GitHub-Event",
+	},
+	"billing": {
+		Verify:    config.Verify{Scheme: "github", Secret: githubSecret},
+		EventID:   "header:X-GitHub-Delivery",
+		RateLimit: "1/h",
 	},
 	"orders":  {EventID: "json:order.id"},
 	"limited": {RateLimit: "2/h"},
@@ -210,6 +216,56 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 	recs := env.Records(t, env.Names.Ingest)
 	if len(recs) != 2 {
 		t.Errorf("records: got %d, want only the 2 accepted within the rate limit", len(recs))
+	}
+}
+
+// TestUnsignedFloodSparesTheSourceBudget: requests that fail verification
+// never spend a verified source's rate limit; they are limited per client
+// address instead (401, then 429), and a signed request still gets in.
+func TestUnsignedFloodSparesTheSourceBudget(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{})
+	unsigned := http.Header{"Content-Type": {"application/json"}, "X-Github-Delivery": {"forged"}}
+	const flood = 60
+	var statuses []int
+	for i := range flood {
+		resp := rc.post(t, "billing", unsigned, fmt.Sprintf(`{"n":%d}`, i))
+		statuses = append(statuses, resp.status)
+		if resp.status == 429 && resp.header.Get("Retry-After") == "" {
+			t.Errorf("unsigned request %d: 429 without Retry-After", i)
+		}
+	}
+	if statuses[0] != 401 || statuses[flood-1] != 429 {
+		t.Fatalf("unsigned flood: got statuses %v, want 401 first and 429 once the address is over its limit", statuses)
+	}
+	for i := 1; i < flood; i++ {
+		if s := statuses[i]; s != 429 && (s != 401 || statuses[i-1] != 401) {
+			t.Fatalf("unsigned flood: got statuses %v, want only 401s then only 429s", statuses)
+		}
+	}
+
+	body := `{"amount":1}`
+	if resp := rc.post(t, "billing", githubHeaders("paid-1", body), body); resp.status != 202 {
+		t.Fatalf("signed request after the flood: got %d %v, want 202 (the source's budget is untouched)", resp.status, resp.body)
+	}
+	if resp := rc.post(t, "billing", githubHeaders("paid-2", body), body); resp.status != 429 {
+		t.Errorf("second signed request: got %d %v, want 429 (the source's own limit of 1/h)", resp.status, resp.body)
+	}
+
+	// Another client address has its own allowance of failures.
+	other := rc.srv.Client()
+	other.Transport = &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
+	req, _ := http.NewRequest(http.MethodPost, rc.srv.URL+"/webhooks/billing", strings.NewReader(`{}`))
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("unsigned request from another address: got %d, want 401", resp.StatusCode)
+	}
+	if recs := env.Records(t, env.Names.Ingest); len(recs) != 1 || string(recs[0].Key) != "billing:paid-1" {
+		t.Errorf("records: got %d, want only billing:paid-1", len(recs))
 	}
 }
 
