@@ -47,6 +47,11 @@ func (n Names) RetryGroup() Group { return Group(n.Prefix + "-retry") }
 // SubscriptionGroup is the consumer group of one subscription.
 func (n Names) SubscriptionGroup(id string) Group { return Group(n.Prefix + "-sub-" + id) }
 
+// SubscriptionsWriter is the transactional id every writer of the
+// subscriptions topic shares: each write fences the one before, so
+// read-modify-writes never interleave.
+func (n Names) SubscriptionsWriter() string { return n.Prefix + "-subscriptions-writer" }
+
 // Record header keys.
 const (
 	HeaderSource      = "hs-source"
@@ -69,7 +74,22 @@ const (
 	HeaderLastStatus    = "hs-last-status"
 	HeaderDueAt         = "hs-due-at"
 	HeaderRedrivenFrom  = "hs-redriven-from"
+	// HeaderTruncated marks a record cut to fit the record size limit; its
+	// value is the original size of the record's value in bytes.
+	HeaderTruncated = "hs-truncated"
 )
+
+// isOwnHeader reports whether key is one of hookstream's own header keys
+// (provider headers, hs-h-*, are not).
+func isOwnHeader(key string) bool {
+	switch key {
+	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
+		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
+		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderTruncated:
+		return true
+	}
+	return false
+}
 
 // Error stages of hs-error-stage.
 const (
