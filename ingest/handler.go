@@ -16,6 +16,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -42,11 +44,18 @@ type Config struct {
 	MaxBody int64
 	// AckTimeout bounds the wait for Kafka before a 503. Default 5s.
 	AckTimeout time.Duration
+	// BodyTimeout bounds the time a request's body may take to arrive; a
+	// slower sender is cut off with 408. Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Topic is the ingest topic.
 	Topic topics.Topic
 	// MaxInFlight bounds requests handled at once. Default DefaultMaxInFlight.
 	MaxInFlight int
 }
+
+// DefaultBodyTimeout bounds the arrival of a request's body: a provider
+// sends a webhook at once, a slow-loris sender is cut off.
+const DefaultBodyTimeout = 30 * time.Second
 
 // DuplicateWindow is how long the receiver itself remembers accepted ids to
 // answer provider retries with 200 without writing them again.
@@ -143,7 +152,9 @@ func (h *Handler) Run(ctx context.Context) error {
 		GracefulTimeout: h.cfg.AckTimeout + 5*time.Second,
 		BeforeServeFunc: func(s *http.Server) error {
 			s.ReadHeaderTimeout = 10 * time.Second
-			s.ReadTimeout = 30 * time.Second
+			// The handler bounds the body itself (BodyTimeout); this
+			// bounds requests that never reach it.
+			s.ReadTimeout = s.ReadHeaderTimeout + cmp.Or(h.cfg.BodyTimeout, DefaultBodyTimeout)
 			s.IdleTimeout = 2 * time.Minute
 			return nil
 		},
@@ -175,6 +186,7 @@ var (
 	errInvalidJSON   = &apiError{status: http.StatusBadRequest, msg: "invalid JSON payload"}
 	errNoEventID     = &apiError{status: http.StatusBadRequest, msg: "no event id in the request"}
 	errSignature     = &apiError{status: http.StatusUnauthorized, msg: "invalid signature"}
+	errSlowBody      = &apiError{status: http.StatusRequestTimeout, msg: "request body too slow"}
 	errOverloaded    = &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterOverload}
 )
 
@@ -219,18 +231,28 @@ func (h *Handler) receive(c *echo.Context) error {
 	name := c.Param("source")
 	src, err := h.source(name)
 	if err == nil {
-		select {
-		case h.inFlight <- struct{}{}:
-			err = h.accept(c, name, src)
-			<-h.inFlight
-		default:
-			h.metrics.shed.Inc()
-			err = errOverloaded
-		}
+		err = h.handle(c, name, src)
 	}
 	_, status := echo.ResolveResponseStatus(c.Response(), err)
 	h.metrics.requests.WithLabelValues(h.metrics.label(name, src != nil), strconv.Itoa(status)).Inc()
 	return err
+}
+
+// handle reads the body, then accepts the request in an in-flight slot:
+// a slow sender holds its own connection, never a slot.
+func (h *Handler) handle(c *echo.Context, name string, src *source) error {
+	body, err := h.readBody(c)
+	if err != nil {
+		return err
+	}
+	select {
+	case h.inFlight <- struct{}{}:
+		defer func() { <-h.inFlight }()
+		return h.accept(c, name, src, body)
+	default:
+		h.metrics.shed.Inc()
+		return errOverloaded
+	}
 }
 
 func (h *Handler) source(name string) (*source, error) {
@@ -243,13 +265,9 @@ func (h *Handler) source(name string) (*source, error) {
 	return nil, errUnknownSource
 }
 
-func (h *Handler) accept(c *echo.Context, name string, src *source) error {
+func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte) error {
 	req := c.Request()
 	received := h.now()
-	body, err := h.readBody(c)
-	if err != nil {
-		return err
-	}
 	if err := src.verifier.Verify(req.Header, body, received); err != nil {
 		if limited := h.failures.fail(c.RealIP(), received); limited != nil {
 			return limited
@@ -296,20 +314,31 @@ func (h *Handler) accept(c *echo.Context, name string, src *source) error {
 	return c.JSON(http.StatusAccepted, acceptBody{Status: "accepted", ID: key, RequestID: requestID(c)})
 }
 
-// readBody reads the body within MaxBody.
+// readBody reads the body within MaxBody and BodyTimeout. Memory follows
+// the bytes that arrived: a Content-Length reserves at most
+// preallocatedBody before they come.
 func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
 	req := c.Request()
 	if req.ContentLength > h.cfg.MaxBody {
 		return nil, errTooLarge
 	}
+	rc := http.NewResponseController(c.Response())
+	switch err := rc.SetReadDeadline(time.Now().Add(cmp.Or(h.cfg.BodyTimeout, DefaultBodyTimeout))); {
+	case err == nil:
+		// Lifted once the body is in, so that the connection's background
+		// read cannot time out the request while it is handled. It fails
+		// only on a connection that is gone, which the answer meets anyway.
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	case errors.Is(err, http.ErrNotSupported):
+		// Not a net/http connection: the server's own ReadTimeout bounds it.
+	default:
+		return nil, &apiError{status: http.StatusBadRequest, msg: "could not read body", err: err}
+	}
 	limited := http.MaxBytesReader(c.Response(), req.Body, h.cfg.MaxBody)
 	var body []byte
 	var err error
 	if req.ContentLength >= 0 {
-		// One allocation of the announced size (net/http holds the body to
-		// it), instead of growing a buffer from 512 bytes.
-		body = make([]byte, req.ContentLength)
-		_, err = io.ReadFull(limited, body)
+		body, err = readAnnounced(limited, req.ContentLength)
 	} else {
 		body, err = io.ReadAll(limited)
 	}
@@ -317,10 +346,33 @@ func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, errTooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, errSlowBody
 	case err != nil:
 		return nil, &apiError{status: http.StatusBadRequest, msg: "could not read body", err: err}
 	case len(body) == 0:
 		return nil, errEmptyBody
+	}
+	return body, nil
+}
+
+// preallocatedBody is the most readAnnounced allocates before bytes
+// arrive: typical webhooks fit it, so they are read into one allocation.
+const preallocatedBody = 32 << 10
+
+// readAnnounced reads the n bytes a Content-Length announced, doubling its
+// buffer as they arrive instead of trusting n with one allocation.
+func readAnnounced(r io.Reader, n int64) ([]byte, error) {
+	body := make([]byte, 0, min(n, preallocatedBody))
+	for int64(len(body)) < n {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, int(min(n-int64(len(body)), int64(len(body)))))
+		}
+		got, err := io.ReadFull(r, body[len(body):min(int64(cap(body)), n)])
+		body = body[:len(body)+got]
+		if err != nil {
+			return nil, err
+		}
 	}
 	return body, nil
 }

@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -444,4 +445,96 @@ func TestOverloadSheds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowSender is a client that sends its headers and the start of its body,
+// then holds the rest back.
+type slowSender struct {
+	conn net.Conn
+	rd   *bufio.Reader
+	rest string
+}
+
+// startSlow opens a request announcing body and sends its first bytes once
+// the receiver has begun to read the body (after its 100 Continue).
+func startSlow(t *testing.T, rc *receiver, source, body string) *slowSender {
+	t.Helper()
+	conn, err := net.Dial("tcp", rc.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /webhooks/%s HTTP/1.1\r\nHost: ingest\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", source, len(body))
+	s := &slowSender{conn: conn, rd: bufio.NewReader(conn), rest: body[5:]}
+	line, err := s.rd.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("slow sender: got %q (%v) before sending its body, want 100 Continue", line, err)
+	}
+	if _, err := s.rd.ReadString('\n'); err != nil { // the blank line ending the 100
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, body[:5]); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// finish sends the rest of the body and returns the receiver's status.
+func (s *slowSender) finish(t *testing.T) int {
+	t.Helper()
+	if _, err := io.WriteString(s.conn, s.rest); err != nil {
+		t.Fatalf("slow sender: connection closed before its body was sent: %v", err)
+	}
+	return s.status(t)
+}
+
+func (s *slowSender) status(t *testing.T) int {
+	t.Helper()
+	_ = s.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(s.rd, nil)
+	if err != nil {
+		t.Fatalf("slow sender: no answer: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestSlowSendersTakeNoSlots: clients trickling their bodies hold their
+// own connections, not the receiver's request slots: a normal request is
+// accepted while they are still sending, and each is accepted once its
+// body is complete. A sender slower than the body timeout is cut off.
+func TestSlowSendersTakeNoSlots(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	const slots = 4
+	rc := newReceiver(t, env, ingest.Config{MaxInFlight: slots, BodyTimeout: 10 * time.Second})
+	var slow []*slowSender
+	for i := range 2 * slots {
+		slow = append(slow, startSlow(t, rc, "open", fmt.Sprintf(`{"id":"slow-%d"}`, i)))
+	}
+
+	if resp := rc.post(t, "open", http.Header{"Content-Type": {"application/json"}}, `{"id":"normal"}`); resp.status != 202 {
+		t.Fatalf("normal request beside %d slow senders: got %d %v, want 202", len(slow), resp.status, resp.body)
+	}
+	for i, s := range slow {
+		if status := s.finish(t); status != 202 {
+			t.Errorf("slow sender %d once its body is complete: got %d, want 202", i, status)
+		}
+	}
+	if n := len(env.Records(t, env.Names.Ingest)); n != 2*slots+1 {
+		t.Errorf("records: got %d, want %d", n, 2*slots+1)
+	}
+
+	t.Run("cut off after the body timeout", func(t *testing.T) {
+		const timeout = 300 * time.Millisecond
+		rc := newReceiver(t, env, ingest.Config{BodyTimeout: timeout})
+		start := time.Now()
+		s := startSlow(t, rc, "open", `{"id":"loris"}`)
+		if status := s.status(t); status != http.StatusRequestTimeout {
+			t.Errorf("sender that stops mid-body: got %d, want 408", status)
+		}
+		if waited := time.Since(start); waited < timeout {
+			t.Errorf("cut off after %v, want no sooner than the %v timeout", waited, timeout)
+		}
+	})
 }
