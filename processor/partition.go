@@ -25,9 +25,14 @@ type partition struct {
 	done   chan struct{} // closed when the restore goroutine ends
 }
 
-// assigned pauses new partitions and restores their stores; they resume
-// once restored. It runs in a rebalance, never during a batch.
-func (p *Processor) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+// onAssigned pauses new partitions and restores their stores; they resume
+// once restored. kgo calls it at the start of every group session, even
+// with nothing new, never during a batch.
+func (p *Processor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	p.endRevocation(ctx)
+	p.mu.Lock()
+	p.assigned = true
+	p.mu.Unlock()
 	ids := assigned[string(p.cfg.Names.Ingest)]
 	if len(ids) == 0 {
 		return
@@ -39,9 +44,33 @@ func (p *Processor) assigned(_ context.Context, cl *kgo.Client, assigned map[str
 	}
 }
 
-// revoked drops the stores of partitions this instance no longer owns,
+// endRevocation ends the session's (empty) transaction after a revocation
+// or loss. GroupTransactSession calls onRevoked and onLost only once
+// between two Ends, and an idle processor ends nothing: a second
+// revocation would go unseen, leaving a store open and swept for a
+// partition another instance owns. kgo calls onAssigned between any two
+// revocations, outside any batch, so ending here lets every revocation
+// through.
+func (p *Processor) endRevocation(ctx context.Context) {
+	p.mu.Lock()
+	sess := p.sess
+	p.mu.Unlock()
+	if sess == nil || !p.revokedSinceEnd.Load() {
+		return
+	}
+	if err := sess.Begin(); err != nil {
+		p.log.Warn("ending the transaction state after a revocation", "err", err)
+		return
+	}
+	if _, err := p.end(ctx, sess, kgo.TryAbort); err != nil {
+		p.log.Warn("ending the transaction state after a revocation", "err", err)
+	}
+}
+
+// onRevoked drops the stores of partitions this instance no longer owns,
 // without committing anything (the session aborts an open transaction).
-func (p *Processor) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+func (p *Processor) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	p.revokedSinceEnd.Store(true)
 	ids := revoked[string(p.cfg.Names.Ingest)]
 	if len(ids) > 0 {
 		p.log.Info("partitions revoked", "partitions", ids)
@@ -51,8 +80,22 @@ func (p *Processor) revoked(_ context.Context, _ *kgo.Client, revoked map[string
 	}
 }
 
+// onLost drops every lost partition: this instance left the group (a
+// session timeout, a fenced member) and holds no assignment until it
+// rejoins.
+func (p *Processor) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	p.mu.Lock()
+	p.assigned = false
+	p.mu.Unlock()
+	p.onRevoked(ctx, cl, lost)
+}
+
+// startRestore restores partition id in the background, replacing the
+// partition's previous store if it still has one. Restores end with the
+// session's client.
 func (p *Processor) startRestore(cl *kgo.Client, id int32) {
-	ctx, cancel := context.WithCancel(p.ctx)
+	p.drop(id)
+	ctx, cancel := context.WithCancel(cl.Context())
 	part := &partition{id: id, cancel: cancel, done: make(chan struct{})}
 	p.mu.Lock()
 	p.parts[id] = part
@@ -91,7 +134,6 @@ func (p *Processor) rebuild(cl *kgo.Client, id int32, cause error) {
 	p.log.Error("state store failed; partition paused until its store is restored", "partition", id, "err", cause)
 	p.metrics.storeErrors.Inc()
 	cl.PauseFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): {id}})
-	p.drop(id)
 	p.startRestore(cl, id)
 }
 

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,15 +52,15 @@ type Config struct {
 	Store statestore.Options
 	// SweepInterval is how often expired ids are swept. Default 1m.
 	SweepInterval time.Duration
+	// SweepChunk bounds the expired ids one transaction tombstones per
+	// partition. Default 1000.
+	SweepChunk int
 	// RestoreConcurrency bounds partitions restored at once. Default 2.
 	RestoreConcurrency int
 	// SessionTimeout is how long a crashed instance keeps its partitions
 	// before the group moves them. Default 10s.
 	SessionTimeout time.Duration
 }
-
-// sweepBatch bounds the tombstones one transaction writes per partition.
-const sweepBatch = 1000
 
 // Processor is the processor role.
 type Processor struct {
@@ -74,11 +75,15 @@ type Processor struct {
 	mu    sync.Mutex
 	parts map[int32]*partition
 	sess  *kgo.GroupTransactSession
+	// assigned is set once the group has given this session its
+	// partitions (possibly none): until then the processor is not ready.
+	assigned bool
 	// restoreSem bounds concurrent restores.
 	restoreSem chan struct{}
 	restores   sync.WaitGroup
-	// ctx is Run's context, for restores started by rebalance callbacks.
-	ctx context.Context
+	// revokedSinceEnd is set by a revocation or loss until the session's
+	// next End: meanwhile GroupTransactSession would skip the next one.
+	revokedSinceEnd atomic.Bool
 }
 
 // New builds a processor; opts are the client options shared by the
@@ -89,6 +94,9 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Minute
+	}
+	if cfg.SweepChunk == 0 {
+		cfg.SweepChunk = 1000
 	}
 	if cfg.RestoreConcurrency == 0 {
 		cfg.RestoreConcurrency = 2
@@ -145,7 +153,6 @@ func (e *setupError) Unwrap() error { return e.err }
 func (p *Processor) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.ctx = ctx
 	// A kprom collector serves one client: each session gets its own (the
 	// last one unregistered its collectors when it closed).
 	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, topics.Instrument(p.reg, "hookstream-processor"), []kgo.Opt{
@@ -168,9 +175,9 @@ func (p *Processor) session(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(int32(p.cfg.MaxRecordBytes)),
 		kgo.ProducerLinger(0),
-		kgo.OnPartitionsAssigned(p.assigned),
-		kgo.OnPartitionsRevoked(p.revoked),
-		kgo.OnPartitionsLost(p.revoked),
+		kgo.OnPartitionsAssigned(p.onAssigned),
+		kgo.OnPartitionsRevoked(p.onRevoked),
+		kgo.OnPartitionsLost(p.onLost),
 	})...)
 	if err != nil {
 		return &setupError{fmt.Errorf("processor: client: %w", err)}
@@ -180,11 +187,15 @@ func (p *Processor) session(ctx context.Context) error {
 	p.mu.Unlock()
 	defer func() {
 		cancel()
+		// Closing leaves the group: no rebalance callback runs after it,
+		// so no restore starts once Wait has begun. Restores end with the
+		// client's context.
+		sess.Close()
 		p.restores.Wait()
-		sess.Close() // leaves the group; revokes (closes) every store
 		p.closeAll()
 		p.mu.Lock()
 		p.sess = nil
+		p.assigned = false
 		p.mu.Unlock()
 	}()
 
@@ -250,7 +261,7 @@ func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession
 		p.log.Warn("aborting transaction", "err", err)
 		commit = kgo.TryAbort
 	}
-	committed, err := sess.End(ctx, commit)
+	committed, err := p.end(ctx, sess, commit)
 	if err != nil {
 		return fmt.Errorf("processor: end transaction: %w", err)
 	}
@@ -266,7 +277,16 @@ func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession
 	return nil
 }
 
-// Ready reports readiness for /readyz: ready once no partition restores.
+// end ends the session's transaction; after it, the next revocation
+// reaches onRevoked again.
+func (p *Processor) end(ctx context.Context, sess *kgo.GroupTransactSession, commit kgo.TransactionEndTry) (bool, error) {
+	committed, err := sess.End(ctx, commit)
+	p.revokedSinceEnd.Store(false)
+	return committed, err
+}
+
+// Ready reports readiness for /readyz: ready once the group has assigned
+// this instance its partitions and none of them restores.
 func (p *Processor) Ready(context.Context) (bool, any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -280,5 +300,5 @@ func (p *Processor) Ready(context.Context) (bool, any) {
 	}
 	sortInt32(restoring)
 	sortInt32(ready)
-	return p.sess != nil && len(restoring) == 0, map[string]any{"partitions": ready, "restoring": restoring}
+	return p.sess != nil && p.assigned && len(restoring) == 0, map[string]any{"assigned": p.assigned, "partitions": ready, "restoring": restoring}
 }

@@ -41,6 +41,7 @@ func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 
 // instance is one running processor.
 type instance struct {
+	p       *processor.Processor
 	cancel  context.CancelFunc
 	done    chan error
 	reg     *prometheus.Registry
@@ -51,16 +52,23 @@ type options struct {
 	name     string // transactional id suffix
 	stateDir string
 	ttl      time.Duration
+	// sweepInterval defaults to 200ms; sweepChunk to the processor's.
+	sweepInterval time.Duration
+	sweepChunk    int
 }
 
 func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 	t.Helper()
 	reg := prometheus.NewRegistry()
+	if o.sweepInterval == 0 {
+		o.sweepInterval = 200 * time.Millisecond
+	}
 	p := processor.New(processor.Config{
 		Names:           env.Names,
 		StateDir:        o.stateDir,
 		TTL:             o.ttl,
-		SweepInterval:   200 * time.Millisecond,
+		SweepInterval:   o.sweepInterval,
+		SweepChunk:      o.sweepChunk,
 		MaxRecordBytes:  topics.MaxRecordBytes(maxBody),
 		TransactionalID: env.Names.Prefix + "-processor-" + o.name,
 		SessionTimeout:  6 * time.Second,
@@ -70,7 +78,7 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 		kgo.RebalanceTimeout(10 * time.Second),
 	}, kafkatest.Logger(t), reg)
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{cancel: cancel, done: make(chan error, 1), reg: reg}
+	in := &instance{p: p, cancel: cancel, done: make(chan error, 1), reg: reg}
 	go func() { in.done <- p.Run(ctx) }()
 	t.Cleanup(func() { in.stop(t) })
 	return in

@@ -204,7 +204,7 @@ func (t *txn) sweep(ctx context.Context) {
 	}
 	t.p.mu.Unlock()
 	for _, part := range parts {
-		keys, err := part.store.Expired(now, sweepBatch)
+		keys, err := part.store.Expired(now, t.p.cfg.SweepChunk)
 		if err != nil {
 			t.broken[part.id] = err
 			t.fail(fmt.Errorf("state store of partition %d: %w", part.id, err))

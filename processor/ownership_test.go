@@ -1,0 +1,127 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+)
+
+// held returns the partitions an instance reports ready and restoring, as
+// /readyz shows them.
+func (in *instance) held() (ready bool, partitions, restoring []int32) {
+	ready, detail := in.p.Ready(context.Background())
+	d, _ := detail.(map[string]any)
+	partitions, _ = d["partitions"].([]int32)
+	restoring, _ = d["restoring"].([]int32)
+	return ready, partitions, restoring
+}
+
+// waitOwners waits until each instance holds want[i] restored partitions
+// and no partition is held twice or left out.
+func waitOwners(t *testing.T, env *kafkatest.Env, partitions int32, want map[*instance]int) {
+	t.Helper()
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		var all []int32
+		for in, n := range want {
+			_, held, restoring := in.held()
+			if len(held) != n || len(restoring) > 0 {
+				return fmt.Errorf("an instance holds %v (restoring %v), want %d partitions restored", held, restoring, n)
+			}
+			all = append(all, held...)
+		}
+		slices.Sort(all)
+		if len(slices.Compact(all)) != len(all) || int32(len(all)) != partitions {
+			return fmt.Errorf("partitions held across the group: %v, want each of %d exactly once", all, partitions)
+		}
+		return nil
+	})
+}
+
+func produceEvents(t *testing.T, env *kafkatest.Env, cl *kgo.Client, from, to int) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	produce(t, cl, recs...)
+}
+
+// TestPartitionsMoveAwayTwiceWhileIdle: an idle processor (no records, no
+// sweep) loses partitions in two rebalances in a row, as in a rolling
+// restart in a quiet period. It must let go of each one (its /readyz stops
+// listing it), and when they come back restore them and process new
+// records exactly once.
+func TestPartitionsMoveAwayTwiceWhileIdle(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	cl := env.Client(t)
+	idle := func(name string) options {
+		return options{name: name, stateDir: t.TempDir(), sweepInterval: time.Hour}
+	}
+	a := start(t, env, idle("a"))
+	produceEvents(t, env, cl, 0, 10)
+	waitEvents(t, env, 10, 30*time.Second)
+	waitOwners(t, env, 2, map[*instance]int{a: 2})
+
+	b := start(t, env, idle("b"))
+	waitOwners(t, env, 2, map[*instance]int{a: 1, b: 1})
+	b.stop(t)
+	waitOwners(t, env, 2, map[*instance]int{a: 2})
+
+	c := start(t, env, idle("c"))
+	waitOwners(t, env, 2, map[*instance]int{a: 1, c: 1})
+	c.stop(t)
+	waitOwners(t, env, 2, map[*instance]int{a: 2})
+
+	produceEvents(t, env, cl, 10, 30)
+	got := waitEvents(t, env, 30, 30*time.Second)
+	exactlyOnce(t, got, 30, 1)
+	if n := a.metric("hookstream_processor_store_errors_total", "", ""); n != 0 {
+		t.Errorf("store errors: got %v, want 0 (a returning partition restores at once)", n)
+	}
+}
+
+// TestReadyOnlyOnceAssigned: /readyz says not ready while the processor
+// has joined its group but holds no assignment yet, and ready once its
+// partitions are restored.
+func TestReadyOnlyOnceAssigned(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("holds the group's first assignment in the in-process broker")
+	}
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	env.Cluster.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() {
+			close(syncing)
+			env.Cluster.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	select {
+	case <-syncing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the processor did not join its group within 30s")
+	}
+	if ready, held, restoring := in.held(); ready {
+		t.Errorf("before the first assignment: got ready (partitions %v, restoring %v), want not ready", held, restoring)
+	}
+	released.Do(func() { close(release) })
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if ready, held, restoring := in.held(); !ready || len(held) != 2 {
+			return fmt.Errorf("ready %v with partitions %v and restoring %v, want ready with 2 partitions", ready, held, restoring)
+		}
+		return nil
+	})
+}
