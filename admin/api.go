@@ -53,7 +53,7 @@ func apiError(err error) error {
 	switch {
 	case errors.Is(err, dispatch.ErrNotFound):
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, dispatch.ErrExists):
+	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrConflict):
 		return echo.NewHTTPError(http.StatusConflict, err.Error())
 	case errors.Is(err, dispatch.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -141,7 +141,7 @@ func (a API) patchSubscription(c *echo.Context) error {
 	if in.ID != nil || in.From != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id and from cannot be changed")
 	}
-	return a.update(c, in.Apply, false)
+	return a.update(c, func(s *dispatch.Subscription) { in.Apply(s) }, false)
 }
 
 func (a API) rotateSecret(c *echo.Context) error {
@@ -156,17 +156,15 @@ func (a API) rotateSecret(c *echo.Context) error {
 	return a.update(c, func(s *dispatch.Subscription) { s.Rotate(body.Secret, time.Now().UTC()) }, true)
 }
 
-// update reads, edits and writes one subscription.
+// update edits one subscription in the registry's read-modify-write.
 func (a API) update(c *echo.Context, edit func(*dispatch.Subscription), withSecret bool) error {
 	ctx, cancel := timeout(c)
 	defer cancel()
-	s, err := a.Registry.Get(ctx, c.Param("id"))
+	s, err := a.Registry.Update(ctx, c.Param("id"), func(s *dispatch.Subscription) error {
+		edit(s)
+		return nil
+	})
 	if err != nil {
-		return apiError(err)
-	}
-	edit(&s)
-	s.UpdatedAt = time.Now().UTC()
-	if err := a.Registry.Put(ctx, s); err != nil {
 		return apiError(err)
 	}
 	if !withSecret {

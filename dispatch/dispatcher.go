@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
@@ -26,17 +25,18 @@ type Config struct {
 	// Schedule holds the delays before retries 1..n; the first attempt is
 	// immediate. Default 5s,5m,30m,2h,5h,10h,10h.
 	Schedule []time.Duration
-	// BreakerTimeout is how long an open circuit waits before a probe.
-	// Default 30s.
-	BreakerTimeout time.Duration
-	// BreakerFailures is how many consecutive failures open the circuit.
-	// Default 5.
-	BreakerFailures uint32
+	// BreakerCooldown is how long an open circuit waits before its probe.
+	// Default 30s, never more than the first delay of Schedule: a refused
+	// attempt waits for the probe, and should not wait longer than a retry.
+	BreakerCooldown time.Duration
+	// BreakerFailures is how many consecutive failed attempts open the
+	// circuit. Default 5.
+	BreakerFailures int
 	// MaxPendingRetries bounds retries held in memory before the retry
 	// consumer pauses. Default 10000.
 	MaxPendingRetries int
-	// DisableAfter disables a subscription that failed with no success for
-	// this long. Default: the sum of Schedule.
+	// DisableAfter disables a subscription whose real attempts have all
+	// failed, with no success, for this long. Default: the sum of Schedule.
 	DisableAfter time.Duration
 }
 
@@ -51,6 +51,11 @@ type Dispatcher struct {
 	metrics  *metrics
 	now      func() time.Time
 	producer *kgo.Client // retry and DLQ writes
+	retries  *retries
+	// loaded is closed once the registry has read the subscriptions
+	// topic to its end: until then an unknown subscription may exist.
+	loaded     chan struct{}
+	loadedOnce sync.Once
 
 	mu      sync.Mutex
 	subs    map[string]*subState
@@ -59,11 +64,15 @@ type Dispatcher struct {
 
 // subState is what the dispatcher knows of one subscription at runtime.
 type subState struct {
-	mu           sync.Mutex
-	sub          Subscription
-	breaker      *gobreaker.TwoStepCircuitBreaker[struct{}]
-	limiter      *rate.Limiter
+	circuit *circuit
+
+	mu      sync.Mutex
+	sub     Subscription
+	limiter *rate.Limiter
+	// failingSince is when the first real attempt failed since the last
+	// success; zero while the subscriber is healthy.
 	failingSince time.Time
+	disabling    bool      // a disable is being written
 	attempts     []Attempt // ring of the last attemptsKept
 	next         int
 }
@@ -80,8 +89,9 @@ type Attempt struct {
 
 const attemptsKept = 100
 
-// errCircuitOpen fails an attempt without sending it.
-var errCircuitOpen = errors.New("circuit open: the subscriber failed repeatedly; waiting before the next probe")
+// errSuperseded stops the dispatcher's disable of a subscription an
+// operator changed since the dispatcher judged it.
+var errSuperseded = errors.New("subscription changed since it was judged")
 
 // New builds a dispatcher. producer writes retries and dead letters
 // (acks=all); opts are the shared client options for its consumers. It does
@@ -90,8 +100,11 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, l
 	if cfg.Schedule == nil {
 		cfg.Schedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
 	}
-	if cfg.BreakerTimeout == 0 {
-		cfg.BreakerTimeout = 30 * time.Second
+	if cfg.BreakerCooldown == 0 {
+		cfg.BreakerCooldown = 30 * time.Second
+	}
+	if len(cfg.Schedule) > 0 {
+		cfg.BreakerCooldown = min(cfg.BreakerCooldown, cfg.Schedule[0])
 	}
 	if cfg.BreakerFailures == 0 {
 		cfg.BreakerFailures = 5
@@ -112,9 +125,11 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, l
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,
 		producer: producer,
+		loaded:   make(chan struct{}),
 		subs:     make(map[string]*subState),
 		workers:  make(map[string]*worker),
 	}
+	d.retries = newRetries(d)
 	d.metrics = newMetrics(reg, d)
 	return d
 }
@@ -127,7 +142,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Go(func() { errc <- d.registry.Watch(ctx, func(subs map[string]Subscription) { d.reconcile(ctx, subs) }) })
-	wg.Go(func() { errc <- d.runRetries(ctx) })
+	wg.Go(func() { errc <- d.retries.run(ctx) })
 	var err error
 	select {
 	case <-ctx.Done():
@@ -140,7 +155,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // reconcile starts workers for enabled subscriptions and stops the others.
+// Enabling a subscription again resets its failure clock and circuit and
+// brings its paused retries back.
 func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription) {
+	defer d.loadedOnce.Do(func() { close(d.loaded) })
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id := range d.subs {
@@ -160,7 +178,15 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription
 		if s.RateLimit != old.RateLimit {
 			st.limiter = newLimiter(s.RateLimit)
 		}
+		enabled := s.Enabled && !old.Enabled
+		if enabled {
+			st.failingSince = time.Time{}
+		}
 		st.mu.Unlock()
+		if enabled {
+			st.circuit.reset()
+			d.retries.release(id)
+		}
 
 		w := d.workers[id]
 		// Changes to delivery shape restart the worker; others apply live.
@@ -191,17 +217,7 @@ func newLimiter(perSecond float64) *rate.Limiter {
 }
 
 func (d *Dispatcher) newSubState(s Subscription) *subState {
-	st := &subState{sub: s, limiter: newLimiter(s.RateLimit)}
-	st.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        s.ID,
-		MaxRequests: 1,
-		Timeout:     d.cfg.BreakerTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= d.cfg.BreakerFailures },
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			d.log.Warn("circuit changed", "subscription", name, "from", from.String(), "to", to.String())
-		},
-	})
-	return st
+	return &subState{sub: s, limiter: newLimiter(s.RateLimit), circuit: newCircuit(d.cfg.BreakerFailures, d.cfg.BreakerCooldown)}
 }
 
 func (d *Dispatcher) stopAll() {
@@ -247,7 +263,7 @@ func (d *Dispatcher) circuits() (open, disabled []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id, st := range d.subs {
-		if st.breaker.State() == gobreaker.StateOpen {
+		if st.circuit.isOpen() {
 			open = append(open, id)
 		}
 		st.mu.Lock()
@@ -259,44 +275,50 @@ func (d *Dispatcher) circuits() (open, disabled []string) {
 	return open, disabled
 }
 
-// attempt makes one delivery attempt of body (an envelope) for st, honouring
-// its rate limit and circuit, and records the outcome.
-func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, body []byte, n int) Result {
+// attempt makes attempt n of delivering body (an envelope) to st's
+// subscriber, honouring its circuit and rate limit, and records the
+// outcome. An attempt the open circuit refuses is not made: then retryAt
+// says when to ask again, with the same n.
+func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, body []byte, n int) (res Result, retryAt time.Time) {
 	st.mu.Lock()
 	sub, limiter := st.sub, st.limiter
 	st.mu.Unlock()
+	ok, probe, retryAt := st.circuit.admit(d.now(), n)
+	if !ok {
+		d.metrics.attempts.WithLabelValues(sub.ID, "circuit_open").Inc()
+		return Result{}, retryAt
+	}
 	if limiter != nil {
 		if err := limiter.Wait(ctx); err != nil {
-			return Result{Err: err}
+			st.circuit.abandon(probe)
+			return Result{Err: err}, time.Time{}
 		}
 	}
-	var res Result
-	done, err := st.breaker.Allow()
-	if err != nil {
-		res = Result{Err: errCircuitOpen}
-		d.metrics.attempts.WithLabelValues(sub.ID, "circuit_open").Inc()
-	} else {
-		res = d.client.Deliver(ctx, Delivery{URL: sub.URL, ID: eventID, Keys: sub.Keys(d.now()), Body: body})
-		if ctx.Err() != nil && !res.OK() {
-			done(nil) // shutting down says nothing of the subscriber
-			return res
-		}
-		if res.OK() {
-			done(nil)
-			d.metrics.attempts.WithLabelValues(sub.ID, "success").Inc()
-		} else {
-			done(res.Err)
-			d.metrics.attempts.WithLabelValues(sub.ID, "failure").Inc()
-		}
-		d.metrics.latency.Observe(res.Latency.Seconds())
+	res = d.client.Deliver(ctx, Delivery{URL: sub.URL, ID: eventID, Keys: sub.Keys(d.now()), Body: body})
+	if ctx.Err() != nil && !res.OK() {
+		st.circuit.abandon(probe) // stopping says nothing of the subscriber
+		return res, time.Time{}
+	}
+	outcome := "success"
+	if !res.OK() {
+		outcome = "failure"
+	}
+	d.metrics.attempts.WithLabelValues(sub.ID, outcome).Inc()
+	d.metrics.latency.Observe(res.Latency.Seconds())
+	switch opened, closed := st.circuit.report(d.now(), probe, res.OK()); {
+	case opened:
+		d.log.Warn("circuit opened", "subscription", sub.ID, "cooldown", d.cfg.BreakerCooldown)
+	case closed:
+		d.log.Info("circuit closed", "subscription", sub.ID)
+		d.retries.release(sub.ID)
 	}
 	d.record(st, sub, eventID, n, res)
-	return res
+	return res, time.Time{}
 }
 
 // record keeps the attempt for the API and tracks the subscription's health:
-// 410 Gone disables it at once; failing with no success for longer than the
-// whole schedule disables it too.
+// 410 Gone disables it at once; real attempts all failing, with no success,
+// for DisableAfter disable it too.
 func (d *Dispatcher) record(st *subState, sub Subscription, eventID string, n int, res Result) {
 	now := d.now()
 	a := Attempt{At: now.UTC(), EventID: eventID, Attempt: n, Status: res.Status, LatencyMS: float64(res.Latency.Microseconds()) / 1000}
@@ -321,35 +343,54 @@ func (d *Dispatcher) record(st *subState, sub Subscription, eventID string, n in
 		if st.failingSince.IsZero() {
 			st.failingSince = now
 		}
-		if now.Sub(st.failingSince) > d.cfg.DisableAfter {
-			disable = fmt.Sprintf("no successful delivery for %v (longer than the whole retry schedule)", now.Sub(st.failingSince).Round(time.Second))
+		if failing := now.Sub(st.failingSince); failing >= d.cfg.DisableAfter {
+			disable = fmt.Sprintf("no successful delivery for %v: every real attempt failed", failing.Round(time.Millisecond))
 		}
 	}
 	st.mu.Unlock()
-	if disable != "" && sub.Enabled {
+	if disable != "" {
 		d.disable(st, disable)
 	}
 }
 
-// disable marks a subscription disabled in the registry; the registry's
-// watcher then stops its worker.
+// disable marks a subscription disabled in the registry, unless an
+// operator changed it since the dispatcher last saw it (their word
+// stands) or deleted it; the registry's watcher then stops its worker.
 func (d *Dispatcher) disable(st *subState, reason string) {
 	st.mu.Lock()
-	if !st.sub.Enabled {
+	seen := st.sub
+	if !seen.Enabled || st.disabling {
 		st.mu.Unlock()
 		return
 	}
-	st.sub.Enabled = false
-	st.sub.DisabledReason = reason
-	sub := st.sub
+	st.disabling = true
 	st.mu.Unlock()
-	id := sub.ID
-	d.log.Warn("subscription disabled", "subscription", id, "reason", reason)
+	defer func() {
+		st.mu.Lock()
+		st.disabling = false
+		st.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub.UpdatedAt = d.now().UTC()
-	if err := d.registry.Put(ctx, sub); err != nil {
-		d.log.Error("could not record the disabled subscription", "subscription", id, "err", err)
+	updated, err := d.registry.Update(ctx, seen.ID, func(s *Subscription) error {
+		if !s.Enabled || !s.UpdatedAt.Equal(seen.UpdatedAt) {
+			return errSuperseded
+		}
+		s.Enabled, s.DisabledReason = false, reason
+		return nil
+	})
+	switch {
+	case errors.Is(err, errSuperseded), errors.Is(err, ErrNotFound):
+		d.log.Info("subscription not disabled: changed or deleted meanwhile", "subscription", seen.ID, "reason", reason)
+	case err != nil:
+		d.log.Error("could not record the disabled subscription", "subscription", seen.ID, "err", err)
+	default:
+		d.log.Warn("subscription disabled", "subscription", seen.ID, "reason", reason)
+		st.mu.Lock()
+		if st.sub.UpdatedAt.Equal(seen.UpdatedAt) {
+			st.sub = updated
+		}
+		st.mu.Unlock()
 	}
 }
 

@@ -423,8 +423,11 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 	sink := newSubscriber(t, nil)
 	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
 	old := sub.Secret
-	sub.Rotate("", time.Now())
-	if err := h.registry.Put(context.Background(), sub); err != nil {
+	sub, err := h.registry.Update(context.Background(), sub.ID, func(s *dispatch.Subscription) error {
+		s.Rotate("", time.Now())
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The dispatcher follows the change: wait for a delivery signed twice.

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/signature"
@@ -21,9 +25,19 @@ var ErrNotFound = errors.New("subscription not found")
 // ErrExists is returned when creating a subscription whose id is taken.
 var ErrExists = errors.New("subscription exists")
 
+// ErrConflict is returned when a write kept losing to concurrent writers.
+var ErrConflict = errors.New("subscription changed concurrently; try again")
+
 // Registry reads and writes subscriptions in the compacted subscriptions
 // topic: the record key is the id, a tombstone deletes. It needs no running
 // daemon: the CLI and the admin API write the topic directly.
+//
+// Every write is a read-modify-write in a Kafka transaction under one
+// transactional id shared by all writers (CLI, admin API, dispatchers):
+// starting a write fences any write in progress, which aborts, so a write
+// commits only if no other write began between its read of the latest
+// records and its commit. A write that lost is tried again on the new
+// state; none overwrites a change it did not see.
 type Registry struct {
 	cl    *kgo.Client
 	opts  []kgo.Opt
@@ -32,16 +46,18 @@ type Registry struct {
 	now   func() time.Time
 }
 
-// NewRegistry writes with cl (acks=all) and reads with fresh clients built
-// from opts (seed brokers, logger).
+// NewRegistry reads end offsets with cl and reads and writes with fresh
+// clients built from opts (seed brokers, logger).
 func NewRegistry(cl *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.Logger) *Registry {
 	return &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now}
 }
 
-// List reads every subscription.
+// List reads every committed subscription.
 func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	topic := string(r.names.Subscriptions)
-	ends, err := kadm.NewClient(r.cl).ListEndOffsets(ctx, topic)
+	// The last stable offset: records past it belong to a write still in
+	// progress, which a read_committed reader cannot see yet.
+	ends, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: end offsets: %w", err)
 	}
@@ -58,10 +74,7 @@ func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	if len(want) == 0 {
 		return subs, nil
 	}
-	cl, err := kgo.NewClient(append(r.opts,
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
+	cl, err := kgo.NewClient(append(slices.Clone(r.opts), readOpts(topic)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: client: %w", err)
 	}
@@ -90,8 +103,22 @@ func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	return subs, nil
 }
 
+// readOpts read the subscriptions topic from its start, committed writes
+// only, with the transaction markers kept so a reader sees the last offset.
+func readOpts(topic string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}
+}
+
 // apply folds one subscriptions record into subs.
 func apply(subs map[string]Subscription, rec *kgo.Record) error {
+	if rec.Attrs.IsControl() {
+		return nil
+	}
 	id := string(rec.Key)
 	if rec.Value == nil {
 		delete(subs, id)
@@ -111,6 +138,10 @@ func (r *Registry) Get(ctx context.Context, id string) (Subscription, error) {
 	if err != nil {
 		return Subscription{}, err
 	}
+	return find(subs, id)
+}
+
+func find(subs map[string]Subscription, id string) (Subscription, error) {
 	s, ok := subs[id]
 	if !ok {
 		return Subscription{}, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -118,32 +149,41 @@ func (r *Registry) Get(ctx context.Context, id string) (Subscription, error) {
 	return s, nil
 }
 
-// Put validates and writes s.
-func (r *Registry) Put(ctx context.Context, s Subscription) error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	v, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("subscriptions: encode: %w", err)
-	}
-	rec := &kgo.Record{Topic: string(r.names.Subscriptions), Key: []byte(s.ID), Value: v}
-	if err := r.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("subscriptions: write %s: %w", s.ID, err)
-	}
-	return nil
+// Update applies edit to the latest version of subscription id and writes
+// the result, stamped with a later UpdatedAt. An error from edit aborts
+// the write and is returned as is; a subscription deleted meanwhile gives
+// ErrNotFound, and one that kept changing under the write ErrConflict.
+func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscription) error) (Subscription, error) {
+	var out Subscription
+	err := r.write(ctx, func(subs map[string]Subscription) (*kgo.Record, error) {
+		s, err := find(subs, id)
+		if err != nil {
+			return nil, err
+		}
+		prev := s.UpdatedAt
+		if err := edit(&s); err != nil {
+			return nil, err
+		}
+		// Strictly later than the version edited, whatever the clocks
+		// of the writers say: UpdatedAt tells versions apart.
+		s.UpdatedAt = r.now().UTC()
+		if !s.UpdatedAt.After(prev) {
+			s.UpdatedAt = prev.Add(time.Microsecond)
+		}
+		out = s
+		return r.record(s)
+	})
+	return out, err
 }
 
 // Delete tombstones a subscription.
 func (r *Registry) Delete(ctx context.Context, id string) error {
-	if _, err := r.Get(ctx, id); err != nil {
-		return err
-	}
-	rec := &kgo.Record{Topic: string(r.names.Subscriptions), Key: []byte(id)}
-	if err := r.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("subscriptions: delete %s: %w", id, err)
-	}
-	return nil
+	return r.write(ctx, func(subs map[string]Subscription) (*kgo.Record, error) {
+		if _, err := find(subs, id); err != nil {
+			return nil, err
+		}
+		return &kgo.Record{Topic: string(r.names.Subscriptions), Key: []byte(id)}, nil
+	})
 }
 
 // Create fills in the defaults of a new subscription (id, secret, in-flight
@@ -175,7 +215,92 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	if err := r.setStart(ctx, s.ID, from); err != nil {
 		return err
 	}
-	return r.Put(ctx, *s)
+	return r.write(ctx, func(subs map[string]Subscription) (*kgo.Record, error) {
+		if _, ok := subs[s.ID]; ok {
+			return nil, fmt.Errorf("%w: %s", ErrExists, s.ID)
+		}
+		return r.record(*s)
+	})
+}
+
+// record validates and encodes s.
+func (r *Registry) record(s Subscription) (*kgo.Record, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("subscriptions: encode: %w", err)
+	}
+	return &kgo.Record{Topic: string(r.names.Subscriptions), Key: []byte(s.ID), Value: v}, nil
+}
+
+// writeTries bounds how often a write that lost to a concurrent one is
+// tried again before ErrConflict.
+const writeTries = 8
+
+// write reads every subscription and writes the record build derives from
+// them, in one transaction that commits only if no other write began
+// meanwhile; a write that lost is tried again on the new state.
+func (r *Registry) write(ctx context.Context, build func(map[string]Subscription) (*kgo.Record, error)) error {
+	backoff := 20 * time.Millisecond
+	for try := 1; ; try++ {
+		err := r.writeOnce(ctx, build)
+		if !lostRace(err) {
+			return err
+		}
+		if try == writeTries {
+			return fmt.Errorf("%w (%v)", ErrConflict, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("subscriptions: write: %w", ctx.Err())
+		case <-time.After(backoff + rand.N(backoff)):
+		}
+		backoff *= 2
+	}
+}
+
+// lostRace reports whether a write failed because a concurrent write
+// fenced it.
+func lostRace(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.ConcurrentTransactions) ||
+		errors.Is(err, kerr.InvalidTxnState)
+}
+
+func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscription) (*kgo.Record, error)) error {
+	cl, err := kgo.NewClient(append(slices.Clone(r.opts),
+		kgo.TransactionalID(r.names.SubscriptionsWriter()),
+		kgo.TransactionTimeout(time.Minute),
+	)...)
+	if err != nil {
+		return fmt.Errorf("subscriptions: writer: %w", err)
+	}
+	defer cl.Close()
+	// Taking the producer id fences (and aborts) any write in progress, so
+	// what List reads next stays the latest until this commit.
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("subscriptions: writer: %w", err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("subscriptions: begin: %w", err)
+	}
+	subs, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	rec, err := build(subs)
+	if err != nil {
+		return err
+	}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("subscriptions: write %s: %w", rec.Key, err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("subscriptions: commit %s: %w", rec.Key, err)
+	}
+	return nil
 }
 
 // setStart commits the starting offsets of a new subscription's group.
@@ -208,20 +333,36 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 	return nil
 }
 
-// Watch calls fn with every subscription each time the topic changes,
+// Watch calls fn with every subscription once it has read the topic to
+// the end it had when Watch began, then again each time the topic changes,
 // until ctx ends. It reads with its own client.
 func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) error {
-	cl, err := kgo.NewClient(append(r.opts,
-		kgo.ConsumeTopics(string(r.names.Subscriptions)),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(time.Second),
-	)...)
+	topic := string(r.names.Subscriptions)
+	ends, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("subscriptions: end offsets: %w", err)
+	}
+	loading := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			loading[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(append(slices.Clone(r.opts), append(readOpts(topic), kgo.FetchMaxWait(time.Second))...)...)
 	if err != nil {
 		return fmt.Errorf("subscriptions: client: %w", err)
 	}
 	defer cl.Close()
 	subs := make(map[string]Subscription)
+	changed := true
 	for {
+		if changed && len(loading) == 0 {
+			fn(maps.Clone(subs))
+		}
+		changed = false
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -229,20 +370,19 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 		fs.EachError(func(t string, p int32, err error) {
 			r.log.Warn("reading subscriptions", "topic", t, "partition", p, "err", err)
 		})
-		changed := false
 		fs.EachRecord(func(rec *kgo.Record) {
+			if end, ok := loading[rec.Partition]; ok && rec.Offset+1 >= end {
+				delete(loading, rec.Partition)
+				changed = true
+			}
+			if rec.Attrs.IsControl() {
+				return
+			}
 			if err := apply(subs, rec); err != nil {
 				r.log.Error("skipping unreadable subscription record", "offset", rec.Offset, "err", err)
 				return
 			}
 			changed = true
 		})
-		if changed {
-			snapshot := make(map[string]Subscription, len(subs))
-			for k, v := range subs {
-				snapshot[k] = v
-			}
-			fn(snapshot)
-		}
 	}
 }

@@ -39,8 +39,12 @@ type retries struct {
 
 type retryItem struct {
 	rec *kgo.Record
+	sub string
 	due time.Time
 	gen int
+	// waiting: the item waits for its subscription (an open circuit, or
+	// disabled) and is due again as soon as that ends.
+	waiting bool
 }
 
 type retryHeap []*retryItem
@@ -59,8 +63,12 @@ func (h *retryHeap) Pop() any {
 // retryConcurrency bounds concurrent retry deliveries.
 const retryConcurrency = 64
 
-func (d *Dispatcher) runRetries(ctx context.Context) error {
-	r := &retries{
+// pausedRecheck is how long a retry of a disabled subscription waits
+// before looking again; enabling the subscription brings it back at once.
+const pausedRecheck = time.Minute
+
+func newRetries(d *Dispatcher) *retries {
+	return &retries{
 		d:       d,
 		pending: make(map[int32]map[int64]bool),
 		next:    make(map[int32]int64),
@@ -68,6 +76,18 @@ func (d *Dispatcher) runRetries(ctx context.Context) error {
 		gen:     make(map[int32]int),
 		wake:    make(chan struct{}, 1),
 		sem:     make(chan struct{}, retryConcurrency),
+	}
+}
+
+// run consumes the retry topic until ctx ends. It starts once the
+// registry has loaded: a retry of a subscription it does not know yet
+// would be taken for a deleted subscription's.
+func (r *retries) run(ctx context.Context) error {
+	d := r.d
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-d.loaded:
 	}
 	topic := string(d.cfg.Names.DeliveryRetry)
 	cl, err := kgo.NewClient(append(slices.Clone(d.opts),
@@ -145,12 +165,52 @@ func (r *retries) add(rec *kgo.Record) {
 	r.pending[p][rec.Offset] = true
 	r.next[p] = rec.Offset + 1
 	r.epoch[p] = rec.LeaderEpoch
-	heap.Push(&r.heap, &retryItem{rec: rec, due: due, gen: r.gen[p]})
+	heap.Push(&r.heap, &retryItem{rec: rec, sub: headerValue(rec, topics.HeaderSubscription), due: due, gen: r.gen[p]})
+	r.pauseLocked()
+}
+
+// pauseLocked pauses reading the retry topic while MaxPendingRetries are
+// held and resumes it below half of that.
+func (r *retries) pauseLocked() {
 	r.d.metrics.retriesPending.Set(float64(r.heap.Len()))
-	if r.heap.Len() >= r.d.cfg.MaxPendingRetries && !r.paused {
+	topic := string(r.d.cfg.Names.DeliveryRetry)
+	switch held := r.heap.Len(); {
+	case !r.paused && held >= r.d.cfg.MaxPendingRetries:
 		r.paused = true
-		r.cl.PauseFetchTopics(rec.Topic)
+		r.cl.PauseFetchTopics(topic)
+	case r.paused && held < r.d.cfg.MaxPendingRetries/2:
+		r.paused = false
+		r.cl.ResumeFetchTopics(topic)
 	}
+}
+
+// requeue puts an item back in the heap, due at due, unless its partition
+// was revoked meanwhile.
+func (r *retries) requeue(it *retryItem, due time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if it.gen != r.gen[it.rec.Partition] {
+		return
+	}
+	it.due, it.waiting = due, true
+	heap.Push(&r.heap, it)
+	r.pauseLocked()
+	r.signal()
+}
+
+// release makes the waiting retries of a subscription due now: its
+// circuit closed, or it was enabled again.
+func (r *retries) release(sub string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.d.now()
+	for _, it := range r.heap {
+		if it.waiting && it.sub == sub {
+			it.due, it.waiting = now, false
+		}
+	}
+	heap.Init(&r.heap)
+	r.signal()
 }
 
 // forget drops the pending retries of partitions this consumer lost; their
@@ -171,7 +231,9 @@ func (r *retries) forget(parts []int32) {
 	}
 	r.heap = kept
 	heap.Init(&r.heap)
-	r.d.metrics.retriesPending.Set(float64(r.heap.Len()))
+	// Paused for retries it no longer holds, the topic would never be
+	// read again.
+	r.pauseLocked()
 }
 
 // schedule runs due retries until ctx ends.
@@ -198,8 +260,11 @@ func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			wg.Go(func() {
 				defer func() { <-r.sem }()
-				if r.retry(ctx, it.rec) {
+				switch waitUntil, done := r.retry(ctx, it.rec); {
+				case done:
 					r.finish(it)
+				case !waitUntil.IsZero():
+					r.requeue(it, waitUntil)
 				}
 			})
 		}
@@ -215,9 +280,12 @@ func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// retry makes the next attempt of a retry record and hands a failure on.
-// It returns false only when ctx ended first.
-func (r *retries) retry(ctx context.Context, rec *kgo.Record) bool {
+// retry makes the next attempt of a retry record and hands a failure on;
+// done reports the record finished. A retry refused by the open circuit,
+// or of a disabled subscription, is not attempted: it waits, its attempt
+// number unchanged, until waitUntil. Neither done nor waitUntil: ctx
+// ended first.
+func (r *retries) retry(ctx context.Context, rec *kgo.Record) (waitUntil time.Time, done bool) {
 	d := r.d
 	subID := headerValue(rec, topics.HeaderSubscription)
 	eventID := headerValue(rec, topics.HeaderEventID)
@@ -225,27 +293,24 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) bool {
 	st := d.subscription(subID)
 	if st == nil {
 		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)
-		return true
+		return time.Time{}, true
 	}
 	st.mu.Lock()
 	enabled := st.sub.Enabled
 	st.mu.Unlock()
-	var res Result
-	if enabled {
-		res = d.attempt(ctx, st, eventID, rec.Value, attempts+1)
-		if ctx.Err() != nil {
-			return false
-		}
-		if res.OK() {
-			return true
-		}
-	} else {
-		// Nothing is dropped for a disabled subscription: its retries go to
-		// the DLQ, from where a redrive brings them back.
-		res = Result{Err: fmt.Errorf("subscription %s is disabled", subID)}
-		attempts = len(d.cfg.Schedule)
+	if !enabled {
+		return d.now().Add(pausedRecheck), false
 	}
-	return d.handOff(ctx, subID, func(ctx context.Context) error {
+	res, refusedUntil := d.attempt(ctx, st, eventID, rec.Value, attempts+1)
+	switch {
+	case ctx.Err() != nil:
+		return time.Time{}, false
+	case !refusedUntil.IsZero():
+		return refusedUntil, false
+	case res.OK():
+		return time.Time{}, true
+	}
+	return time.Time{}, d.handOff(ctx, subID, func(ctx context.Context) error {
 		return d.fail(ctx, subID, eventID, rec.Value, attempts+1, res, rec)
 	})
 }
@@ -259,10 +324,7 @@ func (r *retries) finish(it *retryItem) {
 		return
 	}
 	delete(r.pending[p], it.rec.Offset)
-	if r.paused && r.heap.Len() < r.d.cfg.MaxPendingRetries/2 {
-		r.paused = false
-		r.cl.ResumeFetchTopics(it.rec.Topic)
-	}
+	r.pauseLocked()
 }
 
 // commit commits each partition up to its oldest unfinished record.

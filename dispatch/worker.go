@@ -246,10 +246,17 @@ func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
 		return true
 	}
 	eventID := string(r.Key)
-	for attempt := 1; ; attempt++ {
-		res := w.d.attempt(ctx, w.st, eventID, r.Value, attempt)
+	for attempt := 1; ; {
+		res, refusedUntil := w.d.attempt(ctx, w.st, eventID, r.Value, attempt)
 		if ctx.Err() != nil {
 			return false
+		}
+		if !refusedUntil.IsZero() {
+			// Not an attempt: wait for the probe, then ask again.
+			if !w.st.circuit.wait(ctx, refusedUntil) {
+				return false
+			}
+			continue
 		}
 		if res.OK() {
 			return true
@@ -270,6 +277,7 @@ func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
 			return false
 		case <-time.After(wait):
 		}
+		attempt++
 	}
 }
 

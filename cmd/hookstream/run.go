@@ -176,7 +176,9 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 				AllowPrivate: cfg.Delivery.AllowPrivate,
 				UserAgent:    "hookstream/" + version,
 			},
-			Schedule: cfg.Delivery.Schedule,
+			Schedule:        cfg.Delivery.Schedule,
+			BreakerCooldown: cfg.Delivery.BreakerCooldown,
+			DisableAfter:    cfg.Delivery.DisableAfter,
 		}, kafkaOpts(cfg, log), producer, registry, log, reg)
 		srv.AddCheck("dispatcher", d.Ready)
 		api.Dispatcher = d

@@ -163,13 +163,11 @@ dispatchers follow every change.`,
 					return err
 				}
 				return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
-					s, err := r.Get(ctx, args[0])
+					s, err := r.Update(ctx, args[0], func(s *dispatch.Subscription) error {
+						edit(cmd, s)
+						return nil
+					})
 					if err != nil {
-						return err
-					}
-					edit(cmd, &s)
-					s.UpdatedAt = time.Now().UTC()
-					if err := r.Put(ctx, s); err != nil {
 						return err
 					}
 					return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, false)
@@ -198,12 +196,11 @@ dispatchers follow every change.`,
 				return err
 			}
 			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
-				s, err := r.Get(ctx, args[0])
+				s, err := r.Update(ctx, args[0], func(s *dispatch.Subscription) error {
+					s.Rotate(newSecret, time.Now().UTC())
+					return nil
+				})
 				if err != nil {
-					return err
-				}
-				s.Rotate(newSecret, time.Now().UTC())
-				if err := r.Put(ctx, s); err != nil {
 					return err
 				}
 				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
