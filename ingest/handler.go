@@ -302,6 +302,9 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		Headers: h.headers(src, req.Header, name, eventID, EventType(src.typ, p, name),
 			received, requestID(c), contentType),
 	}
+	if err := h.eventFits(rec, p.JSON, received); err != nil {
+		return err
+	}
 	if err := h.produce(req.Context(), rec); err != nil {
 		if errors.Is(err, kgo.ErrMaxBuffered) {
 			h.metrics.shed.Inc()

@@ -538,3 +538,57 @@ func TestSlowSendersTakeNoSlots(t *testing.T) {
 		}
 	})
 }
+
+// TestEventMustFitARecord: a 202 promises the event can be processed, so a
+// request whose events record could never fit the record limit is refused
+// with 413 and nothing written, while a JSON body at the body limit is
+// accepted.
+func TestEventMustFitARecord(t *testing.T) {
+	const maxBody = 64 << 10
+	env := kafkatest.New(t, 3, maxBody)
+	rc := newReceiver(t, env, ingest.Config{MaxBody: maxBody})
+	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+	jsonType := http.Header{"Content-Type": {"application/json"}}
+	atLimit := `{"id":"at-limit","pad":"` + strings.Repeat("x", maxBody-len(`{"id":"at-limit","pad":""}`)) + `"}`
+	tests := []struct {
+		name   string
+		header http.Header
+		body   string
+		status int
+	}{
+		// base64 and the form decoding, each invalid byte escaped to \ufffd: ~7x.
+		{"form of invalid bytes under the body limit", form, strings.Repeat("\xff", 63<<10), 413},
+		{"carried header escaped six-fold", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {strings.Repeat("<", 100<<10)}}, `{"a":1}`, 413},
+		{"small form of invalid bytes", form, strings.Repeat("\xff", 4<<10), 202},
+		{"JSON at the body limit", jsonType, atLimit, 202},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := rc.post(t, "open", tt.header, tt.body)
+			if resp.status != tt.status {
+				t.Fatalf("got %d %v, want %d", resp.status, resp.body, tt.status)
+			}
+			if tt.status == 413 && !strings.HasPrefix(resp.body["error"], "payload too large: ") {
+				t.Errorf("error: got %q, want payload too large with the reason", resp.body["error"])
+			}
+		})
+	}
+	recs := env.Records(t, env.Names.Ingest)
+	if len(recs) != 2 {
+		t.Fatalf("records: got %d, want only the 2 accepted", len(recs))
+	}
+	limit := topics.MaxRecordBytes(maxBody)
+	for _, r := range recs {
+		e, err := topics.NewEnvelope(r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := topics.EventRecord(env.Names.Events, r, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := topics.RecordBytes(ev); n > limit {
+			t.Errorf("accepted %s: its events record takes %d bytes, over the %d-byte limit", r.Key, n, limit)
+		}
+	}
+}
