@@ -43,7 +43,12 @@ func newHarness(t *testing.T, allowPrivate bool) *harness {
 // newHarnessWith starts a dispatcher with cfg, filled with test defaults.
 func newHarnessWith(t *testing.T, cfg dispatch.Config) *harness {
 	t.Helper()
-	env := kafkatest.New(t, 3, 1<<20)
+	return newHarnessOn(t, kafkatest.New(t, 3, 1<<20), cfg)
+}
+
+// newHarnessOn starts a dispatcher with cfg on env.
+func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg dispatch.Config) *harness {
+	t.Helper()
 	cl := env.Client(t)
 	h := &harness{env: env, cl: cl}
 	h.registry = dispatch.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
@@ -65,12 +70,18 @@ func newHarnessWith(t *testing.T, cfg dispatch.Config) *harness {
 
 func (h *harness) start(t *testing.T) {
 	t.Helper()
+	h.stop = h.another(t)
+}
+
+// another starts one more dispatcher instance and returns its stop.
+func (h *harness) another(t *testing.T) func() {
+	t.Helper()
 	d := dispatch.New(h.cfg, []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...)}, h.cl, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	var once sync.Once
-	h.stop = func() {
+	stop := func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -78,7 +89,8 @@ func (h *harness) start(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(h.stop)
+	t.Cleanup(stop)
+	return stop
 }
 
 // event writes one events record as the processor would.

@@ -82,6 +82,9 @@ func (w *worker) run(ctx context.Context) error {
 		kgo.AutoCommitInterval(time.Second),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+			// A pause outlives the partition's revocation; a partition
+			// assigned again starts with an empty queue and must fetch.
+			cl.ResumeFetchPartitions(assigned)
 			for _, p := range assigned[string(names.Events)] {
 				w.startPartition(cl, p)
 			}
