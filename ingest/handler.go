@@ -265,6 +265,9 @@ func (h *Handler) source(name string) (*source, error) {
 	return nil, errUnknownSource
 }
 
+// accept handles a request whose body has arrived: verification first,
+// then the source's rate limit, the event id, the duplicate fast path, the
+// size of the event to come, and the durable write.
 func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte) error {
 	req := c.Request()
 	received := h.now()
