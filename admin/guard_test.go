@@ -89,6 +89,27 @@ func subscriptionCount(t *testing.T, srv *httptest.Server, header http.Header) i
 	return len(subs)
 }
 
+// postCase is one POST of create and the answer it must get.
+type postCase struct {
+	name   string
+	header http.Header
+	status int
+	err    string
+}
+
+// postAll sends create once per case and checks each answer.
+func postAll(t *testing.T, srv *httptest.Server, cases []postCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			status, msg := send(t, srv, http.MethodPost, "/api/subscriptions", tt.header, create)
+			if status != tt.status || msg != tt.err {
+				t.Errorf("got %d %q, want %d %q", status, msg, tt.status, tt.err)
+			}
+		})
+	}
+}
+
 // create is what a hostile page posts: a subscription replaying every
 // event to an outside URL.
 const create = `{"url":"https://evil.example/collect","from":"earliest"}`
@@ -105,12 +126,7 @@ func TestNoWebPageDrivesTheAPI(t *testing.T) {
 		h.Set(k, v)
 		return h
 	}
-	tests := []struct {
-		name   string
-		header http.Header
-		status int
-		err    string
-	}{
+	postAll(t, srv, []postCase{
 		{"text/plain form of a page", http.Header{"Content-Type": {"text/plain"}}, 415, "request body must be application/json"},
 		{"form post", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, 415, "request body must be application/json"},
 		{"no content type", nil, 415, "request body must be application/json"},
@@ -121,15 +137,7 @@ func TestNoWebPageDrivesTheAPI(t *testing.T) {
 		{"origin posing as loopback", with("Origin", "http://127.0.0.1.evil.example"), 403, "cross-site request refused"},
 		{"fetch metadata cross-site", with("Sec-Fetch-Site", "cross-site"), 403, "cross-site request refused"},
 		{"fetch metadata same-site", with("Sec-Fetch-Site", "same-site"), 403, "cross-site request refused"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			status, msg := send(t, srv, http.MethodPost, "/api/subscriptions", tt.header, create)
-			if status != tt.status || msg != tt.err {
-				t.Errorf("got %d %q, want %d %q", status, msg, tt.status, tt.err)
-			}
-		})
-	}
+	})
 	t.Run("rebinding host cannot read", func(t *testing.T) {
 		if status, _ := send(t, srv, http.MethodGet, "/api/subscriptions", http.Header{"Host": {"evil.example"}}, ""); status != 403 {
 			t.Errorf("got %d, want 403", status)
@@ -170,24 +178,11 @@ func TestNoWebPageDrivesTheAPI(t *testing.T) {
 func TestTokenGuardsTheAPI(t *testing.T) {
 	srv := guardedAPI(t, token)
 	bearer := http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"application/json"}}
-	tests := []struct {
-		name   string
-		header http.Header
-		status int
-		err    string
-	}{
+	postAll(t, srv, []postCase{
 		{"no token from loopback", http.Header{"Content-Type": {"application/json"}}, 401, "missing or invalid bearer token"},
 		{"text/plain with the token", http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"text/plain"}}, 415, "request body must be application/json"},
 		{"token on a non-loopback name", http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"application/json"}, "Host": {"hookstream-admin.internal:8081"}}, 201, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			status, msg := send(t, srv, http.MethodPost, "/api/subscriptions", tt.header, create)
-			if status != tt.status || msg != tt.err {
-				t.Errorf("got %d %q, want %d %q", status, msg, tt.status, tt.err)
-			}
-		})
-	}
+	})
 	if n := subscriptionCount(t, srv, bearer); n != 1 {
 		t.Errorf("subscriptions: got %d, want only the one sent with the token", n)
 	}
