@@ -3,13 +3,15 @@ package processor
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	records         *prometheus.CounterVec
-	transactions    *prometheus.CounterVec
-	expired         prometheus.Counter
-	restoreSeconds  prometheus.Histogram
-	restoreRecords  prometheus.Counter
-	storeErrors     prometheus.Counter
-	sessionRestarts prometheus.Counter
+	records        *prometheus.CounterVec
+	transactions   *prometheus.CounterVec
+	expired        prometheus.Counter
+	restoreSeconds prometheus.Histogram
+	restoreRecords prometheus.Counter
+	// changelogSkipped counts changelog records that are not states.
+	changelogSkipped prometheus.Counter
+	storeErrors      prometheus.Counter
+	sessionRestarts  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
@@ -34,6 +36,10 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 		restoreRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_processor_restore_records_total",
 			Help: "Changelog records applied while restoring state stores.",
+		}),
+		changelogSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_processor_changelog_skipped_total",
+			Help: "Changelog records skipped while restoring because they are not states (no key, undecodable value).",
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_processor_store_errors_total",
@@ -72,6 +78,6 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.storeErrors, m.sessionRestarts, keys, restoring)
+	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.changelogSkipped, m.storeErrors, m.sessionRestarts, keys, restoring)
 	return m
 }

@@ -251,25 +251,15 @@ func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, 
 				return total, fmt.Errorf("read changelog partition %d: %w", id, err)
 			}
 			var changes []statestore.Change
-			var decodeErr error
 			fetches.EachRecord(func(r *kgo.Record) {
 				pos = r.Offset + 1
-				if r.Attrs.IsControl() || decodeErr != nil {
+				if r.Attrs.IsControl() {
 					return
 				}
-				c := statestore.Change{Key: r.Key}
-				if r.Value != nil {
-					c.State = new(statestore.State)
-					if err := c.State.UnmarshalJSON(r.Value); err != nil {
-						decodeErr = fmt.Errorf("changelog partition %d offset %d: %w", id, r.Offset, err)
-						return
-					}
+				if c, ok := p.changelogChange(r); ok {
+					changes = append(changes, c)
 				}
-				changes = append(changes, c)
 			})
-			if decodeErr != nil {
-				return total, decodeErr
-			}
 			if err := store.Apply(changes, pos); err != nil {
 				return total, fmt.Errorf("apply changelog: %w", err)
 			}
@@ -286,6 +276,28 @@ func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// changelogChange decodes one changelog record. A record that is not a
+// state (no key, a value that does not decode) was not written by a
+// processor: it is skipped, counted and logged, never allowed to stop a
+// restore, which would otherwise fail on it forever.
+func (p *Processor) changelogChange(r *kgo.Record) (statestore.Change, bool) {
+	c := statestore.Change{Key: r.Key}
+	var err error
+	switch {
+	case len(r.Key) == 0:
+		err = errors.New("no key")
+	case r.Value != nil:
+		c.State = new(statestore.State)
+		err = c.State.UnmarshalJSON(r.Value)
+	}
+	if err != nil {
+		p.metrics.changelogSkipped.Inc()
+		p.log.Warn("changelog record is not a state; skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "event_id", string(r.Key), "err", err)
+		return statestore.Change{}, false
+	}
+	return c, true
 }
 
 // endOffsets returns the high watermark and last stable offset of one

@@ -78,6 +78,9 @@ type Processor struct {
 	// assigned is set once the group has given this session its
 	// partitions (possibly none): until then the processor is not ready.
 	assigned bool
+	// strikes are the records whose writes failed permanently, kept
+	// across aborted transactions; used by the processing loop only.
+	strikes map[recordRef]strike
 	// restoreSem bounds concurrent restores.
 	restoreSem chan struct{}
 	restores   sync.WaitGroup

@@ -33,10 +33,16 @@ type txn struct {
 	// record this transaction wrote.
 	lastChangelog map[int32]int64
 
+	// failedRefs are the records whose writes failed permanently, with
+	// the first such error; guarded by mu.
+	failedRefs map[recordRef]error
+
 	parts    map[int32]*pending
 	outcomes map[string]int
 	expired  int
 	broken   map[int32]error
+	// strikesSeen are the struck records this transaction handled.
+	strikesSeen []recordRef
 }
 
 // pending holds one partition's uncommitted state changes.
@@ -54,6 +60,7 @@ func newTxn(p *Processor, sess *kgo.GroupTransactSession) *txn {
 		parts:         make(map[int32]*pending),
 		outcomes:      make(map[string]int, 4),
 		broken:        make(map[int32]error),
+		failedRefs:    make(map[recordRef]error),
 	}
 }
 
@@ -72,10 +79,16 @@ func (t *txn) err() error {
 }
 
 // produce sends r in the transaction; a failure aborts the transaction.
-func (t *txn) produce(ctx context.Context, r *kgo.Record) {
+// A permanent failure of a write for ingest record ref (nil for a sweep's
+// tombstone) strikes that record.
+func (t *txn) produce(ctx context.Context, ref *recordRef, r *kgo.Record) {
 	t.sess.Produce(ctx, r, func(r *kgo.Record, err error) {
 		if err != nil {
-			t.fail(fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err))
+			err = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
+			t.fail(err)
+			if ref != nil && topics.IsPermanentProduceErr(err) {
+				t.struck(*ref, err)
+			}
 			return
 		}
 		if r.Topic == string(t.p.cfg.Names.Changelog) {
@@ -84,6 +97,32 @@ func (t *txn) produce(ctx context.Context, r *kgo.Record) {
 			t.mu.Unlock()
 		}
 	})
+}
+
+// emit produces the writes of ingest record ref. Isolated, they are
+// produced alone, every earlier write acknowledged first and theirs before
+// the next: a failure then is theirs.
+func (t *txn) emit(ctx context.Context, ref recordRef, isolate bool, recs ...*kgo.Record) {
+	if isolate {
+		t.flush(ctx)
+	}
+	for _, r := range recs {
+		t.produce(ctx, &ref, r)
+	}
+	if isolate {
+		t.flush(ctx)
+	}
+}
+
+// letter is the dead letter of r with its cause, cut to fit the record
+// limit if need be.
+func (t *txn) letter(r *kgo.Record, stage string, cause error, now time.Time) *kgo.Record {
+	letter := dlqRecord(t.p.cfg.Names.DLQ, r, stage, cause, now)
+	if topics.Fit(letter, t.p.cfg.MaxRecordBytes) {
+		cause = fmt.Errorf("%w (dead letter cut to %d bytes)", cause, topics.RecordBytes(letter))
+	}
+	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, cause)...)
+	return letter
 }
 
 func (t *txn) pendingFor(part *partition) *pending {
@@ -121,7 +160,6 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		return
 	}
 	pd := t.pendingFor(part)
-	names := t.p.cfg.Names
 	for _, r := range records {
 		old, ok, err := pd.lookup(r.Key)
 		if err != nil {
@@ -135,31 +173,58 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			t.outcomes[outcome]++
 			continue
 		}
+		ref := recordRef{partition: r.Partition, offset: r.Offset}
+		s := t.p.strikes[ref]
+		if s.n > 0 {
+			t.strikesSeen = append(t.strikesSeen, ref)
+		}
+		if s.n >= strikeDeadLetter {
+			t.handleStruck(ctx, ref, r, s, now)
+			t.outcomes[outcomeFailed]++
+			continue
+		}
 		st := &statestore.State{Status: statestore.Done, Partition: r.Partition, Offset: r.Offset, FirstSeen: now, Expires: now.Add(t.p.cfg.TTL)}
 		if ok && now.Before(old.Expires) {
 			st.FirstSeen = old.FirstSeen
 		}
-		if ev, err := t.p.event(r, now); err != nil {
-			stage := topics.StageProcess
-			if errors.Is(err, topics.ErrDecode) {
-				stage = topics.StageDecode
-			}
-			t.p.log.Warn("record failed; sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "event_id", string(r.Key), "err", err)
-			t.produce(ctx, dlqRecord(names.DLQ, r, stage, err, now))
-			st.Status = statestore.Failed
-			outcome = outcomeFailed
-		} else {
-			t.produce(ctx, ev)
-		}
-		value, err := st.MarshalJSON()
+		outcome, err = t.process(ctx, pd, r, st, outcome, now, s.n == strikeIsolate)
 		if err != nil {
-			t.fail(fmt.Errorf("encode state of %s: %w", r.Key, err))
+			t.fail(err)
 			return
 		}
-		pd.set(r.Key, st)
-		t.produce(ctx, &kgo.Record{Topic: string(names.Changelog), Partition: id, Key: r.Key, Value: value})
 		t.outcomes[outcome]++
 	}
+}
+
+// process writes r's events record, or its dead letter, and its new state
+// st; it returns r's outcome. A record that is not an ingest record (no
+// key, or headers that do not match it) is dead-lettered without state:
+// its key names no event.
+func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, now time.Time, isolate bool) (string, error) {
+	ref := recordRef{partition: r.Partition, offset: r.Offset}
+	out, err := t.p.event(r, now)
+	if errors.Is(err, topics.ErrDecode) {
+		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now))
+		return outcomeFailed, nil
+	}
+	if err != nil {
+		out = t.letter(r, topics.StageProcess, err, now)
+		st.Status = statestore.Failed
+		outcome = outcomeFailed
+	}
+	value, err := st.MarshalJSON()
+	if err != nil {
+		return "", fmt.Errorf("encode state of %s: %w", r.Key, err)
+	}
+	cl := &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: r.Partition, Key: r.Key, Value: value}
+	if n := topics.RecordBytes(cl); n > t.p.cfg.MaxRecordBytes {
+		err := fmt.Errorf("key of %d bytes: its changelog record of %d bytes exceeds the record limit of %d bytes", len(r.Key), n, t.p.cfg.MaxRecordBytes)
+		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now))
+		return outcomeFailed, nil
+	}
+	pd.set(r.Key, st)
+	t.emit(ctx, ref, isolate, out, cl)
+	return outcome, nil
 }
 
 // decide applies DESIGN.md's rule to a record whose key has state old.
@@ -186,8 +251,8 @@ func (p *Processor) event(r *kgo.Record, now time.Time) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	if int64(len(ev.Value)) > p.cfg.MaxRecordBytes {
-		return nil, fmt.Errorf("envelope of %d bytes exceeds the record limit of %d bytes", len(ev.Value), p.cfg.MaxRecordBytes)
+	if n := topics.RecordBytes(ev); n > p.cfg.MaxRecordBytes {
+		return nil, fmt.Errorf("events record of %d bytes (envelope %d) exceeds the record limit of %d bytes", n, len(ev.Value), p.cfg.MaxRecordBytes)
 	}
 	return ev, nil
 }
@@ -216,14 +281,21 @@ func (t *txn) sweep(ctx context.Context) {
 		pd := t.pendingFor(part)
 		for _, k := range keys {
 			pd.set(k, nil)
-			t.produce(ctx, &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: part.id, Key: k})
+			t.produce(ctx, nil, &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: part.id, Key: k})
 		}
 		t.expired += len(keys)
 	}
 }
 
-// finish waits for every record of the transaction to be acknowledged.
+// finish waits for every record of the transaction to be acknowledged,
+// then strikes the records whose writes failed permanently.
 func (t *txn) finish(ctx context.Context) {
+	t.flush(ctx)
+	t.remember()
+}
+
+// flush waits for every record produced so far to be acknowledged.
+func (t *txn) flush(ctx context.Context) {
 	if err := t.sess.Client().Flush(ctx); err != nil {
 		t.fail(fmt.Errorf("flush: %w", err))
 	}
@@ -244,6 +316,7 @@ func (t *txn) apply() {
 		t.p.metrics.records.WithLabelValues(outcome).Add(float64(n))
 	}
 	t.p.metrics.expired.Add(float64(t.expired))
+	t.forget()
 	t.rebuildBroken()
 }
 
