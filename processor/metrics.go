@@ -1,6 +1,10 @@
 package processor
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	records        *prometheus.CounterVec
@@ -78,6 +82,29 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.changelogSkipped, m.storeErrors, m.sessionRestarts, keys, restoring)
+	sweepLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookstream_processor_sweep_lag_seconds",
+		Help: "How long the oldest expired event id in this instance's state stores has waited for the sweep; 0 when the sweep is caught up. Up to the sweep interval is normal; growing means expired ids pile up.",
+	}, p.sweepLag)
+	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.changelogSkipped, m.storeErrors, m.sessionRestarts, keys, restoring, sweepLag)
 	return m
+}
+
+// sweepLag is how long the oldest expired id of the ready partitions has
+// waited for the sweep, in seconds. A store that cannot be read is left
+// out: the processing loop reports it and rebuilds it.
+func (p *Processor) sweepLag() float64 {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var lag time.Duration
+	for _, part := range p.parts {
+		if !part.ready.Load() {
+			continue
+		}
+		if oldest, ok, err := part.store.OldestExpiry(); err == nil && ok {
+			lag = max(lag, now.Sub(oldest))
+		}
+	}
+	return lag.Seconds()
 }

@@ -214,8 +214,15 @@ func (p *Processor) session(ctx context.Context) error {
 	}
 	p.log.Info("processor started", "group", p.cfg.Names.ProcessorGroup(), "transactional_id", p.cfg.TransactionalID)
 	lastSweep := p.now()
+	// behind is set while the last sweep left expired ids: the next
+	// transaction sweeps again, without waiting for records.
+	behind := false
 	for {
-		pollCtx, pollCancel := context.WithTimeout(ctx, time.Second)
+		wait := time.Second
+		if behind {
+			wait = 10 * time.Millisecond
+		}
+		pollCtx, pollCancel := context.WithTimeout(ctx, wait)
 		fetches := sess.PollFetches(pollCtx)
 		pollCancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -227,9 +234,10 @@ func (p *Processor) session(ctx context.Context) error {
 				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
 			}
 		})
-		sweep := p.now().Sub(lastSweep) >= p.cfg.SweepInterval
+		sweep := behind || p.now().Sub(lastSweep) >= p.cfg.SweepInterval
 		if fetches.NumRecords() > 0 || sweep {
-			if err := p.transact(ctx, sess, fetches, sweep); err != nil {
+			more, err := p.transact(ctx, sess, fetches, sweep)
+			if err != nil {
 				sess.AllowRebalance()
 				if ctx.Err() != nil {
 					return nil
@@ -237,21 +245,22 @@ func (p *Processor) session(ctx context.Context) error {
 				return err
 			}
 			if sweep {
-				lastSweep = p.now()
+				lastSweep, behind = p.now(), more
 			}
 		}
 		sess.AllowRebalance()
 	}
 }
 
-// transact processes one polled batch in one transaction.
-func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, sweep bool) error {
+// transact processes one polled batch in one transaction, with a sweep
+// when asked; more reports expired ids the sweep left for the next one.
+func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, sweep bool) (more bool, err error) {
 	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("processor: begin transaction: %w", err)
+		return false, fmt.Errorf("processor: begin transaction: %w", err)
 	}
 	tx := newTxn(p, sess)
 	if sweep {
-		tx.sweep(ctx)
+		more = tx.sweep(ctx)
 	}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
@@ -266,18 +275,18 @@ func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession
 	}
 	committed, err := p.end(ctx, sess, commit)
 	if err != nil {
-		return fmt.Errorf("processor: end transaction: %w", err)
+		return false, fmt.Errorf("processor: end transaction: %w", err)
 	}
 	if !committed {
 		// A rebalance or a failed write aborted the batch; the session
 		// rewound to the committed offsets and the batch comes again.
 		p.metrics.transactions.WithLabelValues("aborted").Inc()
 		tx.rebuildBroken()
-		return nil
+		return more, nil
 	}
 	p.metrics.transactions.WithLabelValues("committed").Inc()
 	tx.apply()
-	return nil
+	return more, nil
 }
 
 // end ends the session's transaction; after it, the next revocation

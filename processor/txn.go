@@ -257,8 +257,9 @@ func (p *Processor) event(r *kgo.Record, now time.Time) (*kgo.Record, error) {
 	return ev, nil
 }
 
-// sweep tombstones expired keys of every ready partition.
-func (t *txn) sweep(ctx context.Context) {
+// sweep tombstones expired keys of every ready partition, at most
+// SweepChunk of each; more reports a partition that may have more.
+func (t *txn) sweep(ctx context.Context) (more bool) {
 	now := t.p.now()
 	t.p.mu.Lock()
 	parts := make([]*partition, 0, len(t.p.parts))
@@ -275,6 +276,7 @@ func (t *txn) sweep(ctx context.Context) {
 			t.fail(fmt.Errorf("state store of partition %d: %w", part.id, err))
 			continue
 		}
+		more = more || len(keys) == t.p.cfg.SweepChunk
 		if len(keys) == 0 {
 			continue
 		}
@@ -285,6 +287,7 @@ func (t *txn) sweep(ctx context.Context) {
 		}
 		t.expired += len(keys)
 	}
+	return more
 }
 
 // finish waits for every record of the transaction to be acknowledged,

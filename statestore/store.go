@@ -113,9 +113,9 @@ func (o *Options) fs() vfs.FS {
 	return o.FS
 }
 
-// Store is the state of one partition. Get, Checkpoint, Keys and Expired
-// may be called concurrently with each other and with Apply; Apply calls are
-// serialized. Close must not race with any other call.
+// Store is the state of one partition. Get, Checkpoint, Keys, Expired and
+// OldestExpiry may be called concurrently with each other and with Apply;
+// Apply calls are serialized. Close must not race with any other call.
 type Store struct {
 	db        *pebble.DB
 	lock      *pebble.Lock
@@ -636,6 +636,34 @@ func (s *Store) Expired(now time.Time, limit int) ([][]byte, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// OldestExpiry returns the earliest Expires in the store, from the expiry
+// index; ok is false when the store holds no key. The time a key has waited
+// past it tells how far the sweep lags.
+func (s *Store) OldestExpiry() (expires time.Time, ok bool, err error) {
+	if err := s.usable(); err != nil {
+		return time.Time{}, false, err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: []byte{prefixExpiry + 1}})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("statestore: partition %d: oldest expiry: %w", s.partition, s.classify(err))
+	}
+	if it.First() {
+		k := it.Key()
+		if len(k) <= 9 {
+			_ = it.Close()
+			return time.Time{}, false, fmt.Errorf("statestore: partition %d: oldest expiry: %w: index key %q", s.partition, ErrCorrupt, k)
+		}
+		expires, ok = time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9])^(1<<63))).UTC(), true
+	}
+	if err := it.Close(); err != nil {
+		return time.Time{}, false, fmt.Errorf("statestore: partition %d: oldest expiry: %w", s.partition, s.classify(err))
+	}
+	if err := s.usable(); err != nil {
+		return time.Time{}, false, err
+	}
+	return expires, ok, nil
 }
 
 // Close closes the store; later calls fail, and a second Close returns nil.

@@ -255,6 +255,31 @@ func TestExpired(t *testing.T) {
 	}
 }
 
+func TestOldestExpiry(t *testing.T) {
+	s := openMem(t)
+	if _, ok, err := s.OldestExpiry(); ok || err != nil {
+		t.Fatalf("OldestExpiry of an empty store: got ok=%v, err=%v, want false, nil", ok, err)
+	}
+	e1, e2 := t0.Add(time.Hour+time.Nanosecond), t0.Add(2*time.Hour)
+	apply(t, s, batch{[]Change{set("b", st(Done, 1, e2)), set("a", st(Done, 2, e1))}, 2})
+	for _, tt := range []struct {
+		name    string
+		changes []Change
+		want    time.Time
+	}{
+		{"earliest of two", nil, e1},
+		{"after its key expired and was deleted", []Change{del("a")}, e2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			apply(t, s, batch{tt.changes, s.Checkpoint() + 1})
+			got, ok, err := s.OldestExpiry()
+			if err != nil || !ok || !got.Equal(tt.want) {
+				t.Errorf("OldestExpiry: got %v, %v, %v, want %v, true, nil", got, ok, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestReopen(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, 7, Options{})
