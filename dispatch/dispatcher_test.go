@@ -33,6 +33,8 @@ type harness struct {
 	cfg      dispatch.Config
 	stop     func()
 	seq      int
+	// metrics is the registry of the first dispatcher instance.
+	metrics *prometheus.Registry
 }
 
 func newHarness(t *testing.T, allowPrivate bool) *harness {
@@ -70,13 +72,21 @@ func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg dispatch.Config) *harnes
 
 func (h *harness) start(t *testing.T) {
 	t.Helper()
-	h.stop = h.another(t)
+	h.metrics = prometheus.NewRegistry()
+	h.stop = h.instance(t, h.metrics)
 }
 
 // another starts one more dispatcher instance and returns its stop.
 func (h *harness) another(t *testing.T) func() {
 	t.Helper()
-	d := dispatch.New(h.cfg, []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...)}, h.cl, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
+	return h.instance(t, prometheus.NewRegistry())
+}
+
+func (h *harness) instance(t *testing.T, reg *prometheus.Registry) func() {
+	t.Helper()
+	// A short heartbeat makes rebalances quick.
+	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}
+	d := dispatch.New(h.cfg, opts, h.cl, h.registry, kafkatest.Logger(t), reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

@@ -48,25 +48,66 @@ func (h *harness) bulk(t *testing.T, partition int32, n int) []string {
 	return ids
 }
 
-// assignment returns the partitions of topic each member of group holds.
-func (h *harness) assignment(t *testing.T, group topics.Group, topic topics.Topic) [][]int32 {
+// assignment returns the partitions of topic each member of group holds,
+// by member id.
+func (h *harness) assignment(t *testing.T, group topics.Group, topic topics.Topic) map[string][]int32 {
 	t.Helper()
 	groups, err := kadm.NewClient(h.cl).DescribeGroups(context.Background(), string(group))
 	if err != nil {
 		t.Fatalf("describe %s: %v", group, err)
 	}
-	var out [][]int32
+	out := make(map[string][]int32)
 	for _, m := range groups[string(group)].Members {
 		c, _ := m.Assigned.AsConsumer()
+		out[m.MemberID] = nil
 		for _, tp := range c.Topics {
 			if tp.Topic == string(topic) {
 				parts := append([]int32(nil), tp.Partitions...)
 				sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-				out = append(out, parts)
+				out[m.MemberID] = parts
 			}
 		}
 	}
 	return out
+}
+
+// sole waits until one member of group holds all n partitions of topic
+// and returns its id.
+func (h *harness) sole(t *testing.T, group topics.Group, topic topics.Topic, n int) string {
+	t.Helper()
+	var id string
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		a := h.assignment(t, group, topic)
+		for m, parts := range a {
+			if len(a) == 1 && len(parts) == n {
+				id = m
+				return nil
+			}
+		}
+		return fmt.Errorf("assignment %v, want one member with %d partitions", a, n)
+	})
+	return id
+}
+
+// shared waits until two members of group each hold one partition of
+// topic and returns the partition of member.
+func (h *harness) shared(t *testing.T, group topics.Group, topic topics.Topic, member string) int32 {
+	t.Helper()
+	var p int32
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		a := h.assignment(t, group, topic)
+		if len(a) != 2 || len(a[member]) != 1 {
+			return fmt.Errorf("assignment %v, want one partition each", a)
+		}
+		for _, parts := range a {
+			if len(parts) != 1 {
+				return fmt.Errorf("assignment %v, want one partition each", a)
+			}
+		}
+		p = a[member][0]
+		return nil
+	})
+	return p
 }
 
 // gate is a subscriber that holds every request until opened.
@@ -106,20 +147,89 @@ func TestPausedPartitionResumesAfterRebalance(t *testing.T) {
 		}
 		return nil
 	})
+	first := h.sole(t, group, h.env.Names.Events, 2)
 	stop := h.another(t)
-	kafkatest.WaitFor(t, 30*time.Second, func() error {
-		if a := h.assignment(t, group, h.env.Names.Events); len(a) != 2 || len(a[0]) != 1 || len(a[1]) != 1 {
-			return fmt.Errorf("assignment %v, want one partition each", a)
-		}
-		return nil
-	})
+	h.shared(t, group, h.env.Names.Events, first)
 	stop()
-	kafkatest.WaitFor(t, 30*time.Second, func() error {
-		if a := h.assignment(t, group, h.env.Names.Events); len(a) != 1 || len(a[0]) != 2 {
-			return fmt.Errorf("assignment %v, want both partitions back with the first", a)
-		}
-		return nil
-	})
+	h.sole(t, group, h.env.Names.Events, 2)
 	slow.release()
 	sink.waitFor(t, ids, 60*time.Second)
+}
+
+// retryRecords writes n retry records of subscription sub, due at due, to
+// one partition of the retry topic, as a dispatcher hands failures over,
+// and returns their event ids.
+func (h *harness) retryRecords(t *testing.T, sub string, partition int32, n int, due time.Time) []string {
+	t.Helper()
+	cl := h.env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var ids []string
+	for range n {
+		h.seq++
+		id := "retry:" + strconv.Itoa(h.seq)
+		ids = append(ids, id)
+		e := &topics.Envelope{ID: id, Source: "retry", EventID: strconv.Itoa(h.seq), Type: "e",
+			ReceivedAt: time.Now().UTC(), ProcessedAt: time.Now().UTC(), Data: []byte(`{}`)}
+		v, err := e.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: string(h.env.Names.DeliveryRetry), Partition: partition, Key: []byte(sub + ":" + id), Value: v,
+			Headers: []kgo.RecordHeader{
+				{Key: topics.HeaderSubscription, Value: []byte(sub)},
+				{Key: topics.HeaderEventID, Value: []byte(id)},
+				{Key: topics.HeaderAttempts, Value: []byte("1")},
+				{Key: topics.HeaderDueAt, Value: []byte(due.UTC().Format(topics.TimeFormat))},
+				{Key: topics.HeaderLastStatus, Value: []byte("503")},
+			}}
+		if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// gauge reads a gauge of the first dispatcher instance.
+func (h *harness) gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := h.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestRetriesResumeAfterRevokeWhilePaused: the retry consumer holds
+// MaxPendingRetries and pauses; the partition holding them moves to a
+// second dispatcher and back; every retry still happens.
+func TestRetriesResumeAfterRevokeWhilePaused(t *testing.T) {
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}, MaxPendingRetries: 4})
+	sink := newSubscriber(t, nil)
+	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	group := h.env.Names.RetryGroup()
+	first := h.sole(t, group, h.env.Names.DeliveryRetry, 2)
+	// Due once partitions have moved away and back.
+	due := time.Now().Add(3 * time.Second)
+	var ids []string
+	for moved := false; !moved; {
+		ids = append(ids, h.retryRecords(t, sub.ID, 1, 6, due)...)
+		kafkatest.WaitFor(t, 10*time.Second, func() error {
+			if n := h.gauge(t, "hookstream_delivery_retries_pending"); n < 4 {
+				return fmt.Errorf("%v retries pending, want the limit", n)
+			}
+			return nil
+		})
+		stop := h.another(t)
+		moved = h.shared(t, group, h.env.Names.DeliveryRetry, first) == 0
+		stop()
+		first = h.sole(t, group, h.env.Names.DeliveryRetry, 2)
+	}
+	if time.Now().After(due) {
+		t.Fatalf("partitions moved after the retries were due: the test proves nothing; make them due later")
+	}
+	sink.waitFor(t, ids, 30*time.Second)
 }
