@@ -10,7 +10,8 @@ import (
 )
 
 // dlqRecord is the dead letter of r: the original key, value and headers
-// plus why and where it failed.
+// plus why and where it failed. It can exceed the record limit as r could;
+// callers cut it with topics.Fit.
 func dlqRecord(dlq topics.Topic, r *kgo.Record, stage string, cause error, failedAt time.Time) *kgo.Record {
 	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+6)
 	for _, h := range r.Headers {

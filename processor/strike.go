@@ -47,6 +47,8 @@ type recordRef struct {
 	offset    int64
 }
 
+func refOf(r *kgo.Record) recordRef { return recordRef{partition: r.Partition, offset: r.Offset} }
+
 // strike is what the processor remembers of a struck record.
 type strike struct {
 	n     int

@@ -173,7 +173,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			t.outcomes[outcome]++
 			continue
 		}
-		ref := recordRef{partition: r.Partition, offset: r.Offset}
+		ref := refOf(r)
 		s := t.p.strikes[ref]
 		if s.n > 0 {
 			t.strikesSeen = append(t.strikesSeen, ref)
@@ -201,14 +201,13 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 // key, or headers that do not match it) is dead-lettered without state:
 // its key names no event.
 func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, now time.Time, isolate bool) (string, error) {
-	ref := recordRef{partition: r.Partition, offset: r.Offset}
-	out, err := t.p.event(r, now)
-	if errors.Is(err, topics.ErrDecode) {
-		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now))
+	ref := refOf(r)
+	ev, evErr := t.p.event(r, now)
+	if errors.Is(evErr, topics.ErrDecode) {
+		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, evErr, now))
 		return outcomeFailed, nil
 	}
-	if err != nil {
-		out = t.letter(r, topics.StageProcess, err, now)
+	if evErr != nil {
 		st.Status = statestore.Failed
 		outcome = outcomeFailed
 	}
@@ -222,8 +221,11 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now))
 		return outcomeFailed, nil
 	}
+	if evErr != nil {
+		ev = t.letter(r, topics.StageProcess, evErr, now)
+	}
 	pd.set(r.Key, st)
-	t.emit(ctx, ref, isolate, out, cl)
+	t.emit(ctx, ref, isolate, ev, cl)
 	return outcome, nil
 }
 
