@@ -2,10 +2,12 @@ package dispatch_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -231,5 +233,35 @@ func TestRetriesResumeAfterRevokeWhilePaused(t *testing.T) {
 	if time.Now().After(due) {
 		t.Fatalf("partitions moved after the retries were due: the test proves nothing; make them due later")
 	}
+	sink.waitFor(t, ids, 30*time.Second)
+}
+
+// TestDueRetryWaitsForRegistry: with many subscription records to read at
+// start, a due retry is delivered, not taken for a deleted subscription's.
+func TestDueRetryWaitsForRegistry(t *testing.T) {
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}})
+	h.stop()
+	cl := h.env.Client(t)
+	var wg sync.WaitGroup
+	for i := range 3000 {
+		s := dispatch.Subscription{ID: fmt.Sprintf("filler-%d", i), URL: "https://example.com/hook", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+			MaxInFlight: 1, Description: strings.Repeat("x", 200)}
+		v, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		cl.Produce(context.Background(), &kgo.Record{Topic: string(h.env.Names.Subscriptions), Key: []byte(s.ID), Value: v}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	sink := newSubscriber(t, nil)
+	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	ids := h.retryRecords(t, sub.ID, 0, 3, time.Now())
+	h.start(t)
 	sink.waitFor(t, ids, 30*time.Second)
 }

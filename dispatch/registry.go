@@ -342,7 +342,10 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 	if err == nil {
 		err = ends.Error()
 	}
-	if err != nil {
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
 		return fmt.Errorf("subscriptions: end offsets: %w", err)
 	}
 	loading := make(map[int32]int64)
