@@ -65,6 +65,28 @@ func TestLoadEnvThenFlags(t *testing.T) {
 	}
 }
 
+func TestLoadInstanceID(t *testing.T) {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	RegisterFlags(fs, Server)
+	env := lookupFrom(map[string]string{"HOOKSTREAM_INSTANCE_ID": "processor-0"})
+	c, err := Load(fs, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InstanceID != "processor-0" {
+		t.Errorf("InstanceID from the environment: got %q, want processor-0", c.InstanceID)
+	}
+	if err := fs.Parse([]string{"--instance-id", "web-1.eu"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Load(fs, env); err != nil {
+		t.Fatal(err)
+	}
+	if c.InstanceID != "web-1.eu" {
+		t.Errorf("InstanceID: got %q, want web-1.eu (the flag wins over the environment)", c.InstanceID)
+	}
+}
+
 func TestLoadErrorsNameTheVariable(t *testing.T) {
 	tests := []struct {
 		name string
@@ -78,6 +100,7 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"address", map[string]string{"HOOKSTREAM_HTTP_ADDR": "8080"}, []string{`HOOKSTREAM_HTTP_ADDR: invalid address "8080" (want host:port)`}},
 		{"log", map[string]string{"HOOKSTREAM_LOG_FORMAT": "xml"}, []string{`HOOKSTREAM_LOG_FORMAT: invalid value "xml" (want text, json)`}},
 		{"prefix", map[string]string{"HOOKSTREAM_TOPIC_PREFIX": "a/b"}, []string{`HOOKSTREAM_TOPIC_PREFIX: invalid prefix "a/b"`}},
+		{"instance id", map[string]string{"HOOKSTREAM_INSTANCE_ID": "web 1"}, []string{`HOOKSTREAM_INSTANCE_ID: invalid instance id "web 1"`}},
 		{"token", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR 0.0.0.0:8081 is not a loopback address`}},
 		{"several at once", map[string]string{"HOOKSTREAM_PARTITIONS": "-1", "HOOKSTREAM_LOG_LEVEL": "loud"}, []string{"HOOKSTREAM_PARTITIONS:", "HOOKSTREAM_LOG_LEVEL:"}},
 	}

@@ -147,17 +147,11 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 		g.Go(func() error { return h.Run(ctx) })
 	}
 	if slices.Contains(roles, "processor") {
-		instance, err := instanceID(cfg.DataDir)
+		pcfg, err := processorConfig(cfg, names)
 		if err != nil {
 			return err
 		}
-		p := processor.New(processor.Config{
-			Names:           names,
-			StateDir:        filepath.Join(cfg.DataDir, "state", "processor"),
-			TTL:             cfg.DedupTTL,
-			MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
-			TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
-		}, kafkaOpts(cfg, log), log, reg)
+		p := processor.New(pcfg, kafkaOpts(cfg, log), log, reg)
 		srv.AddCheck("processor", p.Ready)
 		g.Go(func() error { return p.Run(ctx) })
 	}
@@ -194,10 +188,30 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 	return nil
 }
 
-// instanceID names this process stably across restarts and uniquely per
-// host and data directory (two processes cannot share one: the state
-// stores lock it), so a restarted processor fences its predecessor's open
-// transaction at once.
+// processorConfig is the processor's part of cfg. Its transactional id
+// is <prefix>-processor-<instance id>: HOOKSTREAM_INSTANCE_ID, or by
+// default the host name and data directory.
+func processorConfig(cfg *config.Config, names topics.Names) (processor.Config, error) {
+	instance := cfg.InstanceID
+	if instance == "" {
+		var err error
+		if instance, err = instanceID(cfg.DataDir); err != nil {
+			return processor.Config{}, err
+		}
+	}
+	return processor.Config{
+		Names:           names,
+		StateDir:        filepath.Join(cfg.DataDir, "state", "processor"),
+		TTL:             cfg.DedupTTL,
+		MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
+		TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
+	}, nil
+}
+
+// instanceID names this process, when HOOKSTREAM_INSTANCE_ID does not,
+// stably across restarts and uniquely per host and data directory (two
+// processes cannot share one: the state stores lock it), so a restarted
+// processor fences its predecessor's open transaction at once.
 func instanceID(dataDir string) (string, error) {
 	host, err := os.Hostname()
 	if err != nil {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/processor"
+)
+
+// TestInstanceIDFencesPredecessor: a processor recreated with a new host
+// name but the same HOOKSTREAM_INSTANCE_ID fences the transaction its
+// predecessor left open as it starts: the predecessor can no longer
+// commit, and every event is written exactly once.
+func TestInstanceIDFencesPredecessor(t *testing.T) {
+	const maxBody = 64 << 10
+	env := kafkatest.New(t, 1, maxBody)
+	cfg := &config.Config{DataDir: t.TempDir(), InstanceID: "web-1", MaxBody: maxBody, DedupTTL: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// The predecessor had emitted e0 in a transaction it never ended.
+	predecessor := env.Client(t, kgo.TransactionalID(string(env.Names.ProcessorGroup())+"-web-1"))
+	if err := predecessor.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	emitted := &kgo.Record{Topic: string(env.Names.Events), Key: []byte("shop:e0"), Value: []byte(`{"id":"shop:e0"}`)}
+	if err := predecessor.ProduceSync(ctx, emitted).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 10
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, kafkatest.IngestRecord(env.Names, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	if err := env.Client(t).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pcfg, err := processorConfig(cfg, env.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p := processor.New(pcfg, []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.WithLogger(kslog.New(kafkatest.Logger(t)))}, kafkatest.Logger(t), reg)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("processor Run: %v", err)
+		}
+	})
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if got := processed(t, reg); got != n {
+			return fmt.Errorf("processed %d events, want %d", got, n)
+		}
+		return nil
+	})
+
+	err = predecessor.EndTransaction(ctx, kgo.TryCommit)
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("the predecessor's commit: got %v, want it fenced", err)
+	}
+	got := map[string]int{}
+	for _, r := range env.Records(t, env.Names.Events) {
+		got[string(r.Key)]++
+	}
+	for i := range n {
+		if k := fmt.Sprintf("shop:e%d", i); got[k] != 1 {
+			t.Errorf("%s on the events topic: %d times, want once", k, got[k])
+		}
+	}
+}
+
+// processed reads the processor's count of processed records.
+func processed(t *testing.T, reg *prometheus.Registry) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookstream_processor_records_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == "processed" {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}
