@@ -1,6 +1,7 @@
 package topics
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -66,4 +67,48 @@ func TestEventRecord(t *testing.T) {
 	if env.Headers["x-a"] != "v" || env.Type != "x" {
 		t.Errorf("envelope: got %+v", env)
 	}
+}
+
+// FuzzNewEnvelope: any record either fails with ErrDecode or gives an
+// envelope whose events record keeps the key and decodes back to the same
+// id, source and event id. Never panics.
+func FuzzNewEnvelope(f *testing.F) {
+	f.Add([]byte("s:1"), []byte(`{"a":1}`), "s", "1", "application/json", "2026-11-21T10:00:00Z")
+	f.Add([]byte(nil), []byte("a=%ff&b"), "", "\xff", "application/x-www-form-urlencoded", "")
+	f.Fuzz(func(t *testing.T, key, value []byte, source, id, contentType, receivedAt string) {
+		r := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{
+			{Key: HeaderSource, Value: []byte(source)},
+			{Key: HeaderEventID, Value: []byte(id)},
+			{Key: HeaderContentType, Value: []byte(contentType)},
+			{Key: HeaderReceivedAt, Value: []byte(receivedAt)},
+		}}
+		env, err := NewEnvelope(r, time.Unix(0, 0).UTC())
+		if err != nil {
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("got %v, want ErrDecode", err)
+			}
+			return
+		}
+		ev, err := EventRecord("t.events", r, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ev.Key) != string(key) {
+			t.Errorf("events key: got %q, want %q", ev.Key, key)
+		}
+		back, err := ParseEnvelope(ev.Value)
+		if err != nil {
+			t.Fatalf("ParseEnvelope of %s: %v", ev.Value, err)
+		}
+		if want := jsonString(string(key)); back.ID != want || back.Source != jsonString(source) || back.EventID != jsonString(id) {
+			t.Errorf("decoded: got %q %q %q, want %q %q %q", back.ID, back.Source, back.EventID, want, jsonString(source), jsonString(id))
+		}
+	})
+}
+
+// jsonString is s as a JSON string decodes: invalid UTF-8 replaced.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	_ = json.Unmarshal(b, &s)
+	return s
 }

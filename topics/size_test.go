@@ -156,3 +156,32 @@ func TestIsPermanentProduceErr(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFit: for any record and any limit of 8 KiB or more, Fit never
+// panics, meets the limit, and reports a cut exactly when the record was
+// over it.
+func FuzzFit(f *testing.F) {
+	f.Add([]byte("k"), 100, 3, 10, 9000)
+	f.Add([]byte(nil), 1<<20, 0, 0, 8192)
+	f.Add(make([]byte, 1<<15), 5000, 2000, 300, 10000)
+	f.Fuzz(func(t *testing.T, key []byte, valueLen, headers, headerLen, limit int) {
+		if valueLen < 0 || valueLen > 1<<21 || headers < 0 || headers > 5000 || headerLen < 0 || headerLen > 1<<12 || limit < 8<<10 {
+			return
+		}
+		r := &kgo.Record{Key: key, Value: make([]byte, valueLen)}
+		for i := range headers {
+			k := topics.HeaderProviderPrefix + strconv.Itoa(i)
+			if i%3 == 0 {
+				k = topics.HeaderError // one of hookstream's own, repeated
+			}
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: make([]byte, headerLen)})
+		}
+		over := topics.RecordBytes(r) > int64(limit)
+		if cut := topics.Fit(r, int64(limit)); cut != over {
+			t.Errorf("Fit: got %v, want %v", cut, over)
+		}
+		if n := topics.RecordBytes(r); n > int64(limit) {
+			t.Errorf("RecordBytes after Fit: got %d, want <= %d", n, limit)
+		}
+	})
+}
