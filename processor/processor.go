@@ -42,7 +42,10 @@ type Config struct {
 	StateDir string
 	// TTL is how long an event id is remembered. Default 168h.
 	TTL time.Duration
-	// MaxRecordBytes is the largest envelope written; larger ones go to the DLQ.
+	// MaxRecordBytes is the largest record written, counted whole by
+	// topics.RecordBytes (topics.MaxRecordBytes of the body limit): an
+	// event whose events record is larger goes to the DLQ, and a dead
+	// letter larger is cut to fit.
 	MaxRecordBytes int64
 	// TransactionalID identifies this processor instance across restarts,
 	// so a restarted instance fences its predecessor's open transaction at
