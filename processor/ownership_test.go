@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // held returns the partitions an instance reports ready and restoring, as
@@ -124,4 +125,41 @@ func TestReadyOnlyOnceAssigned(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStoreAheadOfRecreatedTopics: the topics are deleted and created anew
+// while a processor's state directory stays. Its store is ahead of the new
+// changelog: it is rebuilt from the changelog, so ids it remembered from
+// the old topics are new events, each processed once.
+func TestStoreAheadOfRecreatedTopics(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	dir := t.TempDir()
+	in := start(t, env, options{name: "a", stateDir: dir})
+	produceEvents(t, env, env.Client(t), 0, 20)
+	waitEvents(t, env, 20, 30*time.Second)
+	in.stop(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var names []string
+	for _, s := range topics.Specs(env.Names, 1, maxBody) {
+		names = append(names, string(s.Topic))
+	}
+	resps, err := env.Admin(t).DeleteTopics(ctx, names...)
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete topics: %v", err)
+	}
+	env.Ensure(t, 1, maxBody)
+
+	// Ids the store remembers, now at the offsets of other ids.
+	in = start(t, env, options{name: "a", stateDir: dir})
+	produceEvents(t, env, env.Client(t), 10, 20)
+	got := waitEvents(t, env, 10, 30*time.Second)
+	exactlyOnce(t, got, 10, 1)
+	if n := in.count("duplicate"); n != 0 {
+		t.Errorf("duplicates dropped: got %d, want 0 (the old topics' ids are forgotten)", n)
+	}
 }

@@ -193,21 +193,26 @@ func (p *Processor) restore(ctx context.Context, part *partition) (err error) {
 	store, err := statestore.Open(p.cfg.StateDir, part.id, p.cfg.Store)
 	if errors.Is(err, statestore.ErrCorrupt) {
 		p.log.Warn("state store unreadable; rebuilding it from the changelog", "partition", part.id, "err", err)
-		if err = statestore.Destroy(p.cfg.StateDir, part.id, p.cfg.Store); err == nil {
-			store, err = statestore.Open(p.cfg.StateDir, part.id, p.cfg.Store)
-		}
+		store, err = p.emptyStore(part.id)
 	}
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = store.Close() // the restore failed; the error says why
-		}
-	}()
 	from := store.Checkpoint()
 	n, err := p.catchUp(ctx, store)
+	if errors.Is(err, errAheadOfChangelog) {
+		p.log.Warn("state store is ahead of its changelog (were the topics recreated?); rebuilding it from the changelog", "partition", part.id, "err", err)
+		if err = store.Close(); err != nil {
+			return fmt.Errorf("close store: %w", err)
+		}
+		if store, err = p.emptyStore(part.id); err != nil {
+			return fmt.Errorf("open store: %w", err)
+		}
+		from = 0
+		n, err = p.catchUp(ctx, store)
+	}
 	if err != nil {
+		_ = store.Close() // the restore failed; err says why
 		return err
 	}
 	part.store = store
@@ -218,6 +223,20 @@ func (p *Processor) restore(ctx context.Context, part *partition) (err error) {
 	p.log.Info("partition restored", "partition", part.id, "from_offset", from, "records", n, "keys", store.Keys(), "took", elapsed)
 	return nil
 }
+
+// emptyStore deletes the store of partition id, which must be closed, and
+// opens it anew, empty.
+func (p *Processor) emptyStore(id int32) (*statestore.Store, error) {
+	if err := statestore.Destroy(p.cfg.StateDir, id, p.cfg.Store); err != nil {
+		return nil, err
+	}
+	return statestore.Open(p.cfg.StateDir, id, p.cfg.Store)
+}
+
+// errAheadOfChangelog is a store whose checkpoint is past the end of its
+// changelog partition: the changelog it reflects is gone (the topics were
+// deleted and created anew), so the store must be rebuilt.
+var errAheadOfChangelog = errors.New("checkpoint past the changelog's end")
 
 // catchUp applies the changelog partition to store up to its stable end.
 func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, error) {
@@ -241,6 +260,9 @@ func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, 
 		end, stable, err := endOffsets(ctx, adm, topic, id)
 		if err != nil {
 			return total, err
+		}
+		if pos > end {
+			return total, fmt.Errorf("changelog partition %d: %w: checkpoint %d, end %d", id, errAheadOfChangelog, pos, end)
 		}
 		for pos < stable {
 			fetches := cl.PollFetches(ctx)
