@@ -320,3 +320,31 @@ func TestRecordNoLetterCanHoldIsSkipped(t *testing.T) {
 		t.Errorf("dlq: got %d records, want none", len(dlq))
 	}
 }
+
+// TestOversizedLetterIsCut: a record written straight to the ingest topic
+// as large as the topic takes cannot be processed, and its dead letter,
+// with the error headers added, cannot fit either: the letter carries the
+// body cut short, and hs-truncated its original size.
+func TestOversizedLetterIsCut(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	limit := topics.MaxRecordBytes(maxBody)
+	huge := ingestRecord(env, "shop", "huge", "")
+	huge.Value = make([]byte, limit-topics.RecordBytes(huge))
+	_, _ = rand.NewChaCha8([32]byte{3}).Read(huge.Value)
+	cl := env.Client(t, kgo.ProducerBatchMaxBytes(int32(limit)))
+	produce(t, cl, interleaved(env, 3, huge)...)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+
+	dlq := checkSurvivors(t, env, in, 6, "shop:huge")["shop:huge"]
+	h := headers(dlq)
+	if h[topics.HeaderTruncated] != strconv.Itoa(len(huge.Value)) || len(dlq.Value) == 0 || !bytes.HasPrefix(huge.Value, dlq.Value) {
+		t.Errorf("dead letter: got %d value bytes, %s=%q; want a prefix of the %d bytes and their size",
+			len(dlq.Value), topics.HeaderTruncated, h[topics.HeaderTruncated], len(huge.Value))
+	}
+	if got := topics.RecordBytes(dlq); got > limit {
+		t.Errorf("dead letter: got %d bytes, want at most %d", got, limit)
+	}
+	if !strings.Contains(h[topics.HeaderError], "exceeds the record limit") || h[topics.HeaderSource] != "shop" {
+		t.Errorf("dead letter headers: got %v", h)
+	}
+}
