@@ -29,8 +29,8 @@ const (
 	// strikeDeadLetter: the writes failed alone; the record is
 	// dead-lettered with the cause, and no state is written.
 	strikeDeadLetter = 2
-	// strikeBareLetter: its dead letter failed too; a bare letter (no
-	// value, hookstream's headers only, cut short) is written instead.
+	// strikeBareLetter: its dead letter failed too; a bare letter, cut to
+	// bareLetterBytes (the body first, then headers), is written instead.
 	strikeBareLetter = 3
 	// strikeSkip: even the bare letter failed; the record is skipped and
 	// logged, rather than blocking its partition forever.
