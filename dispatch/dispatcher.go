@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
@@ -35,6 +37,13 @@ type Config struct {
 	// MaxPendingRetries bounds retries held in memory before the retry
 	// consumer pauses. Default 10000.
 	MaxPendingRetries int
+	// MaxRecordBytes is the largest retry or dead-letter record the
+	// producer (its ProducerBatchMaxBytes) and the delivery topics take:
+	// topics.MaxHandOffBytes of the body limit. A hand-off over it, or
+	// refused for good by the broker, is never tried again as is: a retry
+	// is dead-lettered instead, a dead letter is cut to fit. 0: no limit
+	// but the broker's.
+	MaxRecordBytes int64
 	// DisableAfter disables a subscription whose real attempts have all
 	// failed, with no success, for this long. Default: the sum of Schedule.
 	DisableAfter time.Duration
@@ -409,13 +418,17 @@ func (d *Dispatcher) delay(retry int, retryAfter time.Duration) (time.Duration, 
 	return jittered, true
 }
 
-// deadLetter writes an envelope that exhausted its attempts.
+// deadLetter writes an envelope that exhausted its attempts, with the
+// subscriber's last answer. A dead letter too large for the delivery DLQ
+// is cut to fit (HeaderTruncated says so); one the broker keeps refusing
+// for good, even cut, is logged and given up rather than blocking its
+// partition forever.
 func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body []byte, attempts int, last Result, orig *kgo.Record) error {
 	cause := "delivery failed"
 	if last.Err != nil {
-		cause = last.Err.Error()
+		cause = errorText(last.Err)
 	}
-	rec := &kgo.Record{
+	whole := &kgo.Record{
 		Topic: string(d.cfg.Names.DeliveryDLQ),
 		Key:   []byte(subID + ":" + eventID),
 		Value: body,
@@ -431,12 +444,56 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body
 			{Key: topics.HeaderLastStatus, Value: []byte(strconv.Itoa(last.Status))},
 		},
 	}
-	if err := d.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("delivery dlq: %w", err)
+	limit := d.cfg.MaxRecordBytes
+	if limit <= 0 {
+		limit = topics.RecordBytes(whole)
 	}
-	d.metrics.dlq.WithLabelValues(subID).Inc()
-	d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", eventID, "attempts", attempts, "err", cause)
-	return nil
+	for {
+		rec := *whole
+		topics.Fit(&rec, limit)
+		err := d.produce(ctx, &rec)
+		switch {
+		case err == nil:
+			d.metrics.dlq.WithLabelValues(subID).Inc()
+			d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", eventID, "attempts", attempts, "err", cause)
+			return nil
+		case !topics.IsPermanentProduceErr(err):
+			return fmt.Errorf("delivery dlq: %w", err)
+		case limit <= minDeadLetterBytes:
+			d.log.Error("delivery dead letter refused for good, given up", "subscription", subID, "event_id", eventID,
+				"attempts", attempts, "cause", cause, "err", err)
+			return nil
+		}
+		// The topic takes less than the configured limit (created by an
+		// older version, or changed): cut further.
+		limit = max(min(limit, topics.RecordBytes(&rec))/2, minDeadLetterBytes)
+	}
+}
+
+// minDeadLetterBytes is the smallest size a dead letter is cut to; topics.Fit
+// always meets it.
+const minDeadLetterBytes = 8 << 10
+
+// maxErrorText bounds the error a hand-off carries in a header: a
+// subscriber's answer (a redirect's Location, say) must not make it too
+// large to write.
+const maxErrorText = 1 << 10
+
+func errorText(err error) string {
+	s := err.Error()
+	if len(s) <= maxErrorText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxErrorText], "") + "…"
+}
+
+// produce writes a hand-off record. One larger than MaxRecordBytes fails
+// with kerr.MessageTooLarge without being sent: it can never be written.
+func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) error {
+	if limit := d.cfg.MaxRecordBytes; limit > 0 && topics.RecordBytes(rec) > limit {
+		return fmt.Errorf("%d bytes, over the %d-byte limit: %w", topics.RecordBytes(rec), limit, kerr.MessageTooLarge)
+	}
+	return d.producer.ProduceSync(ctx, rec).FirstErr()
 }
 
 // scheduleRetry hands a failed delivery to the retry topic.
@@ -450,10 +507,10 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID, eventID string, b
 		{Key: topics.HeaderLastStatus, Value: []byte(strconv.Itoa(last.Status))},
 	}
 	if last.Err != nil {
-		headers = append(headers, kgo.RecordHeader{Key: topics.HeaderError, Value: []byte(last.Err.Error())})
+		headers = append(headers, kgo.RecordHeader{Key: topics.HeaderError, Value: []byte(errorText(last.Err))})
 	}
 	rec := &kgo.Record{Topic: string(d.cfg.Names.DeliveryRetry), Key: []byte(subID + ":" + eventID), Value: body, Headers: headers}
-	if err := d.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := d.produce(ctx, rec); err != nil {
 		return fmt.Errorf("delivery retry: %w", err)
 	}
 	return nil
@@ -469,5 +526,11 @@ func (d *Dispatcher) fail(ctx context.Context, subID, eventID string, body []byt
 	if !ok {
 		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
 	}
-	return d.scheduleRetry(ctx, subID, eventID, body, attempts, wait, last)
+	err := d.scheduleRetry(ctx, subID, eventID, body, attempts, wait, last)
+	if topics.IsPermanentProduceErr(err) {
+		// The retry topic will never take it: its retries end here.
+		d.log.Warn("retry cannot be written, dead-lettering", "subscription", subID, "event_id", eventID, "err", err)
+		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
+	}
+	return err
 }

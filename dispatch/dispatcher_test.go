@@ -29,6 +29,7 @@ var testSchedule = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond
 type harness struct {
 	env      *kafkatest.Env
 	cl       *kgo.Client
+	producer *kgo.Client // the dispatcher's, as run builds it
 	registry *dispatch.Registry
 	cfg      dispatch.Config
 	stop     func()
@@ -66,6 +67,10 @@ func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg dispatch.Config) *harnes
 		cfg.DisableAfter = time.Hour
 	}
 	h.cfg = cfg
+	h.producer = cl
+	if cfg.MaxRecordBytes > 0 {
+		h.producer = env.Client(t, kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)))
+	}
 	h.start(t)
 	return h
 }
@@ -86,7 +91,7 @@ func (h *harness) instance(t *testing.T, reg *prometheus.Registry) func() {
 	t.Helper()
 	// A short heartbeat makes rebalances quick.
 	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}
-	d := dispatch.New(h.cfg, opts, h.cl, h.registry, kafkatest.Logger(t), reg)
+	d := dispatch.New(h.cfg, opts, h.producer, h.registry, kafkatest.Logger(t), reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

@@ -34,6 +34,16 @@ const RecordOverhead = 256 << 10
 // an envelope carries the body base64-encoded plus its form decoding.
 func MaxRecordBytes(maxBody int64) int64 { return 3*maxBody + RecordOverhead }
 
+// HandOffHeadroom is the room a dispatcher's hand-off (a retry or a
+// delivery dead letter) needs beyond the events record it carries: a
+// longer key and its own headers.
+const HandOffHeadroom = 16 << 10
+
+// MaxHandOffBytes is the largest retry or delivery dead-letter record for
+// a body limit: whatever the events topic accepted, with the dispatcher's
+// key and headers.
+func MaxHandOffBytes(maxBody int64) int64 { return MaxRecordBytes(maxBody) + HandOffHeadroom }
+
 // Specs lists every topic of a deployment.
 func Specs(n Names, partitions int32, maxBody int64) []Spec {
 	maxMsg := strconv.FormatInt(MaxRecordBytes(maxBody), 10)
@@ -44,6 +54,11 @@ func Specs(n Names, partitions int32, maxBody int64) []Spec {
 			"max.message.bytes": maxMsg,
 		}
 	}
+	handOff := func(retention time.Duration) map[string]string {
+		c := del(retention)
+		c["max.message.bytes"] = strconv.FormatInt(MaxHandOffBytes(maxBody), 10)
+		return c
+	}
 	compact := map[string]string{"cleanup.policy": "compact", "max.message.bytes": maxMsg}
 	return []Spec{
 		{Topic: n.Ingest, Partitions: partitions, Configs: del(7 * day), CoPartitioned: true},
@@ -51,8 +66,8 @@ func Specs(n Names, partitions int32, maxBody int64) []Spec {
 		{Topic: n.DLQ, Partitions: partitions, Configs: del(30 * day)},
 		{Topic: n.Changelog, Partitions: partitions, Configs: compact, CoPartitioned: true},
 		{Topic: n.Subscriptions, Partitions: 1, Configs: compact},
-		{Topic: n.DeliveryRetry, Partitions: partitions, Configs: del(14 * day)},
-		{Topic: n.DeliveryDLQ, Partitions: partitions, Configs: del(30 * day)},
+		{Topic: n.DeliveryRetry, Partitions: partitions, Configs: handOff(14 * day)},
+		{Topic: n.DeliveryDLQ, Partitions: partitions, Configs: handOff(30 * day)},
 	}
 }
 

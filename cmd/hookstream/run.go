@@ -158,7 +158,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 	if slices.Contains(roles, "dispatcher") {
 		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(
 			topics.Instrument(reg, "hookstream-dispatcher"),
-			[]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody)))})...)...)
+			[]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(topics.MaxHandOffBytes(cfg.MaxBody)))})...)...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
@@ -173,6 +173,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 			Schedule:        cfg.Delivery.Schedule,
 			BreakerCooldown: cfg.Delivery.BreakerCooldown,
 			DisableAfter:    cfg.Delivery.DisableAfter,
+			MaxRecordBytes:  topics.MaxHandOffBytes(cfg.MaxBody),
 		}, kafkaOpts(cfg, log), producer, registry, log, reg)
 		srv.AddCheck("dispatcher", d.Ready)
 		api.Dispatcher = d
