@@ -58,11 +58,12 @@ func (p *Processor) endRevocation(ctx context.Context) {
 	if sess == nil || !p.revokedSinceEnd.Load() {
 		return
 	}
-	if err := sess.Begin(); err != nil {
-		p.log.Warn("ending the transaction state after a revocation", "err", err)
-		return
+	err := sess.Begin()
+	if err == nil {
+		_, err = p.end(ctx, sess, kgo.TryAbort)
 	}
-	if _, err := p.end(ctx, sess, kgo.TryAbort); err != nil {
+	if err != nil {
+		// The session is failing: its next transaction says so too.
 		p.log.Warn("ending the transaction state after a revocation", "err", err)
 	}
 }
