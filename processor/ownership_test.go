@@ -163,3 +163,25 @@ func TestStoreAheadOfRecreatedTopics(t *testing.T) {
 		t.Errorf("duplicates dropped: got %d, want 0 (the old topics' ids are forgotten)", n)
 	}
 }
+
+// TestStandbyIsReady: a processor the group assigns no partition (more
+// instances than partitions) is a ready standby, not stuck unready.
+func TestStandbyIsReady(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	a := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	b := start(t, env, options{name: "b", stateDir: t.TempDir()})
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		var held int
+		for _, in := range []*instance{a, b} {
+			ready, partitions, restoring := in.held()
+			if !ready {
+				return fmt.Errorf("an instance holding %v (restoring %v) is not ready", partitions, restoring)
+			}
+			held += len(partitions)
+		}
+		if held != 1 {
+			return fmt.Errorf("%d partitions held, want 1", held)
+		}
+		return nil
+	})
+}
