@@ -203,6 +203,7 @@ func (p *Processor) session(ctx context.Context) error {
 		p.sess = nil
 		p.assigned = false
 		p.mu.Unlock()
+		p.revokedSinceEnd.Store(false) // a new session starts with none
 	}()
 
 	// Fence this instance's previous incarnation now: until its open
