@@ -265,3 +265,38 @@ func TestDueRetryWaitsForRegistry(t *testing.T) {
 	h.start(t)
 	sink.waitFor(t, ids, 30*time.Second)
 }
+
+// TestRevokedRetriesNotRepeated: retries under way for a slow subscriber
+// when their partition moves to a second dispatcher are finished and
+// committed by the first before the second reads them, and the first
+// starts none it lost: each is delivered once.
+func TestRevokedRetriesNotRepeated(t *testing.T) {
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}})
+	sink := newSubscriber(t, func(string, int) int {
+		time.Sleep(300 * time.Millisecond) // a slow subscriber
+		return http.StatusOK
+	})
+	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	group := h.env.Names.RetryGroup()
+	first := h.sole(t, group, h.env.Names.DeliveryRetry, 2)
+	const n, inFlight = 150, 64 // inFlight: the retry consumer's concurrency
+	ids := h.retryRecords(t, sub.ID, 1, n, time.Now())
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if got := len(sink.received()); got < inFlight {
+			return fmt.Errorf("%d retries started", got)
+		}
+		return nil
+	})
+	h.another(t)
+	if p := h.shared(t, group, h.env.Names.DeliveryRetry, first); p != 0 {
+		t.Fatalf("the first dispatcher kept partition %d; this test needs it to lose partition 1", p)
+	}
+	sink.waitFor(t, ids, 30*time.Second)
+	// Give a dispatcher that goes on with what it lost the time to.
+	time.Sleep(time.Second)
+	for id, c := range sink.received() {
+		if c != 1 {
+			t.Errorf("%s delivered %d times, want once", id, c)
+		}
+	}
+}

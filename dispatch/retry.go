@@ -21,7 +21,9 @@ import (
 // partition behind its head the consumer keeps pending retries in a timer
 // heap and commits each partition up to its oldest unfinished record. After
 // a restart the records past that point are read again; the ones already
-// finished are delivered again (at least once, never zero).
+// finished are delivered again (at least once, never zero). A partition
+// revoked in a rebalance starts no more retries, lets the ones under way
+// finish (for a while), and commits them before its next owner reads it.
 type retries struct {
 	d  *Dispatcher
 	cl *kgo.Client
@@ -32,9 +34,17 @@ type retries struct {
 	next    map[int32]int64          // partition -> offset after the last read
 	epoch   map[int32]int32          // partition -> leader epoch of the last read
 	gen     map[int32]int            // partition -> assignment generation
+	running map[int32]*inFlight      // partition -> retries under way
 	paused  bool
 	wake    chan struct{}
 	sem     chan struct{}
+}
+
+// inFlight tracks the retries of one partition under way.
+type inFlight struct {
+	wg      sync.WaitGroup
+	closed  bool // revoked: start no more
+	cancels map[*retryItem]context.CancelFunc
 }
 
 type retryItem struct {
@@ -50,7 +60,18 @@ type retryItem struct {
 type retryHeap []*retryItem
 
 func (h retryHeap) Len() int           { return len(h) }
-func (h retryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+// Less orders by due time, then by partition and offset: retries due
+// together go in the order they were written.
+func (h retryHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if !a.due.Equal(b.due) {
+		return a.due.Before(b.due)
+	}
+	if a.rec.Partition != b.rec.Partition {
+		return a.rec.Partition < b.rec.Partition
+	}
+	return a.rec.Offset < b.rec.Offset
+}
 func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *retryHeap) Push(x any)        { *h = append(*h, x.(*retryItem)) }
 func (h *retryHeap) Pop() any {
@@ -74,6 +95,7 @@ func newRetries(d *Dispatcher) *retries {
 		next:    make(map[int32]int64),
 		epoch:   make(map[int32]int32),
 		gen:     make(map[int32]int),
+		running: make(map[int32]*inFlight),
 		wake:    make(chan struct{}, 1),
 		sem:     make(chan struct{}, retryConcurrency),
 	}
@@ -100,10 +122,14 @@ func (r *retries) run(ctx context.Context) error {
 		kgo.DisableAutoCommit(),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			// What finishes now is committed, not read again by the
+			// partition's next owner.
+			r.drain(revoked[topic], d.client.timeout+5*time.Second)
 			r.commit(ctx)
 			r.forget(revoked[topic])
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			r.drain(lost[topic], 0)
 			r.forget(lost[topic])
 		}),
 	)...)
@@ -213,6 +239,68 @@ func (r *retries) release(sub string) {
 	r.signal()
 }
 
+// start registers a due retry as under way and returns its context and
+// the function that ends it; false when its partition was revoked.
+func (r *retries) start(ctx context.Context, it *retryItem) (context.Context, func(), bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := it.rec.Partition
+	fl := r.running[p]
+	if fl == nil {
+		fl = &inFlight{cancels: make(map[*retryItem]context.CancelFunc)}
+		r.running[p] = fl
+	}
+	if fl.closed || it.gen != r.gen[p] {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	fl.cancels[it] = cancel
+	fl.wg.Add(1)
+	return ctx, func() {
+		r.mu.Lock()
+		delete(fl.cancels, it)
+		r.mu.Unlock()
+		cancel()
+		fl.wg.Done()
+	}, true
+}
+
+// drain stops partitions from starting retries and waits for the ones
+// under way, cancelling those still running after grace.
+func (r *retries) drain(parts []int32, grace time.Duration) {
+	r.mu.Lock()
+	var fls []*inFlight
+	for _, p := range parts {
+		if fl := r.running[p]; fl != nil {
+			fl.closed = true
+			fls = append(fls, fl)
+		}
+	}
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, fl := range fls {
+			fl.wg.Wait()
+		}
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	r.mu.Lock()
+	for _, fl := range fls {
+		for _, cancel := range fl.cancels {
+			cancel()
+		}
+	}
+	r.mu.Unlock()
+	<-done
+}
+
 // forget drops the pending retries of partitions this consumer lost; their
 // next owner reads them again from the committed offset.
 func (r *retries) forget(parts []int32) {
@@ -221,6 +309,7 @@ func (r *retries) forget(parts []int32) {
 	for _, p := range parts {
 		delete(r.pending, p)
 		delete(r.next, p)
+		delete(r.running, p)
 		r.gen[p]++
 	}
 	kept := r.heap[:0]
@@ -258,9 +347,15 @@ func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
 			case <-ctx.Done():
 				return
 			}
+			ictx, end, ok := r.start(ctx, it)
+			if !ok {
+				<-r.sem // its partition moved on: the next owner retries it
+				continue
+			}
 			wg.Go(func() {
 				defer func() { <-r.sem }()
-				switch waitUntil, done := r.retry(ctx, it.rec); {
+				defer end()
+				switch waitUntil, done := r.retry(ictx, it.rec); {
 				case done:
 					r.finish(it)
 				case !waitUntil.IsZero():
