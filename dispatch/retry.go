@@ -59,7 +59,8 @@ type retryItem struct {
 
 type retryHeap []*retryItem
 
-func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Len() int { return len(h) }
+
 // Less orders by due time, then by partition and offset: retries due
 // together go in the order they were written.
 func (h retryHeap) Less(i, j int) bool {
@@ -72,8 +73,8 @@ func (h retryHeap) Less(i, j int) bool {
 	}
 	return a.rec.Offset < b.rec.Offset
 }
-func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *retryHeap) Push(x any)        { *h = append(*h, x.(*retryItem)) }
+func (h retryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)   { *h = append(*h, x.(*retryItem)) }
 func (h *retryHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
