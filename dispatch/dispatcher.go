@@ -37,6 +37,10 @@ type Config struct {
 	// MaxPendingRetries bounds retries held in memory before the retry
 	// consumer pauses. Default 10000.
 	MaxPendingRetries int
+	// RetryHorizon: retries due later than this are not held in memory
+	// (nor count against MaxPendingRetries); the retry consumer reads them
+	// again as they come near. Default 1 minute.
+	RetryHorizon time.Duration
 	// MaxRecordBytes is the largest retry or dead-letter record the
 	// producer (its ProducerBatchMaxBytes) and the delivery topics take:
 	// topics.MaxHandOffBytes of the body limit. A hand-off over it, or
@@ -120,6 +124,9 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, l
 	}
 	if cfg.MaxPendingRetries == 0 {
 		cfg.MaxPendingRetries = 10_000
+	}
+	if cfg.RetryHorizon == 0 {
+		cfg.RetryHorizon = time.Minute
 	}
 	if cfg.DisableAfter == 0 {
 		for _, s := range cfg.Schedule {
@@ -236,6 +243,13 @@ func (d *Dispatcher) stopAll() {
 		w.stop()
 		delete(d.workers, id)
 	}
+}
+
+// enabled reports whether the subscription is enabled, as last read.
+func (st *subState) enabled() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.sub.Enabled
 }
 
 // subscription returns the runtime state of id, or nil once deleted.

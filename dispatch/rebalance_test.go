@@ -300,3 +300,28 @@ func TestRevokedRetriesNotRepeated(t *testing.T) {
 		}
 	}
 }
+
+// TestFarRetriesDoNotHoldUpNearOnes: retries due later than the horizon
+// do not take the in-memory budget: a subscription's retries due now are
+// delivered at once behind many of another's due later, and those are
+// delivered when they come due.
+func TestFarRetriesDoNotHoldUpNearOnes(t *testing.T) {
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
+		MaxPendingRetries: 10, RetryHorizon: time.Second})
+	far, near := newSubscriber(t, nil), newSubscriber(t, nil)
+	farSub := h.subscribe(t, dispatch.Subscription{URL: far.srv.URL})
+	nearSub := h.subscribe(t, dispatch.Subscription{URL: near.srv.URL})
+	farDue := time.Now().Add(5 * time.Second)
+	farIDs := h.retryRecords(t, farSub.ID, 0, 40, farDue)
+	nearIDs := h.retryRecords(t, nearSub.ID, 0, 3, time.Now())
+	near.waitFor(t, nearIDs, time.Until(farDue)-time.Second)
+	if got := len(far.received()); got != 0 {
+		t.Errorf("%d retries delivered before they were due", got)
+	}
+	far.waitFor(t, farIDs, 30*time.Second)
+	for id, c := range far.received() {
+		if c != 1 {
+			t.Errorf("%s delivered %d times, want once", id, c)
+		}
+	}
+}

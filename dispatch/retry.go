@@ -24,6 +24,13 @@ import (
 // finished are delivered again (at least once, never zero). A partition
 // revoked in a rebalance starts no more retries, lets the ones under way
 // finish (for a while), and commits them before its next owner reads it.
+//
+// Only retries due within RetryHorizon are held in memory, up to
+// MaxPendingRetries: one subscription's retries due in hours must not keep
+// another's due in seconds unread. The others, and those of disabled
+// subscriptions, are spilled: the consumer keeps their offset and due
+// time, and reads their partition again from the oldest of them as they
+// come near (or as their subscription is enabled).
 type retries struct {
 	d  *Dispatcher
 	cl *kgo.Client
@@ -35,9 +42,20 @@ type retries struct {
 	epoch   map[int32]int32          // partition -> leader epoch of the last read
 	gen     map[int32]int            // partition -> assignment generation
 	running map[int32]*inFlight      // partition -> retries under way
+	spilled map[int32]map[int64]spill
+	nspill  int
 	paused  bool
+	rewind  chan struct{} // asks for spilled retries to be read again now
 	wake    chan struct{}
 	sem     chan struct{}
+}
+
+// spill is a pending retry not held in memory.
+type spill struct {
+	due time.Time
+	sub string
+	// parked: its subscription is disabled; it waits for enable.
+	parked bool
 }
 
 // inFlight tracks the retries of one partition under way.
@@ -85,10 +103,6 @@ func (h *retryHeap) Pop() any {
 // retryConcurrency bounds concurrent retry deliveries.
 const retryConcurrency = 64
 
-// pausedRecheck is how long a retry of a disabled subscription waits
-// before looking again; enabling the subscription brings it back at once.
-const pausedRecheck = time.Minute
-
 func newRetries(d *Dispatcher) *retries {
 	return &retries{
 		d:       d,
@@ -97,6 +111,8 @@ func newRetries(d *Dispatcher) *retries {
 		epoch:   make(map[int32]int32),
 		gen:     make(map[int32]int),
 		running: make(map[int32]*inFlight),
+		spilled: make(map[int32]map[int64]spill),
+		rewind:  make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
 		sem:     make(chan struct{}, retryConcurrency),
 	}
@@ -145,6 +161,7 @@ func (r *retries) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wg.Go(func() { r.schedule(ctx, &wg) })
+	wg.Go(func() { r.rewinds(ctx) })
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -177,7 +194,9 @@ func (r *retries) signal() {
 	}
 }
 
-// add takes a record read from the retry topic into the heap.
+// add takes a record read from the retry topic into the heap, or spills
+// it when it is due beyond the horizon. A record read again (a rewind)
+// is taken only if it is spilled and now near.
 func (r *retries) add(rec *kgo.Record) {
 	due, err := time.Parse(time.RFC3339Nano, headerValue(rec, topics.HeaderDueAt))
 	if err != nil {
@@ -186,20 +205,56 @@ func (r *retries) add(rec *kgo.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := rec.Partition
+	it := &retryItem{rec: rec, sub: headerValue(rec, topics.HeaderSubscription), due: due, gen: r.gen[p]}
+	if rec.Offset < r.next[p] {
+		sp, ok := r.spilled[p][rec.Offset]
+		if !ok || sp.parked || r.far(sp.due) {
+			return // finished, held, or still waiting
+		}
+		r.unspillLocked(p, rec.Offset)
+		it.due = sp.due
+		heap.Push(&r.heap, it)
+		r.pauseLocked()
+		return
+	}
 	if r.pending[p] == nil {
 		r.pending[p] = make(map[int64]bool)
 	}
 	r.pending[p][rec.Offset] = true
 	r.next[p] = rec.Offset + 1
 	r.epoch[p] = rec.LeaderEpoch
-	heap.Push(&r.heap, &retryItem{rec: rec, sub: headerValue(rec, topics.HeaderSubscription), due: due, gen: r.gen[p]})
+	if r.far(due) {
+		r.spillLocked(it, spill{due: due, sub: it.sub})
+		return
+	}
+	heap.Push(&r.heap, it)
 	r.pauseLocked()
+}
+
+// far reports whether due is beyond the horizon.
+func (r *retries) far(due time.Time) bool {
+	return due.After(r.d.now().Add(r.d.cfg.RetryHorizon))
+}
+
+func (r *retries) spillLocked(it *retryItem, sp spill) {
+	p := it.rec.Partition
+	if r.spilled[p] == nil {
+		r.spilled[p] = make(map[int64]spill)
+	}
+	r.spilled[p][it.rec.Offset] = sp
+	r.nspill++
+	r.pauseLocked()
+}
+
+func (r *retries) unspillLocked(p int32, offset int64) {
+	delete(r.spilled[p], offset)
+	r.nspill--
 }
 
 // pauseLocked pauses reading the retry topic while MaxPendingRetries are
 // held and resumes it below half of that.
 func (r *retries) pauseLocked() {
-	r.d.metrics.retriesPending.Set(float64(r.heap.Len()))
+	r.d.metrics.retriesPending.Set(float64(r.heap.Len() + r.nspill))
 	topic := string(r.d.cfg.Names.DeliveryRetry)
 	switch held := r.heap.Len(); {
 	case !r.paused && held >= r.d.cfg.MaxPendingRetries:
@@ -211,18 +266,41 @@ func (r *retries) pauseLocked() {
 	}
 }
 
-// requeue puts an item back in the heap, due at due, unless its partition
-// was revoked meanwhile.
+// requeue puts an item the open circuit refused back, due at due, unless
+// its partition was revoked meanwhile.
 func (r *retries) requeue(it *retryItem, due time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if it.gen != r.gen[it.rec.Partition] {
 		return
 	}
+	if r.far(due) {
+		r.spillLocked(it, spill{due: due, sub: it.sub})
+		return
+	}
 	it.due, it.waiting = due, true
 	heap.Push(&r.heap, it)
 	r.pauseLocked()
 	r.signal()
+}
+
+// park spills the retry of a disabled subscription until it is enabled.
+func (r *retries) park(it *retryItem) {
+	st := r.d.subscription(it.sub) // before r.mu: reconcile holds d.mu to release
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if it.gen != r.gen[it.rec.Partition] {
+		return
+	}
+	// Enabled since the retry looked: release has been and gone.
+	if st != nil && st.enabled() {
+		it.due = r.d.now()
+		heap.Push(&r.heap, it)
+		r.pauseLocked()
+		r.signal()
+		return
+	}
+	r.spillLocked(it, spill{sub: it.sub, parked: true})
 }
 
 // release makes the waiting retries of a subscription due now: its
@@ -237,7 +315,62 @@ func (r *retries) release(sub string) {
 		}
 	}
 	heap.Init(&r.heap)
+	rewind := false
+	for _, spilled := range r.spilled {
+		for off, sp := range spilled {
+			if sp.sub == sub {
+				spilled[off] = spill{due: now, sub: sub}
+				rewind = true
+			}
+		}
+	}
 	r.signal()
+	if rewind {
+		select {
+		case r.rewind <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// rewinds reads partitions again from their oldest spilled retry that
+// came within the horizon, every quarter of the horizon or when asked.
+func (r *retries) rewinds(ctx context.Context) {
+	t := time.NewTicker(max(r.d.cfg.RetryHorizon/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.rewind:
+		}
+		if offsets := r.rewindOffsets(); len(offsets) > 0 {
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{string(r.d.cfg.Names.DeliveryRetry): offsets})
+		}
+	}
+}
+
+// rewindOffsets returns, per partition, the oldest spilled retry now
+// within the horizon; none while the consumer is paused at its limit.
+func (r *retries) rewindOffsets() map[int32]kgo.EpochOffset {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	offsets := make(map[int32]kgo.EpochOffset)
+	if r.paused {
+		return offsets
+	}
+	for p, spilled := range r.spilled {
+		for off, sp := range spilled {
+			if sp.parked || r.far(sp.due) {
+				continue
+			}
+			if at, ok := offsets[p]; !ok || off < at.Offset {
+				offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+			}
+		}
+	}
+	return offsets
 }
 
 // start registers a due retry as under way and returns its context and
@@ -311,6 +444,8 @@ func (r *retries) forget(parts []int32) {
 		delete(r.pending, p)
 		delete(r.next, p)
 		delete(r.running, p)
+		r.nspill -= len(r.spilled[p])
+		delete(r.spilled, p)
 		r.gen[p]++
 	}
 	kept := r.heap[:0]
@@ -356,11 +491,13 @@ func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Go(func() {
 				defer func() { <-r.sem }()
 				defer end()
-				switch waitUntil, done := r.retry(ictx, it.rec); {
-				case done:
+				switch out, until := r.retry(ictx, it.rec); out {
+				case finished:
 					r.finish(it)
-				case !waitUntil.IsZero():
-					r.requeue(it, waitUntil)
+				case refused:
+					r.requeue(it, until)
+				case parked:
+					r.park(it)
 				}
 			})
 		}
@@ -376,12 +513,21 @@ func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// retry makes the next attempt of a retry record and hands a failure on;
-// done reports the record finished. A retry refused by the open circuit,
-// or of a disabled subscription, is not attempted: it waits, its attempt
-// number unchanged, until waitUntil. Neither done nor waitUntil: ctx
-// ended first.
-func (r *retries) retry(ctx context.Context, rec *kgo.Record) (waitUntil time.Time, done bool) {
+// outcome is what became of a retry's turn.
+type outcome int
+
+const (
+	stopped  outcome = iota // ctx ended first
+	finished                // delivered, handed on, or of a deleted subscription
+	refused                 // the open circuit refused it: it waits for the probe
+	parked                  // its subscription is disabled: it waits for enable
+)
+
+// retry makes the next attempt of a retry record and hands a failure on.
+// A retry refused by the open circuit, or of a disabled subscription, is
+// not attempted: its attempt number stays as it is; a refused one is due
+// again at until.
+func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, until time.Time) {
 	d := r.d
 	subID := headerValue(rec, topics.HeaderSubscription)
 	eventID := headerValue(rec, topics.HeaderEventID)
@@ -389,26 +535,26 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (waitUntil time.Ti
 	st := d.subscription(subID)
 	if st == nil {
 		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)
-		return time.Time{}, true
+		return finished, time.Time{}
 	}
-	st.mu.Lock()
-	enabled := st.sub.Enabled
-	st.mu.Unlock()
-	if !enabled {
-		return d.now().Add(pausedRecheck), false
+	if !st.enabled() {
+		return parked, time.Time{}
 	}
 	res, refusedUntil := d.attempt(ctx, st, eventID, rec.Value, attempts+1)
 	switch {
 	case ctx.Err() != nil:
-		return time.Time{}, false
+		return stopped, time.Time{}
 	case !refusedUntil.IsZero():
-		return refusedUntil, false
+		return refused, refusedUntil
 	case res.OK():
-		return time.Time{}, true
+		return finished, time.Time{}
 	}
-	return time.Time{}, d.handOff(ctx, subID, func(ctx context.Context) error {
+	if !d.handOff(ctx, subID, func(ctx context.Context) error {
 		return d.fail(ctx, subID, eventID, rec.Value, attempts+1, res, rec)
-	})
+	}) {
+		return stopped, time.Time{}
+	}
+	return finished, time.Time{}
 }
 
 // finish marks a retry record done.
