@@ -308,7 +308,7 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, 
 	st.mu.Unlock()
 	ok, probe, retryAt := st.circuit.admit(d.now(), n)
 	if !ok {
-		d.metrics.attempts.WithLabelValues(sub.ID, "circuit_open").Inc()
+		d.metrics.refused.WithLabelValues(sub.ID).Inc()
 		return Result{}, retryAt
 	}
 	if limiter != nil {

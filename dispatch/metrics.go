@@ -4,6 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	attempts       *prometheus.CounterVec
+	refused        *prometheus.CounterVec
 	latency        prometheus.Histogram
 	dlq            *prometheus.CounterVec
 	retriesPending prometheus.Gauge
@@ -13,8 +14,12 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 	m := &metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookstream_delivery_attempts_total",
-			Help: "Delivery attempts by subscription and outcome (success, failure, circuit_open).",
+			Help: "Delivery attempts by subscription and outcome (success, failure).",
 		}, []string{"subscription", "outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_refused_total",
+			Help: "Deliveries an open circuit held back, by subscription: not attempts, they wait for its probe.",
+		}, []string{"subscription"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookstream_delivery_seconds",
 			Help:    "Duration of delivery attempts that reached the subscriber.",
@@ -35,8 +40,8 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 	}, func() float64 { open, _ := d.circuits(); return float64(len(open)) })
 	disabled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_delivery_disabled_subscriptions",
-		Help: "Subscriptions hookstream disabled (410 Gone, or failing longer than the retry schedule).",
+		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.latency, m.dlq, m.retriesPending, open, disabled)
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, open, disabled)
 	return m
 }
