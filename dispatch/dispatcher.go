@@ -180,6 +180,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription
 	for id := range d.subs {
 		if _, ok := subs[id]; !ok {
 			delete(d.subs, id)
+			d.retries.release(id) // read again, they are dropped
 		}
 	}
 	for id, s := range subs {

@@ -325,3 +325,43 @@ func TestFarRetriesDoNotHoldUpNearOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedSubscriptionReleasesRetries: the retries a disabled
+// subscription keeps waiting are dropped once it is deleted, and the
+// retry consumer's committed offsets move past them.
+func TestDeletedSubscriptionReleasesRetries(t *testing.T) {
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}})
+	sink := newSubscriber(t, nil)
+	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *dispatch.Subscription) error {
+		s.Enabled = false
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.retryRecords(t, sub.ID, 0, 3, time.Now())
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if n := h.gauge(t, "hookstream_delivery_retries_pending"); n != 3 {
+			return fmt.Errorf("%v retries pending, want the 3 waiting for enable", n)
+		}
+		return nil
+	})
+	if err := h.registry.Delete(context.Background(), sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(h.cl)
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		committed, err := adm.FetchOffsets(context.Background(), string(h.env.Names.RetryGroup()))
+		if err != nil {
+			return err
+		}
+		o, _ := committed.Lookup(string(h.env.Names.DeliveryRetry), 0)
+		if o.At != 3 {
+			return fmt.Errorf("retry group committed offset %d, want 3", o.At)
+		}
+		return nil
+	})
+	if n := len(sink.received()); n != 0 {
+		t.Errorf("deleted subscription got %d deliveries", n)
+	}
+}

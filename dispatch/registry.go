@@ -338,22 +338,10 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 // until ctx ends. It reads with its own client.
 func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) error {
 	topic := string(r.names.Subscriptions)
-	ends, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
+	loading, err := r.ends(ctx)
+	if err != nil {
+		return nil // ctx ended
 	}
-	switch {
-	case ctx.Err() != nil:
-		return nil
-	case err != nil:
-		return fmt.Errorf("subscriptions: end offsets: %w", err)
-	}
-	loading := make(map[int32]int64)
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			loading[o.Partition] = o.Offset
-		}
-	})
 	cl, err := kgo.NewClient(append(slices.Clone(r.opts), append(readOpts(topic), kgo.FetchMaxWait(time.Second))...)...)
 	if err != nil {
 		return fmt.Errorf("subscriptions: client: %w", err)
@@ -387,5 +375,35 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 			}
 			changed = true
 		})
+	}
+}
+
+// ends lists the end offsets of the subscriptions topic, trying again
+// while the cluster does not answer, until ctx ends.
+func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		listed, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
+		if err == nil {
+			err = listed.Error()
+		}
+		if err == nil {
+			ends := make(map[int32]int64)
+			listed.Each(func(o kadm.ListedOffset) {
+				if o.Offset > 0 {
+					ends[o.Partition] = o.Offset
+				}
+			})
+			return ends, nil
+		}
+		if ctx.Err() == nil {
+			r.log.Warn("subscriptions: end offsets; trying again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
