@@ -40,46 +40,51 @@ func (h *harness) get(t *testing.T, id string) dispatch.Subscription {
 // two tries of every event opens the circuit; refused attempts are no
 // attempts, so every event is delivered on its third try, nothing is
 // dead-lettered and the subscription stays enabled (schedule 1s,1s,1s
-// scaled down, breaker cooldown and disable-after at their defaults).
+// scaled down, breaker cooldown and disable-after at their defaults),
+// whether retries go through the retry topic or happen in place.
 func TestFlakySubscriberDeliversEverything(t *testing.T) {
-	schedule := []time.Duration{200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
-	h := newHarnessWith(t, dispatch.Config{
-		Client:          dispatch.ClientConfig{AllowPrivate: true},
-		Schedule:        schedule,
-		BreakerFailures: 5,
-		DisableAfter:    600 * time.Millisecond, // the sum of the schedule
-	})
-	var ok sync.Map
-	sink := newSubscriber(t, func(id string, n int) int {
-		if n <= 2 {
-			return http.StatusInternalServerError
-		}
-		ok.Store(id, true)
-		return http.StatusOK
-	})
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
-	var ids []string
-	for range 20 {
-		ids = append(ids, h.event(t, "shop", "order"))
-	}
-	kafkatest.WaitFor(t, 60*time.Second, func() error {
-		for _, id := range ids {
-			if _, done := ok.Load(id); !done {
-				return fmt.Errorf("%s not delivered; tries so far %v; dead letters %d", id, sink.received()[id], len(h.env.Records(t, h.env.Names.DeliveryDLQ)))
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
+			schedule := []time.Duration{200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
+			h := newHarnessWith(t, dispatch.Config{
+				Client:          dispatch.ClientConfig{AllowPrivate: true},
+				Schedule:        schedule,
+				BreakerFailures: 5,
+				DisableAfter:    600 * time.Millisecond, // the sum of the schedule
+			})
+			var ok sync.Map
+			sink := newSubscriber(t, func(id string, n int) int {
+				if n <= 2 {
+					return http.StatusInternalServerError
+				}
+				ok.Store(id, true)
+				return http.StatusOK
+			})
+			sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, Ordered: ordered})
+			var ids []string
+			for range 20 {
+				ids = append(ids, h.event(t, "shop", "order"))
 			}
-		}
-		return nil
-	})
-	for id, n := range sink.received() {
-		if n < 3 {
-			t.Errorf("%s: %d tries, want at least 3", id, n)
-		}
-	}
-	if dlq := h.env.Records(t, h.env.Names.DeliveryDLQ); len(dlq) != 0 {
-		t.Errorf("delivery DLQ: got %d records (first: %v), want none", len(dlq), headers(dlq[0]))
-	}
-	if s := h.get(t, sub.ID); !s.Enabled {
-		t.Errorf("subscription disabled (%s), want enabled", s.DisabledReason)
+			kafkatest.WaitFor(t, 60*time.Second, func() error {
+				for _, id := range ids {
+					if _, done := ok.Load(id); !done {
+						return fmt.Errorf("%s not delivered; tries so far %v; dead letters %d", id, sink.received()[id], len(h.env.Records(t, h.env.Names.DeliveryDLQ)))
+					}
+				}
+				return nil
+			})
+			for id, n := range sink.received() {
+				if n < 3 {
+					t.Errorf("%s: %d tries, want at least 3", id, n)
+				}
+			}
+			if dlq := h.env.Records(t, h.env.Names.DeliveryDLQ); len(dlq) != 0 {
+				t.Errorf("delivery DLQ: got %d records (first: %v), want none", len(dlq), headers(dlq[0]))
+			}
+			if s := h.get(t, sub.ID); !s.Enabled {
+				t.Errorf("subscription disabled (%s), want enabled", s.DisabledReason)
+			}
+		})
 	}
 }
 
