@@ -386,6 +386,7 @@ func TestSubscriptionsDisabled(t *testing.T) {
 	}{
 		{"410 Gone at once", http.StatusGone, dispatch.Config{}, "410 Gone"},
 		{"failing longer than the schedule", http.StatusBadGateway, dispatch.Config{DisableAfter: 100 * time.Millisecond}, "no successful delivery for"},
+		{"failing, circuit open, probes failing", http.StatusBadGateway, dispatch.Config{DisableAfter: 150 * time.Millisecond, BreakerFailures: 2}, "no successful delivery for"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
