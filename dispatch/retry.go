@@ -54,6 +54,8 @@ type retries struct {
 type spill struct {
 	due time.Time
 	sub string
+	// waiting: the open circuit refused it; due too when it closes.
+	waiting bool
 	// parked: its subscription is disabled; it waits for enable.
 	parked bool
 }
@@ -275,7 +277,7 @@ func (r *retries) requeue(it *retryItem, due time.Time) {
 		return
 	}
 	if r.far(due) {
-		r.spillLocked(it, spill{due: due, sub: it.sub})
+		r.spillLocked(it, spill{due: due, sub: it.sub, waiting: true})
 		return
 	}
 	it.due, it.waiting = due, true
@@ -292,8 +294,9 @@ func (r *retries) park(it *retryItem) {
 	if it.gen != r.gen[it.rec.Partition] {
 		return
 	}
-	// Enabled since the retry looked: release has been and gone.
-	if st != nil && st.enabled() {
+	// Enabled or deleted since the retry looked: release has been and
+	// gone; the retry is tried (or dropped) now.
+	if st == nil || st.enabled() {
 		it.due = r.d.now()
 		heap.Push(&r.heap, it)
 		r.pauseLocked()
@@ -318,7 +321,7 @@ func (r *retries) release(sub string) {
 	rewind := false
 	for _, spilled := range r.spilled {
 		for off, sp := range spilled {
-			if sp.sub == sub {
+			if sp.sub == sub && (sp.waiting || sp.parked) {
 				spilled[off] = spill{due: now, sub: sub}
 				rewind = true
 			}
