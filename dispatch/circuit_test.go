@@ -45,12 +45,12 @@ func (h *harness) get(t *testing.T, id string) dispatch.Subscription {
 func TestFlakySubscriberDeliversEverything(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			schedule := []time.Duration{200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
+			schedule := []time.Duration{300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
 			h := newHarnessWith(t, dispatch.Config{
 				Client:          dispatch.ClientConfig{AllowPrivate: true},
 				Schedule:        schedule,
 				BreakerFailures: 5,
-				DisableAfter:    600 * time.Millisecond, // the sum of the schedule
+				DisableAfter:    900 * time.Millisecond, // the sum of the schedule
 			})
 			var ok sync.Map
 			sink := newSubscriber(t, func(id string, n int) int {
