@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// readTopic reads every committed record of topic up to its current end,
+// as a downstream consumer does (read_committed).
+func readTopic(ctx context.Context, seeds []string, topic topics.Topic) ([]*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ConsumeTopics(string(topic)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // the end of a transactional partition is a marker
+		kgo.FetchMaxBytes(64<<20),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, string(topic))
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	want := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("reading %s: partitions %v not read to their end: %w", topic, want, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// lags reads `hookstream lag --output json`.
+func lags(ctx context.Context, bin string, env []string) ([]groups.GroupLag, error) {
+	out, err := cli(ctx, bin, env, "lag", "--output", "json")
+	if err != nil {
+		return nil, err
+	}
+	var gl []groups.GroupLag
+	if err := json.Unmarshal(out, &gl); err != nil {
+		return nil, fmt.Errorf("lag --output json: %w: %q", err, out)
+	}
+	return gl, nil
+}
+
+// outcome is the verdict of the invariants at one point.
+type outcome struct {
+	Accepted    int            `json:"accepted"`
+	Lost        int            `json:"lost"`
+	Duplicated  int            `json:"duplicated_on_events"`
+	LostSample  []string       `json:"lost_sample,omitempty"`
+	DupSample   []string       `json:"duplicated_sample,omitempty"`
+	Undelivered map[string]int `json:"undelivered"`
+	// UndeliveredSample names a few events per subscription that reached
+	// neither the subscriber nor the delivery DLQ.
+	UndeliveredSample map[string][]string `json:"undelivered_sample,omitempty"`
+	DeadLettered      map[string]int      `json:"delivery_dead_lettered"`
+	CircuitLetters    int                 `json:"circuit_open_letters"`
+	PoisonMissing     []string            `json:"poison_missing,omitempty"`
+	Lag               map[string]int64    `json:"lag"`
+}
+
+func (o outcome) failures() []string {
+	var f []string
+	if o.Lost > 0 {
+		f = append(f, fmt.Sprintf("invariant 1: %d accepted events missing from events, e.g. %v", o.Lost, o.LostSample))
+	}
+	if o.Duplicated > 0 {
+		f = append(f, fmt.Sprintf("invariant 1: %d events more than once on events, e.g. %v", o.Duplicated, o.DupSample))
+	}
+	for sub, n := range o.Undelivered {
+		if n > 0 {
+			f = append(f, fmt.Sprintf("invariant 2: subscription %s: %d events neither delivered nor dead-lettered, e.g. %v", sub, n, o.UndeliveredSample[sub]))
+		}
+	}
+	if o.CircuitLetters > 0 {
+		f = append(f, fmt.Sprintf("invariant 2: %d delivery dead letters say the circuit was open rather than the subscriber's failure", o.CircuitLetters))
+	}
+	if len(o.PoisonMissing) > 0 {
+		f = append(f, fmt.Sprintf("invariant 3: poison inputs neither refused nor in the processor DLQ: %v", o.PoisonMissing))
+	}
+	var groupsLagging []string
+	for g, l := range o.Lag {
+		if l != 0 {
+			groupsLagging = append(groupsLagging, fmt.Sprintf("%s=%d", g, l))
+		}
+	}
+	if len(groupsLagging) > 0 {
+		sort.Strings(groupsLagging)
+		f = append(f, "invariant 4: lag not back to 0: "+strings.Join(groupsLagging, ", "))
+	}
+	return f
+}
+
+// evaluate checks invariants 1 to 4 against the topics as they are now.
+func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
+	o := outcome{Undelivered: map[string]int{}, UndeliveredSample: map[string][]string{}, DeadLettered: map[string]int{}, Lag: map[string]int64{}}
+	accepted := c.load.keys()
+	o.Accepted = len(accepted)
+
+	events, err := readTopic(ctx, c.broker.seeds, c.names.Events)
+	if err != nil {
+		return o, err
+	}
+	count := make(map[string]int, len(events))
+	for _, r := range events {
+		if header(r, topics.HeaderSource) == "hookstream" || strings.HasPrefix(string(r.Key), "hookstream:") {
+			continue // operational events
+		}
+		count[string(r.Key)]++
+	}
+	for _, k := range accepted {
+		if count[k] == 0 {
+			o.Lost++
+			if len(o.LostSample) < 10 {
+				o.LostSample = append(o.LostSample, k)
+			}
+		}
+	}
+	var dups []string
+	for k, n := range count {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("%s x%d", k, n))
+		}
+	}
+	sort.Strings(dups)
+	o.Duplicated = len(dups)
+	o.DupSample = dups[:min(len(dups), 10)]
+
+	// Invariant 2: each accepted event reached each enabled subscription,
+	// or is in the delivery DLQ with the subscriber's own failure.
+	letters, err := readTopic(ctx, c.broker.seeds, c.names.DeliveryDLQ)
+	if err != nil {
+		return o, err
+	}
+	dead := make(map[string]bool)
+	for _, r := range letters {
+		sub := header(r, topics.HeaderSubscription)
+		key := strings.TrimPrefix(string(r.Key), sub+":")
+		msg := strings.ToLower(header(r, topics.HeaderError))
+		if strings.Contains(msg, "circuit") {
+			o.CircuitLetters++
+			continue
+		}
+		dead[sub+"|"+key] = true
+	}
+	for _, s := range c.subs.byKind {
+		if s.kind == subGone {
+			continue // disabled at its first answer; its events wait
+		}
+		for _, k := range accepted {
+			switch {
+			case s.received(k):
+			case dead[s.id+"|"+k]:
+				o.DeadLettered[s.kind]++
+			default:
+				o.Undelivered[s.kind]++
+				if len(o.UndeliveredSample[s.kind]) < 5 {
+					o.UndeliveredSample[s.kind] = append(o.UndeliveredSample[s.kind], k)
+				}
+			}
+		}
+	}
+
+	// Invariant 3: each poison input was refused with a 4xx or is in the
+	// processor DLQ.
+	dlq, err := readTopic(ctx, c.broker.seeds, c.names.DLQ)
+	if err != nil {
+		return o, err
+	}
+	inDLQ := make(map[string]bool)
+	for _, r := range dlq {
+		inDLQ[header(r, topics.HeaderEventID)] = true
+		inDLQ[string(r.Key)] = true
+	}
+	for _, p := range c.poisons() {
+		if p.status >= 400 && p.status < 500 {
+			continue
+		}
+		if !inDLQ[p.id] {
+			o.PoisonMissing = append(o.PoisonMissing, fmt.Sprintf("%s (%s, answered %d)", p.id, p.kind, p.status))
+		}
+	}
+
+	// Invariant 4: every group's lag is back to 0, but for groups of
+	// disabled subscriptions, which wait by design.
+	gl, err := lags(ctx, c.bin, c.cliEnv)
+	if err != nil {
+		return o, err
+	}
+	paused := string(c.names.SubscriptionGroup(c.subs.byKind[subGone].id))
+	for _, g := range gl {
+		if g.Group == paused {
+			continue
+		}
+		o.Lag[g.Group] = g.Total
+	}
+	return o, nil
+}

@@ -1,0 +1,597 @@
+// Command campaign runs a seeded fault campaign against a multi-instance
+// hookstream deployment and checks its guarantees afterwards.
+//
+// It builds the real binary and runs it as separate processes with split
+// roles (2 ingest, 3 processors, 2 dispatchers, each with its own data
+// directory, admin address and HOOKSTREAM_INSTANCE_ID) on kfake hosted in
+// this process, or on a 3-node Apache Kafka cluster started by
+// scripts/kafka-local.sh. Open-loop load from internal/loadgen (20%
+// duplicate ids, several sources spread over the ingest instances) runs
+// while faults drawn from the seed hit the deployment: kill -9 and
+// restart, a graceful rolling restart, SIGSTOP past the session timeout,
+// a broker stopped and restarted, poison inputs, subscription toggles, a
+// replay and a DLQ redrive. Loopback subscribers are healthy, slow, flaky,
+// dead then recovering, flapping, gone (410) and toggled.
+//
+// Once faults stop and the system quiesces it checks: (1) every event
+// answered 202 or 200 is on <prefix>.events exactly once; (2) every such
+// event reached every enabled subscription, or is in the delivery DLQ
+// with the subscriber's own failure; (3) every poison input was refused
+// with a 4xx or is in the processor DLQ; (4) every group's lag is 0; (5)
+// no process exceeded the memory bound. It writes a JSON and a text
+// summary and exits 1 when an invariant fails.
+//
+//	go run ./internal/campaign --profile short --broker kfake
+//	go run ./internal/campaign --profile long --broker kafka3 --brokers 127.0.0.1:19092,...
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// profile sizes a campaign.
+type profile struct {
+	minLoad    time.Duration    // load runs at least this long
+	warmup     time.Duration    // load before the first fault
+	maxFaults  int              // 0: as many as fit in minLoad
+	gap        [2]time.Duration // between faults, drawn from the seed
+	rate       float64          // requests per second per source
+	quiesce    time.Duration    // bound for invariants 1, 2 and 4 after the last fault
+	deadRecovr time.Duration    // the dead subscriber recovers this long after the load starts
+}
+
+var profiles = map[string]profile{
+	"short": {minLoad: 3 * time.Minute, warmup: 15 * time.Second, maxFaults: 0, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
+		rate: 10, quiesce: 4 * time.Minute, deadRecovr: 45 * time.Second},
+	"long": {minLoad: 30 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{20 * time.Second, 60 * time.Second},
+		rate: 10, quiesce: 6 * time.Minute, deadRecovr: 3 * time.Minute},
+}
+
+var sources = []string{"alpha", "beta", "gamma", "delta"}
+
+type campaign struct {
+	seed       uint64
+	prof       profile
+	bin        string
+	work       string
+	names      topics.Names
+	maxBody    int64
+	broker     *broker
+	procs      []*proc
+	procByName map[string]*proc
+	ingests    []*proc
+	cliEnv     []string
+	subs       *subscribers
+	load       *recorder
+	producer   *kgo.Client
+	log        *slog.Logger
+
+	mu         sync.Mutex
+	findings   []string
+	poisonList []poisonInput
+	poisonN    int
+	replays    int
+	crashes    int
+}
+
+func (c *campaign) finding(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.log.Warn("finding", "what", msg)
+	c.mu.Lock()
+	c.findings = append(c.findings, msg)
+	c.mu.Unlock()
+}
+
+func main() {
+	var (
+		profName   = flag.String("profile", "short", "short (3+ minutes, 11+ faults) or long (30 minutes)")
+		brokerKind = flag.String("broker", "kfake", "kfake (in this process) or kafka3 (Apache Kafka via scripts/kafka-local.sh)")
+		brokers    = flag.String("brokers", "", "kafka3: bootstrap list (default: HOOKSTREAM_CAMPAIGN_BROKERS)")
+		script     = flag.String("script", "scripts/kafka-local.sh", "kafka3: the script whose stop-broker N and start-broker N bounce a node")
+		seed       = flag.Uint64("seed", 0, "seed of the fault schedule (0: from the clock); the same seed replays the same schedule")
+		bin        = flag.String("bin", "", "hookstream binary (default: built from ./cmd/hookstream)")
+		work       = flag.String("work", "", "work directory for data and logs (default: a new temporary one)")
+		out        = flag.String("out", "", "write the JSON summary here (default: <work>/summary.json)")
+		maxRSS     = flag.Int64("max-rss-mib", 768, "memory bound of each process (invariant 5)")
+		duration   = flag.Duration("duration", 0, "override the profile's least load duration")
+		faults     = flag.Int("faults", 0, "stop after this many faults (default: every kind at least once, for the whole duration)")
+	)
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	prof, ok := profiles[*profName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "campaign: --profile %q: want short or long\n", *profName)
+		os.Exit(2)
+	}
+	if *duration > 0 {
+		prof.minLoad = *duration
+	}
+	if *faults > 0 {
+		prof.maxFaults = *faults
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano() % 1e9)
+	}
+	fmt.Printf("campaign: seed %d, profile %s, broker %s (replay with --seed %d)\n", *seed, *profName, *brokerKind, *seed)
+	sum, err := runCampaign(ctx, log, config{
+		seed: *seed, profName: *profName, prof: prof, brokerKind: *brokerKind, brokers: *brokers,
+		script: *script, bin: *bin, work: *work, out: *out, maxRSS: *maxRSS << 20,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "campaign: %v (seed %d)\n", err, *seed)
+		os.Exit(2)
+	}
+	if !sum.Passed {
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	seed                   uint64
+	profName               string
+	prof                   profile
+	brokerKind, brokers    string
+	script, bin, work, out string
+	maxRSS                 int64
+}
+
+func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, error) {
+	work := cfg.work
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "hookstream-campaign-"); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(work, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	fmt.Printf("campaign: work directory %s (process logs in logs/)\n", work)
+	c := &campaign{
+		seed: cfg.seed, prof: cfg.prof, work: work, maxBody: 64 << 10, log: log,
+		names:      topics.NewNames(fmt.Sprintf("cmp%d-%d", cfg.seed, time.Now().Unix()%100000)),
+		procByName: make(map[string]*proc),
+		subs:       newSubscribers(),
+	}
+
+	c.bin = cfg.bin
+	if c.bin == "" {
+		c.bin = filepath.Join(work, "hookstream")
+		log.Info("building hookstream", "bin", c.bin)
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", c.bin, "./cmd/hookstream").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/hookstream (run from the repository root): %w\n%s", err, out)
+		}
+	}
+
+	taken := make(map[string]bool)
+	switch cfg.brokerKind {
+	case "kfake":
+		addr, err := freeAddr(taken)
+		if err != nil {
+			return nil, err
+		}
+		c.broker, err = startKfake(filepath.Join(work, "broker"), addr, log.With("component", "kfake"))
+		if err != nil {
+			return nil, err
+		}
+	case "kafka3":
+		list := cfg.brokers
+		if list == "" {
+			list = os.Getenv("HOOKSTREAM_CAMPAIGN_BROKERS")
+		}
+		if list == "" {
+			return nil, errors.New("--broker kafka3 needs --brokers (the list `scripts/kafka-local.sh start --brokers 3` prints)")
+		}
+		seeds := strings.Split(list, ",")
+		c.broker = &broker{kind: "kafka3", seeds: seeds, nodes: len(seeds), script: cfg.script, log: log}
+	default:
+		return nil, fmt.Errorf("--broker %q: want kfake or kafka3", cfg.brokerKind)
+	}
+	defer c.broker.close()
+
+	common := append(baseEnviron(),
+		"HOOKSTREAM_BROKERS="+strings.Join(c.broker.seeds, ","),
+		"HOOKSTREAM_TOPIC_PREFIX="+c.names.Prefix,
+		"HOOKSTREAM_PARTITIONS=6",
+		fmt.Sprintf("HOOKSTREAM_MAX_BODY=%d", c.maxBody),
+		"HOOKSTREAM_DELIVERY_SCHEDULE=200ms,500ms,1s,2s",
+		"HOOKSTREAM_DELIVERY_TIMEOUT=3s",
+		"HOOKSTREAM_DELIVERY_ALLOW_PRIVATE=true",
+		"HOOKSTREAM_DELIVERY_BREAKER_COOLDOWN=200ms",
+		"HOOKSTREAM_DELIVERY_DISABLE_AFTER=1h",
+		"HOOKSTREAM_ACK_TIMEOUT=10s",
+	)
+	if cfg.brokerKind == "kafka3" {
+		common = append(common, fmt.Sprintf("HOOKSTREAM_REPLICATION_FACTOR=%d", c.broker.nodes))
+	}
+	c.cliEnv = common
+	if _, err := cli(ctx, c.bin, c.cliEnv, "topics", "create"); err != nil {
+		return nil, err
+	}
+
+	var err error
+	c.producer, err = kgo.NewClient(kgo.SeedBrokers(c.broker.seeds...),
+		kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(c.maxBody))), kgo.RecordRetries(20))
+	if err != nil {
+		return nil, err
+	}
+	defer c.producer.Close()
+
+	// Subscribers, registered with the CLI before any event.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	subSrv := &http.Server{Handler: c.subs, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = subSrv.Serve(ln) }() // ends with Close below
+	defer subSrv.Close()
+	for _, k := range subKinds {
+		out, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "add", "--url", "http://"+ln.Addr().String()+"/sub/"+k,
+			"--from", "earliest", "--description", "campaign "+k, "--output", "json")
+		if err != nil {
+			return nil, err
+		}
+		var s struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(out, &s); err != nil || s.ID == "" {
+			return nil, fmt.Errorf("subscriptions add: %q: %v", out, err)
+		}
+		c.subs.byKind[k].id = s.ID
+	}
+	far := time.Now().Add(24 * time.Hour).UnixNano()
+	c.subs.byKind[subDead].recoverAt.Store(far)
+	c.subs.byKind[subFlap].flapUntil.Store(far)
+
+	// The deployment.
+	layout := []struct{ name, roles string }{
+		{"ingest-1", "ingest"}, {"ingest-2", "ingest"},
+		{"processor-1", "processor"}, {"processor-2", "processor"}, {"processor-3", "processor"},
+		{"dispatcher-1", "dispatcher"}, {"dispatcher-2", "dispatcher"},
+	}
+	var procNames, processors []string
+	for _, l := range layout {
+		httpAddr, err := freeAddr(taken)
+		if err != nil {
+			return nil, err
+		}
+		adminAddr, err := freeAddr(taken)
+		if err != nil {
+			return nil, err
+		}
+		p := &proc{name: l.name, roles: l.roles, httpAddr: httpAddr, adminAddr: adminAddr,
+			logPath: filepath.Join(work, "logs", l.name+".log")}
+		p.env = append(append([]string(nil), common...),
+			"HOOKSTREAM_DATA_DIR="+filepath.Join(work, "data", l.name),
+			"HOOKSTREAM_HTTP_ADDR="+httpAddr,
+			"HOOKSTREAM_ADMIN_ADDR="+adminAddr,
+			"HOOKSTREAM_INSTANCE_ID="+l.name,
+		)
+		c.procs = append(c.procs, p)
+		c.procByName[l.name] = p
+		procNames = append(procNames, l.name)
+		switch l.roles {
+		case "ingest":
+			c.ingests = append(c.ingests, p)
+		case "processor":
+			processors = append(processors, l.name)
+		}
+	}
+	defer func() {
+		for _, p := range c.procs {
+			p.kill()
+		}
+	}()
+	for _, p := range c.procs {
+		if err := p.start(c.bin); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range c.procs {
+		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+
+	// Memory sampler.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var samplerWG sync.WaitGroup
+	samplerWG.Go(func() {
+		for {
+			for _, p := range c.procs {
+				p.sampleRSS()
+			}
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	defer func() { stopSampling(); samplerWG.Wait() }()
+
+	// Load: one open-loop generator per source, sources spread over the
+	// ingest instances.
+	c.load = newRecorder()
+	loadStart := c.load.start
+	c.subs.byKind[subDead].recoverAt.Store(loadStart.Add(c.prof.deadRecovr).UnixNano())
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	httpClient := &http.Client{Transport: c.load, Timeout: 15 * time.Second}
+	var loadWG sync.WaitGroup
+	reports := make([]loadgen.Report, len(sources))
+	for i, src := range sources {
+		ing := c.ingests[i%len(c.ingests)]
+		loadWG.Go(func() {
+			r, err := loadgen.Run(loadCtx, loadgen.Config{
+				URL: "http://" + ing.httpAddr + "/webhooks/" + src, Source: src,
+				Rate: c.prof.rate, Concurrency: 64, Duration: 24 * time.Hour, BodySize: 256, Duplicates: 0.2,
+			}, httpClient, nil, nil)
+			if err != nil {
+				c.finding("load %s: %v", src, err)
+			}
+			reports[i] = r
+		})
+	}
+
+	// Faults.
+	plan := newPlanner(c.seed, c.broker.kind, procNames, processors, c.broker.nodes, c.prof.gap)
+	var results []faultResult
+	sleepCtx(ctx, c.prof.warmup)
+	for ctx.Err() == nil {
+		enough := time.Since(loadStart) >= c.prof.minLoad && len(results) >= len(plan.base)
+		if enough || (c.prof.maxFaults > 0 && len(results) >= c.prof.maxFaults) {
+			break
+		}
+		f := plan.next()
+		sleepCtx(ctx, f.Gap)
+		start := time.Now()
+		log.Info("fault", "n", len(results)+1, "kind", f.Kind, "target", f.Target, "at", start.Sub(loadStart).Round(time.Millisecond))
+		res := faultResult{fault: f, At: start.Sub(loadStart)}
+		if err := c.inject(ctx, f); err != nil {
+			res.Error = err.Error()
+			c.finding("fault %s %s: %v", f.Kind, f.Target, err)
+		}
+		res.Took = time.Since(start)
+		if err := c.recover(ctx, time.Now(), 3*time.Minute); err != nil {
+			res.Error = strings.TrimPrefix(res.Error+"; ", "; ") + err.Error()
+			c.finding("after fault %s %s: %v", f.Kind, f.Target, err)
+		}
+		res.Recovery = time.Since(start)
+		res.Rate = c.load.rate(start, time.Now())
+		log.Info("recovered", "kind", f.Kind, "target", f.Target, "took", res.Took.Round(time.Millisecond), "recovery", res.Recovery.Round(time.Millisecond))
+		results = append(results, res)
+	}
+	lastFault := time.Now()
+	c.subs.byKind[subFlap].flapUntil.Store(lastFault.UnixNano())
+	c.subs.byKind[subDead].recoverAt.Store(min(c.subs.byKind[subDead].recoverAt.Load(), lastFault.UnixNano()))
+	sleepCtx(ctx, 5*time.Second) // load with no fault
+	stopLoad()
+	loadWG.Wait()
+	loadEnd := time.Now()
+	log.Info("load stopped; waiting for the system to quiesce", "accepted", len(c.load.keys()))
+
+	// Quiesce: poll the invariants until they hold or the bound passes.
+	var o outcome
+	deadline := time.Now().Add(c.prof.quiesce)
+	var quiesced time.Duration
+	for {
+		o, err = c.evaluate(ctx)
+		if err == nil && len(o.failures()) == 0 {
+			quiesced = time.Since(lastFault)
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			quiesced = -1
+			break
+		}
+		log.Info("not quiesced yet", "err", err, "failing", len(o.failures()))
+		sleepCtx(ctx, 5*time.Second)
+	}
+	if err != nil {
+		c.finding("checking the invariants: %v", err)
+	}
+	// The gone subscriber's subscription must be disabled.
+	if out, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "get", c.subs.byKind[subGone].id, "--output", "json"); err != nil {
+		c.finding("subscriptions get (gone): %v", err)
+	} else {
+		var s struct {
+			Enabled bool `json:"enabled"`
+		}
+		if json.Unmarshal(out, &s) == nil && s.Enabled {
+			c.finding("the subscription answered 410 is still enabled")
+		}
+	}
+	for _, p := range c.procs {
+		if !p.alive() {
+			c.finding("%s was dead at the end; log %s", p.name, p.logPath)
+		}
+	}
+	sum := c.summarize(cfg, results, reports, o, loadStart, loadEnd, lastFault, quiesced)
+	// Graceful stop of every process: a clean exit is part of the contract.
+	for _, p := range c.procs {
+		if _, err := p.stop(30 * time.Second); err != nil {
+			sum.Findings = append(sum.Findings, "final stop: "+err.Error())
+		}
+	}
+	path := cfg.out
+	if path == "" {
+		path = filepath.Join(work, "summary.json")
+	}
+	raw, _ := json.MarshalIndent(sum, "", "  ")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		return nil, err
+	}
+	sum.print(os.Stdout)
+	fmt.Printf("campaign: JSON summary in %s\n", path)
+	if sum.Passed && cfg.work == "" {
+		_ = os.RemoveAll(filepath.Join(work, "data"))
+		_ = os.RemoveAll(filepath.Join(work, "broker"))
+	}
+	return sum, nil
+}
+
+// summary is the campaign's result, written as JSON and printed as text.
+type summary struct {
+	Seed     uint64 `json:"seed"`
+	Profile  string `json:"profile"`
+	Broker   string `json:"broker"`
+	Command  string `json:"command"`
+	Passed   bool   `json:"passed"`
+	Work     string `json:"work_dir"`
+	LoadSecs int    `json:"load_seconds"`
+
+	Sent       int64            `json:"sent"`
+	Status     map[string]int64 `json:"status"`
+	Errors     int64            `json:"transport_errors"`
+	Accepted   int              `json:"accepted_distinct"`
+	Lost       int              `json:"lost"`
+	Duplicated int              `json:"duplicated_on_events"`
+	// DuplicateDeliveries is the at-least-once excess per subscriber.
+	DuplicateDeliveries map[string]int `json:"duplicate_deliveries"`
+	Delivered           map[string]int `json:"delivered_distinct"`
+	Replays             int            `json:"replays"`
+
+	FaultsByKind   map[string]int     `json:"faults_by_kind"`
+	RecoveryByKind map[string]string  `json:"recovery_max_by_kind"`
+	Faults         []faultResult      `json:"faults"`
+	RateNoFault    float64            `json:"accepted_per_second_outside_faults"`
+	RateInFault    float64            `json:"accepted_per_second_during_faults"`
+	QuiescedAfter  string             `json:"quiesced_after_last_fault"`
+	PeakRSSMiB     map[string]float64 `json:"peak_rss_mib"`
+	MaxRSSMiB      float64            `json:"max_rss_bound_mib"`
+	Outcome        outcome            `json:"invariants"`
+	Findings       []string           `json:"findings"`
+	Failures       []string           `json:"failures"`
+}
+
+func (c *campaign) summarize(cfg config, results []faultResult, reports []loadgen.Report, o outcome,
+	loadStart, loadEnd, lastFault time.Time, quiesced time.Duration) *summary {
+	s := &summary{
+		Seed: c.seed, Profile: cfg.profName, Broker: c.broker.kind, Work: c.work,
+		Command:  fmt.Sprintf("go run ./internal/campaign --profile %s --broker %s --seed %d", cfg.profName, c.broker.kind, c.seed),
+		LoadSecs: int(loadEnd.Sub(loadStart).Seconds()),
+		Accepted: o.Accepted, Lost: o.Lost, Duplicated: o.Duplicated, Outcome: o,
+		DuplicateDeliveries: map[string]int{}, Delivered: map[string]int{},
+		FaultsByKind: map[string]int{}, RecoveryByKind: map[string]string{}, Faults: results,
+		PeakRSSMiB: map[string]float64{}, MaxRSSMiB: float64(cfg.maxRSS >> 20), Replays: c.replays,
+	}
+	for _, r := range reports {
+		s.Sent += r.Sent
+	}
+	s.Status, s.Errors = c.load.snapshot()
+	accepted := make(map[string]bool)
+	for _, k := range c.load.keys() {
+		accepted[k] = true
+	}
+	for kind, sub := range c.subs.byKind {
+		d, e := sub.counts(func(id string) bool { return accepted[id] })
+		s.Delivered[kind], s.DuplicateDeliveries[kind] = d, e
+	}
+	worst := map[string]time.Duration{}
+	var inFault time.Duration
+	var inFaultAccepted float64
+	for _, r := range results {
+		s.FaultsByKind[r.Kind]++
+		worst[r.Kind] = max(worst[r.Kind], r.Recovery)
+		inFault += r.Recovery
+		inFaultAccepted += r.Rate * r.Recovery.Seconds()
+	}
+	for k, d := range worst {
+		s.RecoveryByKind[k] = d.Round(100 * time.Millisecond).String()
+	}
+	if inFault > 0 {
+		s.RateInFault = inFaultAccepted / inFault.Seconds()
+	}
+	total := c.load.rate(loadStart, loadEnd) * loadEnd.Sub(loadStart).Seconds()
+	if rest := loadEnd.Sub(loadStart) - inFault; rest > time.Second {
+		s.RateNoFault = (total - inFaultAccepted) / rest.Seconds()
+	}
+	if quiesced >= 0 {
+		s.QuiescedAfter = quiesced.Round(100 * time.Millisecond).String()
+	} else {
+		s.QuiescedAfter = "not within " + c.prof.quiesce.String()
+	}
+	for _, p := range c.procs {
+		mib := float64(p.peakRSS()) / (1 << 20)
+		s.PeakRSSMiB[p.name] = float64(int(mib*10)) / 10
+		if p.peakRSS() > cfg.maxRSS {
+			s.Failures = append(s.Failures, fmt.Sprintf("invariant 5: %s peaked at %.0f MiB, over %d MiB", p.name, mib, cfg.maxRSS>>20))
+		}
+	}
+	_ = lastFault
+	s.Failures = append(s.Failures, o.failures()...)
+	c.mu.Lock()
+	s.Findings = append([]string{}, c.findings...)
+	c.mu.Unlock()
+	sort.Strings(s.Failures)
+	s.Passed = len(s.Failures) == 0 && len(s.Findings) == 0
+	return s
+}
+
+func (s *summary) print(w *os.File) {
+	verdict := "PASSED"
+	if !s.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "\n==== hookstream fault campaign: %s (seed %d, profile %s, broker %s, %ds of load)\n", verdict, s.Seed, s.Profile, s.Broker, s.LoadSecs)
+	fmt.Fprintf(w, "requests sent %d, answers %v, transport errors %d\n", s.Sent, s.Status, s.Errors)
+	fmt.Fprintf(w, "events accepted (distinct) %d, lost %d, duplicated on events %d\n", s.Accepted, s.Lost, s.Duplicated)
+	fmt.Fprintf(w, "throughput (2xx/s): %.1f outside faults, %.1f during faults\n", s.RateNoFault, s.RateInFault)
+	kinds := make([]string, 0, len(s.Delivered))
+	for k := range s.Delivered {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "  subscriber %-8s delivered %6d distinct, %5d duplicate deliveries, %5d dead-lettered, %d missing\n",
+			k, s.Delivered[k], s.DuplicateDeliveries[k], s.Outcome.DeadLettered[k], s.Outcome.Undelivered[k])
+	}
+	fmt.Fprintf(w, "faults %d:", len(s.Faults))
+	fk := make([]string, 0, len(s.FaultsByKind))
+	for k := range s.FaultsByKind {
+		fk = append(fk, k)
+	}
+	sort.Strings(fk)
+	for _, k := range fk {
+		fmt.Fprintf(w, " %s x%d (worst recovery %s)", k, s.FaultsByKind[k], s.RecoveryByKind[k])
+	}
+	fmt.Fprintln(w)
+	for i, f := range s.Faults {
+		fmt.Fprintf(w, "  %2d. +%-8s %-8s %-13s took %-8s recovered %-8s %.1f/s %s\n", i+1, f.At.Round(time.Second), f.Kind, f.Target,
+			f.Took.Round(100*time.Millisecond), f.Recovery.Round(100*time.Millisecond), f.Rate, f.Error)
+	}
+	fmt.Fprintf(w, "quiesced (invariants 1-4 held) %s after the last fault\n", s.QuiescedAfter)
+	fmt.Fprintf(w, "peak RSS MiB (bound %.0f): %v\n", s.MaxRSSMiB, s.PeakRSSMiB)
+	for _, f := range s.Failures {
+		fmt.Fprintln(w, "FAIL:", f)
+	}
+	for _, f := range s.Findings {
+		fmt.Fprintln(w, "FINDING:", f)
+	}
+	fmt.Fprintf(w, "reproduce: %s\n", s.Command)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Subscriber behaviours.
+const (
+	subHealthy = "healthy" // 204 at once
+	subSlow    = "slow"    // 204 after 250ms
+	subFlaky   = "flaky"   // 503 on each event's first two tries, then 204
+	subDead    = "dead"    // 500 until the recovery time, then 204
+	subFlap    = "flap"    // down and up in turns while faults run, then up
+	subGone    = "gone"    // 410: the subscription is disabled at once
+	subToggled = "toggled" // 204; disabled and re-enabled with the CLI during the run
+)
+
+var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled}
+
+// subscriber is a loopback endpoint with one behaviour. It counts the
+// deliveries it answered with 2xx by webhook-id.
+type subscriber struct {
+	kind string
+	id   string // subscription id, once added
+
+	// recoverAt is when a dead subscriber comes back; flapUntil ends the
+	// flapping.
+	recoverAt, flapUntil atomic.Int64 // unix nanos
+
+	mu       sync.Mutex
+	got      map[string]int // 2xx answers by webhook-id
+	tries    map[string]int // every request by webhook-id
+	requests int64
+	failures int64
+}
+
+func newSubscriber(kind string) *subscriber {
+	return &subscriber{kind: kind, got: make(map[string]int), tries: make(map[string]int)}
+}
+
+func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	id := r.Header.Get("webhook-id")
+	now := time.Now()
+	s.mu.Lock()
+	s.requests++
+	s.tries[id]++
+	try := s.tries[id]
+	s.mu.Unlock()
+
+	status := http.StatusNoContent
+	switch s.kind {
+	case subSlow:
+		time.Sleep(250 * time.Millisecond) // the behaviour under test: a slow endpoint
+	case subFlaky:
+		if try <= 2 {
+			status = http.StatusServiceUnavailable
+		}
+	case subDead:
+		if now.UnixNano() < s.recoverAt.Load() {
+			status = http.StatusInternalServerError
+		}
+	case subFlap:
+		if now.UnixNano() < s.flapUntil.Load() && now.Unix()/5%2 == 0 {
+			status = http.StatusServiceUnavailable
+		}
+	case subGone:
+		status = http.StatusGone
+	}
+	s.mu.Lock()
+	if status < 300 {
+		s.got[id]++
+	} else {
+		s.failures++
+	}
+	s.mu.Unlock()
+	w.WriteHeader(status)
+}
+
+// received reports whether key was delivered with a 2xx answer.
+func (s *subscriber) received(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got[key] > 0
+}
+
+// counts returns the distinct ids delivered and the excess deliveries
+// (an id delivered n times counts n-1) among the ids keep selects.
+func (s *subscriber) counts(keep func(string) bool) (distinct, excess int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, n := range s.got {
+		if keep(id) {
+			distinct++
+			excess += n - 1
+		}
+	}
+	return distinct, excess
+}
+
+// subscribers serves every subscriber on one loopback listener, one path
+// per behaviour.
+type subscribers struct {
+	byKind map[string]*subscriber
+}
+
+func newSubscribers() *subscribers {
+	s := &subscribers{byKind: make(map[string]*subscriber)}
+	for _, k := range subKinds {
+		s.byKind[k] = newSubscriber(k)
+	}
+	return s
+}
+
+func (s *subscribers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sub, ok := s.byKind[strings.TrimPrefix(r.URL.Path, "/sub/")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	sub.ServeHTTP(w, r)
+}
