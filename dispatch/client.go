@@ -48,13 +48,6 @@ const (
 	clientMaxHeaderBytes = 64 << 10
 )
 
-// Header names of a delivery (Standard Webhooks).
-const (
-	clientHeaderID        = "Webhook-Id"
-	clientHeaderTimestamp = "Webhook-Timestamp"
-	clientHeaderSignature = "Webhook-Signature"
-)
-
 // ClientConfig configures deliveries.
 type ClientConfig struct {
 	// Timeout bounds one attempt, from dialing to reading the response;
@@ -185,17 +178,8 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 		return Result{Err: fmt.Errorf("post %s: no signing key", target)}
 	}
 
-	now := time.Now()
-	sigs := make([]string, len(d.Keys))
-	for i, key := range d.Keys {
-		sigs[i] = signature.Sign(key, d.ID, now, d.Body)
-	}
-	req.Header = http.Header{
-		"Content-Type":        {"application/json"},
-		clientHeaderID:        {d.ID},
-		clientHeaderTimestamp: {strconv.FormatInt(now.Unix(), 10)},
-		clientHeaderSignature: {strings.Join(sigs, " ")},
-	}
+	req.Header = http.Header{"Content-Type": {"application/json"}}
+	signature.SignRequest(req.Header, d.Keys, d.ID, time.Now(), d.Body)
 	if c.userAgent != "" {
 		req.Header["User-Agent"] = []string{c.userAgent}
 	}

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hookstream/hookstream/signature"
 )
 
 // Event ids and types: the configured event_id / event_type specs of a
@@ -37,7 +39,7 @@ const eventIDHashPrefix = "sha256:"
 var defaultIDHeaders = [...]string{
 	"Idempotency-Key",
 	"X-Event-Id",
-	"Webhook-Id",
+	signature.HeaderID,
 	"X-Github-Delivery",
 	"X-Shopify-Event-Id",
 	"X-Shopify-Webhook-Id",

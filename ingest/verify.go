@@ -40,14 +40,11 @@ var ErrInvalidSignature = signature.ErrInvalidSignature
 
 // The request headers of the built-in schemes, canonical form.
 const (
-	verifyHeaderGitHub           = "X-Hub-Signature-256"
-	verifyHeaderStripe           = "Stripe-Signature"
-	verifyHeaderShopify          = "X-Shopify-Hmac-Sha256"
-	verifyHeaderSlackSignature   = "X-Slack-Signature"
-	verifyHeaderSlackTimestamp   = "X-Slack-Request-Timestamp"
-	verifyHeaderWebhookID        = "Webhook-Id"
-	verifyHeaderWebhookTimestamp = "Webhook-Timestamp"
-	verifyHeaderWebhookSignature = "Webhook-Signature"
+	verifyHeaderGitHub         = "X-Hub-Signature-256"
+	verifyHeaderStripe         = "Stripe-Signature"
+	verifyHeaderShopify        = "X-Shopify-Hmac-Sha256"
+	verifyHeaderSlackSignature = "X-Slack-Signature"
+	verifyHeaderSlackTimestamp = "X-Slack-Request-Timestamp"
 )
 
 var (
@@ -93,9 +90,9 @@ func NewVerifier(c config.Verify) (Verifier, error) {
 		}, nil
 	case "standard":
 		v := &standardVerifier{
-			id:        newSchemeHeader(verifyHeaderWebhookID),
-			ts:        newSchemeHeader(verifyHeaderWebhookTimestamp),
-			sig:       newSchemeHeader(verifyHeaderWebhookSignature),
+			id:        newSchemeHeader(signature.HeaderID),
+			ts:        newSchemeHeader(signature.HeaderTimestamp),
+			sig:       newSchemeHeader(signature.HeaderSignature),
 			tolerance: tolerance,
 		}
 		for i, s := range secrets {

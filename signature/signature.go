@@ -6,9 +6,10 @@
 // inbound deliveries of the standard scheme and to sign its own outbound
 // deliveries.
 //
-// It refuses HTTP (which headers carry the values, status codes) and secrets
-// storage (where keys live, how they rotate): callers pass decoded keys and
-// header values in, and get strings and errors out.
+// It also owns the request format: the header names (HeaderID,
+// HeaderTimestamp, HeaderSignature), SignRequest and VerifyRequest. It
+// refuses the rest of HTTP (status codes, bodies, clients) and secrets
+// storage (where keys live, how they rotate): callers pass decoded keys in.
 package signature
 
 import (
@@ -19,10 +20,40 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// The request headers of a Standard Webhooks message, canonical form.
+const (
+	// HeaderID carries the message id, stable across retries.
+	HeaderID = "Webhook-Id"
+	// HeaderTimestamp carries the time of signing, in Unix seconds.
+	HeaderTimestamp = "Webhook-Timestamp"
+	// HeaderSignature carries the space-separated signatures.
+	HeaderSignature = "Webhook-Signature"
+)
+
+// SignRequest sets the Standard Webhooks headers of a message on h: its id,
+// now as its timestamp, and one v1 signature per key (current first).
+func SignRequest(h http.Header, keys [][]byte, id string, now time.Time, body []byte) {
+	sigs := make([]string, len(keys))
+	for i, key := range keys {
+		sigs[i] = Sign(key, id, now, body)
+	}
+	h[HeaderID] = []string{id}
+	h[HeaderTimestamp] = []string{strconv.FormatInt(now.Unix(), 10)}
+	h[HeaderSignature] = []string{strings.Join(sigs, " ")}
+}
+
+// VerifyRequest checks the Standard Webhooks headers of h against body, as
+// Verify does, and returns the message id.
+func VerifyRequest(h http.Header, keys [][]byte, body []byte, now time.Time, tolerance time.Duration) (id string, err error) {
+	id = h.Get(HeaderID)
+	return id, Verify(keys, id, h.Get(HeaderTimestamp), h.Get(HeaderSignature), body, now, tolerance)
+}
 
 var (
 	// ErrInvalidSignature reports that no signature of a message matches any key,

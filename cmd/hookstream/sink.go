@@ -44,10 +44,10 @@ not verify).`,
 						http.Error(w, "POST an event", http.StatusBadRequest)
 						return
 					}
-					id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+					id := r.Header.Get(signature.HeaderID)
 					verdict := "unverified"
 					if keys != nil {
-						if err := signature.Verify(keys, id, ts, r.Header.Get("webhook-signature"), body, time.Now(), 5*time.Minute); err != nil {
+						if _, err := signature.VerifyRequest(r.Header, keys, body, time.Now(), 5*time.Minute); err != nil {
 							fmt.Fprintf(out, "REJECTED %s: %v\n", id, err)
 							w.WriteHeader(http.StatusUnauthorized)
 							return

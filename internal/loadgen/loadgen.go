@@ -214,10 +214,7 @@ func sign(req *http.Request, scheme string, key []byte, id string, body []byte) 
 		mac.Write(body)
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	case "standard":
-		now := time.Now()
-		req.Header.Set("webhook-id", id)
-		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-		req.Header.Set("webhook-signature", signature.Sign(key, id, now, body))
+		signature.SignRequest(req.Header, [][]byte{key}, id, time.Now(), body)
 	}
 }
 
@@ -255,7 +252,7 @@ func (s *Sink) delivered() int64 {
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	now := time.Now()
-	id := r.Header.Get("webhook-id")
+	id := r.Header.Get(signature.HeaderID)
 	s.mu.Lock()
 	if at, ok := s.start[id]; ok && !s.seen[id] {
 		s.seen[id] = true
