@@ -39,6 +39,9 @@ type Config struct {
 	TopicPrefix string
 	// Partitions of ingest, events and changelog. Default 12.
 	Partitions int32
+	// ReplicationFactor of every topic hookstream creates; min.insync.replicas
+	// is one less (at least 1). Default 0: min(3, brokers in the cluster).
+	ReplicationFactor int16
 	// MaxBody is the largest accepted webhook body in bytes. Default 1MiB.
 	MaxBody int64
 	// AckTimeout bounds how long ingest waits for Kafka before answering 503. Default 5s.
@@ -124,6 +127,18 @@ var settings = []setting{
 				return fmt.Errorf("invalid partition count %q (want 1 to 10000)", v)
 			}
 			c.Partitions = int32(n)
+			return nil
+		}},
+	{"HOOKSTREAM_REPLICATION_FACTOR", "replication-factor", "", "replicas of every topic hookstream creates, min.insync.replicas one less (empty or 0: min(3, brokers in the cluster))", Common,
+		func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil || n < 0 {
+				return fmt.Errorf("invalid replication factor %q (want 1 to 32767, or 0 for min(3, brokers))", v)
+			}
+			c.ReplicationFactor = int16(n)
 			return nil
 		}},
 	{"HOOKSTREAM_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", Common,

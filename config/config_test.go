@@ -87,6 +87,37 @@ func TestLoadInstanceID(t *testing.T) {
 	}
 }
 
+func TestLoadReplicationFactor(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		flag []string
+		want int16
+	}{
+		{"default derives from the cluster", nil, nil, 0},
+		{"empty derives from the cluster", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": ""}, nil, 0},
+		{"zero derives from the cluster", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "0"}, nil, 0},
+		{"environment", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": " 3 "}, nil, 3},
+		{"flag wins", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "3"}, []string{"--replication-factor", "5"}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("topics", pflag.ContinueOnError)
+			RegisterFlags(fs, Common)
+			if err := fs.Parse(tt.flag); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(fs, lookupFrom(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ReplicationFactor != tt.want {
+				t.Errorf("ReplicationFactor: got %d, want %d", c.ReplicationFactor, tt.want)
+			}
+		})
+	}
+}
+
 func TestLoadErrorsNameTheVariable(t *testing.T) {
 	tests := []struct {
 		name string
@@ -101,6 +132,8 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"log", map[string]string{"HOOKSTREAM_LOG_FORMAT": "xml"}, []string{`HOOKSTREAM_LOG_FORMAT: invalid value "xml" (want text, json)`}},
 		{"prefix", map[string]string{"HOOKSTREAM_TOPIC_PREFIX": "a/b"}, []string{`HOOKSTREAM_TOPIC_PREFIX: invalid prefix "a/b"`}},
 		{"instance id", map[string]string{"HOOKSTREAM_INSTANCE_ID": "web 1"}, []string{`HOOKSTREAM_INSTANCE_ID: invalid instance id "web 1"`}},
+		{"replication factor", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "-1"}, []string{`HOOKSTREAM_REPLICATION_FACTOR: invalid replication factor "-1" (want 1 to 32767, or 0 for min(3, brokers))`}},
+		{"replication factor word", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "three"}, []string{`HOOKSTREAM_REPLICATION_FACTOR: invalid replication factor "three"`}},
 		{"token", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR 0.0.0.0:8081 is not a loopback address`}},
 		{"several at once", map[string]string{"HOOKSTREAM_PARTITIONS": "-1", "HOOKSTREAM_LOG_LEVEL": "loud"}, []string{"HOOKSTREAM_PARTITIONS:", "HOOKSTREAM_LOG_LEVEL:"}},
 	}

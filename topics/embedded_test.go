@@ -30,7 +30,7 @@ func TestEmbeddedKeepsRecordsAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := topics.Ensure(ctx, cl, topics.Specs(names, 3, 1<<20)); err != nil {
+	if _, err := topics.Ensure(ctx, cl, topics.Specs(names, 3, 1<<20), 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -53,12 +53,12 @@ func TestEmbeddedKeepsRecordsAcrossRestart(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	created, err := topics.Ensure(ctx, cl, topics.Specs(names, 3, 1<<20))
+	ensured, err := topics.Ensure(ctx, cl, topics.Specs(names, 3, 1<<20), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(created) != 0 {
-		t.Errorf("Ensure after restart created %v, want nothing", created)
+	if len(ensured.Created) != 0 {
+		t.Errorf("Ensure after restart created %v, want nothing", ensured.Created)
 	}
 	ends, err := adm.ListEndOffsets(ctx, string(names.Ingest))
 	if err != nil {
@@ -91,7 +91,7 @@ func TestEnsureRefusesPartitionMismatch(t *testing.T) {
 		}
 		return nil
 	})
-	_, err := topics.Ensure(ctx, env.Client(t), topics.Specs(env.Names, 6, 1<<20))
+	_, err := topics.Ensure(ctx, env.Client(t), topics.Specs(env.Names, 6, 1<<20), 0)
 	if err == nil {
 		t.Fatal("Ensure with mismatched partitions: got nil error")
 	}

@@ -71,59 +71,111 @@ func Specs(n Names, partitions int32, maxBody int64) []Spec {
 	}
 }
 
+// MaxDerivedReplicas caps the replication factor Ensure derives from the
+// size of the cluster.
+const MaxDerivedReplicas = 3
+
+// MinInSync is the min.insync.replicas of a topic with rf replicas: one
+// replica may be down while acks=all writes go on; never below 1.
+func MinInSync(rf int16) int16 { return max(1, rf-1) }
+
+// Ensured is what Ensure did and found.
+type Ensured struct {
+	// Created lists the topics Ensure created.
+	Created []Topic
+	// Replicas is the replication factor of the topics Ensure creates.
+	Replicas int16
+	// UnderReplicated maps each existing topic with fewer replicas than
+	// Replicas to its replica count: worth a warning, not a refusal, since
+	// raising it is a partition reassignment for the operator to plan.
+	UnderReplicated map[Topic]int
+}
+
 // Ensure creates the topics of specs that are missing and checks the ones
-// that exist: co-partitioned topics must have the same partition count. It
-// is idempotent and returns the names it created. It returns once every
-// partition of every topic has a leader: on a real cluster that takes a
-// moment after CreateTopics answers.
-func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec) (created []Topic, err error) {
+// that exist. New topics get rf replicas (0: as many as the cluster has
+// brokers, at most MaxDerivedReplicas) and min.insync.replicas
+// MinInSync(rf). Existing co-partitioned topics must have the same
+// partition count; existing topics with fewer replicas are reported. It is
+// idempotent. It returns once every partition of every topic has a leader:
+// on a real cluster that takes a moment after CreateTopics answers.
+func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec, rf int16) (Ensured, error) {
 	adm := kadm.NewClient(cl)
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = string(s.Topic)
 	}
-	existing, err := adm.ListTopics(ctx, names...)
+	md, err := adm.Metadata(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("topics: list: %w", err)
+		return Ensured{}, fmt.Errorf("topics: metadata: %w", err)
+	}
+	res := Ensured{Replicas: rf}
+	if rf == 0 {
+		res.Replicas = int16(min(len(md.Brokers), MaxDerivedReplicas))
 	}
 	for _, s := range specs {
-		if d, ok := existing[string(s.Topic)]; ok && d.Err == nil {
+		if d, ok := md.Topics[string(s.Topic)]; ok && d.Err == nil {
 			continue
 		}
-		configs := make(map[string]*string, len(s.Configs))
+		if int(res.Replicas) > len(md.Brokers) {
+			return res, fmt.Errorf("topics: create %s: replication factor %d is more than the %d broker(s) of the cluster: lower HOOKSTREAM_REPLICATION_FACTOR or start more brokers", s.Topic, res.Replicas, len(md.Brokers))
+		}
+		configs := make(map[string]*string, len(s.Configs)+1)
 		for k, v := range s.Configs {
 			configs[k] = &v
 		}
-		resp, err := adm.CreateTopic(ctx, s.Partitions, -1, configs, string(s.Topic))
+		minISR := strconv.Itoa(int(MinInSync(res.Replicas)))
+		configs["min.insync.replicas"] = &minISR
+		resp, err := adm.CreateTopic(ctx, s.Partitions, res.Replicas, configs, string(s.Topic))
 		if err == nil {
 			err = resp.Err
 		}
 		switch {
 		case err == nil:
-			created = append(created, s.Topic)
+			res.Created = append(res.Created, s.Topic)
 		case errors.Is(err, kerr.TopicAlreadyExists):
 			// Another process created it first.
 		default:
-			return created, fmt.Errorf("topics: create %s: %w", s.Topic, err)
+			return res, fmt.Errorf("topics: create %s: %w", s.Topic, err)
 		}
 	}
-	partitions, err := awaitLeaders(ctx, cl, names)
+	details, err := awaitLeaders(ctx, cl, names)
 	if err != nil {
-		return created, err
+		return res, err
 	}
-	return created, checkPartitions(specs, partitions)
+	partitions := make(map[Topic]int, len(details))
+	for name, d := range details {
+		partitions[name] = len(d.Partitions)
+		if n := replicas(d); n < int(res.Replicas) {
+			if res.UnderReplicated == nil {
+				res.UnderReplicated = make(map[Topic]int)
+			}
+			res.UnderReplicated[name] = n
+		}
+	}
+	return res, checkPartitions(specs, partitions)
 }
 
-// awaitLeaders returns the partition count of each topic, waiting until
-// every partition has a leader.
-func awaitLeaders(ctx context.Context, cl *kgo.Client, names []string) (map[Topic]int, error) {
+// replicas is the smallest replica count of td's partitions.
+func replicas(td kadm.TopicDetail) int {
+	n := -1
+	for _, p := range td.Partitions {
+		if n < 0 || len(p.Replicas) < n {
+			n = len(p.Replicas)
+		}
+	}
+	return n
+}
+
+// awaitLeaders returns each topic's details, waiting until every partition
+// has a leader.
+func awaitLeaders(ctx context.Context, cl *kgo.Client, names []string) (map[Topic]kadm.TopicDetail, error) {
 	adm := kadm.NewClient(cl)
 	for {
 		d, err := adm.ListTopics(ctx, names...)
 		if err != nil {
 			return nil, fmt.Errorf("topics: list: %w", err)
 		}
-		out := make(map[Topic]int, len(names))
+		out := make(map[Topic]kadm.TopicDetail, len(names))
 		var waiting []string
 		for _, name := range names {
 			td, ok := d[name]
@@ -131,7 +183,7 @@ func awaitLeaders(ctx context.Context, cl *kgo.Client, names []string) (map[Topi
 				waiting = append(waiting, name)
 				continue
 			}
-			out[Topic(name)] = len(td.Partitions)
+			out[Topic(name)] = td
 		}
 		if len(waiting) == 0 {
 			return out, nil

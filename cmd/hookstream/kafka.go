@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,17 +75,22 @@ func withCluster(cmd *cobra.Command, fn func(ctx context.Context, c cluster) err
 	return fn(cmd.Context(), cluster{cfg: cfg, log: log, names: topics.NewNames(cfg.TopicPrefix), opts: opts, cl: cl, adm: kadm.NewClient(cl)})
 }
 
-// ensureTopics creates missing topics and checks existing ones.
+// ensureTopics creates missing topics and checks existing ones, warning
+// about those replicated less than new ones would be.
 func ensureTopics(ctx context.Context, cfg *config.Config, cl *kgo.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	names := topics.NewNames(cfg.TopicPrefix)
-	created, err := topics.Ensure(ctx, cl, topics.Specs(names, cfg.Partitions, cfg.MaxBody))
+	res, err := topics.Ensure(ctx, cl, topics.Specs(names, cfg.Partitions, cfg.MaxBody), cfg.ReplicationFactor)
 	if err != nil {
 		return fmt.Errorf("%w (brokers %s)", err, strings.Join(cfg.SeedBrokers(), ","))
 	}
-	for _, t := range created {
-		log.Info("created topic", "topic", t)
+	for _, t := range res.Created {
+		log.Info("created topic", "topic", t, "replicas", res.Replicas, "min_insync_replicas", topics.MinInSync(res.Replicas))
+	}
+	for _, t := range slices.Sorted(maps.Keys(res.UnderReplicated)) {
+		log.Warn("topic has fewer replicas than configured: a broker's loss can lose or block its writes; raise them with a partition reassignment",
+			"topic", t, "replicas", res.UnderReplicated[t], "want", res.Replicas)
 	}
 	return nil
 }

@@ -55,12 +55,13 @@ func New(t testing.TB, partitions int32, maxBody int64) *Env {
 	return e
 }
 
-// Ensure creates the topics of e.Names.
+// Ensure creates the topics of e.Names, replicated as the cluster's size
+// allows (at most 3 replicas), as hookstream does by default.
 func (e *Env) Ensure(t testing.TB, partitions int32, maxBody int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := topics.Ensure(ctx, e.Client(t), topics.Specs(e.Names, partitions, maxBody)); err != nil {
+	if _, err := topics.Ensure(ctx, e.Client(t), topics.Specs(e.Names, partitions, maxBody), 0); err != nil {
 		t.Fatalf("ensure topics: %v", err)
 	}
 }
