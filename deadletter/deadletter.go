@@ -119,8 +119,7 @@ type Letter struct {
 	// Redriven says a redrive already copied this letter back.
 	Redriven bool `json:"redriven"`
 
-	headers []kgo.RecordHeader // as written, in order, for the copy
-	key     []byte             // as written (nil and empty differ)
+	letter *topics.DeadLetter // as written, for the copy
 }
 
 // Filter selects letters. Its zero value selects every letter.
@@ -291,36 +290,24 @@ func offsetsErr(topic topics.Topic, err error) error {
 
 // letterOf reads a DLQ record.
 func letterOf(r *kgo.Record, kind Kind) Letter {
+	dl := topics.ParseDeadLetter(r)
 	l := Letter{
-		Kind:      kind,
-		Partition: r.Partition,
-		Offset:    r.Offset,
-		Key:       string(r.Key),
-		FailedAt:  r.Timestamp.UTC(),
-		Headers:   make(map[string]string, len(r.Headers)),
-		Value:     r.Value,
-		headers:   r.Headers,
-		key:       r.Key,
+		Kind:         kind,
+		Partition:    r.Partition,
+		Offset:       r.Offset,
+		Key:          string(r.Key),
+		Stage:        dl.Stage,
+		Error:        dl.Error,
+		FailedAt:     dl.FailedAt,
+		Subscription: dl.Subscription,
+		Attempts:     dl.Attempts, // unreadable: shown as 0, kept in Headers
+		LastStatus:   dl.LastStatus,
+		Headers:      make(map[string]string, len(r.Headers)),
+		Value:        r.Value,
+		letter:       dl,
 	}
 	for _, h := range r.Headers {
-		v := string(h.Value)
-		l.Headers[h.Key] = v
-		switch h.Key {
-		case topics.HeaderErrorStage:
-			l.Stage = v
-		case topics.HeaderError:
-			l.Error = v
-		case topics.HeaderFailedAt:
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				l.FailedAt = t.UTC()
-			}
-		case topics.HeaderSubscription:
-			l.Subscription = v
-		case topics.HeaderAttempts:
-			l.Attempts, _ = strconv.Atoi(v) // unreadable: shown as 0, kept in Headers
-		case topics.HeaderLastStatus:
-			l.LastStatus, _ = strconv.Atoi(v)
-		}
+		l.Headers[h.Key] = string(h.Value)
 	}
 	return l
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -76,7 +74,7 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 		marker := &kgo.Record{
 			Topic:     string(dlq),
 			Partition: l.Partition,
-			Key:       l.key,
+			Key:       l.letter.Key,
 			Headers:   []kgo.RecordHeader{{Key: topics.HeaderRedrivenFrom, Value: []byte(ref(dlq, l.Partition, l.Offset))}},
 		}
 		recs = append(recs, c, marker)
@@ -148,34 +146,17 @@ func partitioner(dlq topics.Topic) kgo.Partitioner {
 
 // redriveCopy is the record that puts l back into the pipeline.
 func redriveCopy(names topics.Names, l *Letter, now time.Time) (*kgo.Record, error) {
-	from := kgo.RecordHeader{Key: topics.HeaderRedrivenFrom, Value: []byte(ref(l.Kind.Topic(names), l.Partition, l.Offset))}
+	from := ref(l.Kind.Topic(names), l.Partition, l.Offset)
 	if l.Kind == Processor {
-		headers := make([]kgo.RecordHeader, 0, len(l.headers)+1)
-		for _, h := range l.headers {
-			switch h.Key {
-			case topics.HeaderError, topics.HeaderErrorStage, topics.HeaderOrigTopic, topics.HeaderOrigPartition,
-				topics.HeaderOrigOffset, topics.HeaderFailedAt, topics.HeaderRedrivenFrom:
-			default:
-				headers = append(headers, h)
-			}
-		}
-		return &kgo.Record{Topic: string(names.Ingest), Key: l.key, Value: l.Value, Headers: append(headers, from)}, nil
+		c := l.letter.Unwrap(names.Ingest)
+		c.Headers = append(c.Headers, kgo.RecordHeader{Key: topics.HeaderRedrivenFrom, Value: []byte(from)})
+		return c, nil
 	}
-	// The dispatcher keys retries and dead letters <subscription-id>:<event id>.
-	sub := l.Subscription
-	if sub == "" {
-		sub, _, _ = strings.Cut(l.Key, ":")
-	}
-	eventID, ok := strings.CutPrefix(l.Key, sub+":")
-	if sub == "" || !ok || eventID == "" {
+	sub, eventID, ok := topics.SplitRetryKey(l.Key, l.Subscription)
+	if !ok {
 		return nil, fmt.Errorf("deadletter: %s partition %d offset %d: key %q is not <subscription>:<event id>; nothing was redriven",
 			l.Kind.Topic(names), l.Partition, l.Offset, l.Key)
 	}
-	return &kgo.Record{Topic: string(names.DeliveryRetry), Key: l.key, Value: l.Value, Headers: []kgo.RecordHeader{
-		{Key: topics.HeaderSubscription, Value: []byte(sub)},
-		{Key: topics.HeaderEventID, Value: []byte(eventID)},
-		{Key: topics.HeaderAttempts, Value: []byte(strconv.Itoa(0))},
-		{Key: topics.HeaderDueAt, Value: []byte(now.UTC().Format(topics.TimeFormat))},
-		from,
-	}}, nil
+	retry := &topics.Retry{Subscription: sub, EventID: eventID, DueAt: now, RedrivenFrom: from, Body: l.Value}
+	return retry.Record(names.DeliveryRetry), nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -443,22 +442,20 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body
 	if last.Err != nil {
 		cause = errorText(last.Err)
 	}
-	whole := &kgo.Record{
-		Topic: string(d.cfg.Names.DeliveryDLQ),
-		Key:   []byte(subID + ":" + eventID),
-		Value: body,
-		Headers: []kgo.RecordHeader{
-			{Key: topics.HeaderError, Value: []byte(cause)},
-			{Key: topics.HeaderErrorStage, Value: []byte(topics.StageDeliver)},
-			{Key: topics.HeaderOrigTopic, Value: []byte(orig.Topic)},
-			{Key: topics.HeaderOrigPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
-			{Key: topics.HeaderOrigOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
-			{Key: topics.HeaderFailedAt, Value: []byte(d.now().UTC().Format(topics.TimeFormat))},
-			{Key: topics.HeaderSubscription, Value: []byte(subID)},
-			{Key: topics.HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
-			{Key: topics.HeaderLastStatus, Value: []byte(strconv.Itoa(last.Status))},
-		},
+	letter := &topics.DeadLetter{
+		Key:           topics.RetryKey(subID, eventID),
+		Value:         body,
+		Stage:         topics.StageDeliver,
+		Error:         cause,
+		OrigTopic:     orig.Topic,
+		OrigPartition: orig.Partition,
+		OrigOffset:    orig.Offset,
+		FailedAt:      d.now(),
+		Subscription:  subID,
+		Attempts:      attempts,
+		LastStatus:    last.Status,
 	}
+	whole := letter.Record(d.cfg.Names.DeliveryDLQ)
 	limit := d.cfg.MaxRecordBytes
 	if limit <= 0 {
 		limit = topics.RecordBytes(whole)
@@ -513,18 +510,18 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) error {
 
 // scheduleRetry hands a failed delivery to the retry topic.
 func (d *Dispatcher) scheduleRetry(ctx context.Context, subID, eventID string, body []byte, attempts int, wait time.Duration, last Result) error {
-	due := d.now().Add(wait).UTC()
-	headers := []kgo.RecordHeader{
-		{Key: topics.HeaderSubscription, Value: []byte(subID)},
-		{Key: topics.HeaderEventID, Value: []byte(eventID)},
-		{Key: topics.HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
-		{Key: topics.HeaderDueAt, Value: []byte(due.Format(topics.TimeFormat))},
-		{Key: topics.HeaderLastStatus, Value: []byte(strconv.Itoa(last.Status))},
+	retry := &topics.Retry{
+		Subscription: subID,
+		EventID:      eventID,
+		Attempts:     attempts,
+		DueAt:        d.now().Add(wait),
+		LastStatus:   last.Status,
+		Body:         body,
 	}
 	if last.Err != nil {
-		headers = append(headers, kgo.RecordHeader{Key: topics.HeaderError, Value: []byte(errorText(last.Err))})
+		retry.Error = errorText(last.Err)
 	}
-	rec := &kgo.Record{Topic: string(d.cfg.Names.DeliveryRetry), Key: []byte(subID + ":" + eventID), Value: body, Headers: headers}
+	rec := retry.Record(d.cfg.Names.DeliveryRetry)
 	if err := d.produce(ctx, rec); err != nil {
 		return fmt.Errorf("delivery retry: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -200,14 +199,12 @@ func (r *retries) signal() {
 // it when it is due beyond the horizon. A record read again (a rewind)
 // is taken only if it is spilled and now near.
 func (r *retries) add(rec *kgo.Record) {
-	due, err := time.Parse(time.RFC3339Nano, headerValue(rec, topics.HeaderDueAt))
-	if err != nil {
-		due = time.Time{} // unreadable: due now, and the attempt decides
-	}
+	retry := topics.ParseRetry(rec) // an unreadable due time is due now, and the attempt decides
+	due := retry.DueAt
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := rec.Partition
-	it := &retryItem{rec: rec, sub: headerValue(rec, topics.HeaderSubscription), due: due, gen: r.gen[p]}
+	it := &retryItem{rec: rec, sub: retry.Subscription, due: due, gen: r.gen[p]}
 	if rec.Offset < r.next[p] {
 		sp, ok := r.spilled[p][rec.Offset]
 		if !ok || sp.parked || r.far(sp.due) {
@@ -532,9 +529,8 @@ const (
 // again at until.
 func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, until time.Time) {
 	d := r.d
-	subID := headerValue(rec, topics.HeaderSubscription)
-	eventID := headerValue(rec, topics.HeaderEventID)
-	attempts, _ := strconv.Atoi(headerValue(rec, topics.HeaderAttempts))
+	retry := topics.ParseRetry(rec)
+	subID, eventID, attempts := retry.Subscription, retry.EventID, retry.Attempts
 	st := d.subscription(subID)
 	if st == nil {
 		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)

@@ -1,0 +1,48 @@
+package topics
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// FuzzDeadLetter checks that decoding an encoded dead letter gives it back,
+// and that unwrapping it gives back the original record without error
+// headers. Invariants: never panics; ParseDeadLetter(l.Record(t)) == l.
+func FuzzDeadLetter(f *testing.F) {
+	f.Add([]byte("github:1"), []byte(`{}`), HeaderSource, "github", "process", "boom", int32(3), int64(42), int64(1e18), "", 0, 0)
+	f.Add([]byte("sub_1:e"), []byte(nil), HeaderError, "old", "deliver", "", int32(-1), int64(-5), int64(-1), "sub_1", 7, 503)
+	f.Add([]byte(nil), []byte("x"), HeaderRedrivenFrom, "t/0/1", "decode", "\xff", int32(0), int64(0), int64(0), "s", -2, -1)
+	f.Fuzz(func(t *testing.T, key, value []byte, hkey, hvalue, stage, cause string, partition int32, offset, nanos int64, sub string, attempts, status int) {
+		orig := &kgo.Record{Topic: "t.ingest", Partition: partition, Offset: offset, Key: key, Value: value,
+			Headers: []kgo.RecordHeader{{Key: hkey, Value: []byte(hvalue)}}}
+		l := NewDeadLetter(orig, stage, cause, time.Unix(0, nanos).UTC())
+		if sub != "" {
+			l.Subscription, l.Attempts, l.LastStatus = sub, attempts, status
+		}
+		rec := l.Record("t.dlq")
+		if RecordBytes(rec) < int64(len(key)+len(value)) {
+			t.Errorf("RecordBytes: got %d, want at least key and value", RecordBytes(rec))
+		}
+		got := ParseDeadLetter(rec)
+		if !bytes.Equal(got.Key, l.Key) || !bytes.Equal(got.Value, l.Value) ||
+			!slices.EqualFunc(got.Headers, l.Headers, equalHeader) ||
+			got.Stage != l.Stage || got.Error != l.Error || got.OrigTopic != l.OrigTopic ||
+			got.OrigPartition != l.OrigPartition || got.OrigOffset != l.OrigOffset || !got.FailedAt.Equal(l.FailedAt) ||
+			got.Subscription != l.Subscription || got.Attempts != l.Attempts || got.LastStatus != l.LastStatus {
+			t.Fatalf("decoded: got %+v, want %+v", got, l)
+		}
+		back := got.Unwrap("t.ingest")
+		want := slices.DeleteFunc(slices.Clone(orig.Headers), func(h kgo.RecordHeader) bool {
+			return isErrorHeader(h) || h.Key == HeaderRedrivenFrom
+		})
+		if !bytes.Equal(back.Key, key) || !bytes.Equal(back.Value, value) || !slices.EqualFunc(back.Headers, want, equalHeader) {
+			t.Errorf("unwrapped: got %+v, want key %q value %q headers %v", back, key, value, want)
+		}
+	})
+}
+
+func equalHeader(a, b kgo.RecordHeader) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }

@@ -1,0 +1,100 @@
+package topics
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Retry is a record of <prefix>.delivery-retry: a delivery of one event to
+// one subscription, due again at DueAt. Its key is RetryKey(Subscription,
+// EventID) and its value the envelope.
+type Retry struct {
+	Subscription string
+	EventID      string
+	// Attempts is how many attempts were made; 0 for a redriven letter,
+	// which starts the schedule again.
+	Attempts int
+	DueAt    time.Time
+	// LastStatus and Error are the subscriber's last answer: its HTTP
+	// status (0 without a response) and the error, if any.
+	LastStatus int
+	Error      string
+	// RedrivenFrom names the dead letter a redrive copied, if any.
+	RedrivenFrom string
+	Body         []byte
+}
+
+// RetryKey is the key of a subscription's retries and dead letters of one
+// event: <subscription>:<event id>.
+func RetryKey(subscription, eventID string) []byte {
+	return []byte(subscription + ":" + eventID)
+}
+
+// SplitRetryKey returns the subscription and the event id of a RetryKey.
+// A subscription id has no ':', event ids may; subscription, when not
+// empty, is the one the key must start with.
+func SplitRetryKey(key, subscription string) (sub, eventID string, ok bool) {
+	if subscription == "" {
+		subscription, _, _ = strings.Cut(key, ":")
+	}
+	eventID, ok = strings.CutPrefix(key, subscription+":")
+	if subscription == "" || !ok || eventID == "" {
+		return "", "", false
+	}
+	return subscription, eventID, true
+}
+
+// Record encodes the retry as a record of topic. RecordBytes of the
+// result is its whole size on the wire.
+func (r *Retry) Record(topic Topic) *kgo.Record {
+	headers := make([]kgo.RecordHeader, 0, 7)
+	headers = append(headers,
+		kgo.RecordHeader{Key: HeaderSubscription, Value: []byte(r.Subscription)},
+		kgo.RecordHeader{Key: HeaderEventID, Value: []byte(r.EventID)},
+		kgo.RecordHeader{Key: HeaderAttempts, Value: []byte(strconv.Itoa(r.Attempts))},
+		kgo.RecordHeader{Key: HeaderDueAt, Value: []byte(r.DueAt.UTC().Format(TimeFormat))},
+	)
+	if r.Attempts > 0 || r.LastStatus != 0 {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderLastStatus, Value: []byte(strconv.Itoa(r.LastStatus))})
+	}
+	if r.Error != "" {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderError, Value: []byte(r.Error)})
+	}
+	if r.RedrivenFrom != "" {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderRedrivenFrom, Value: []byte(r.RedrivenFrom)})
+	}
+	return &kgo.Record{Topic: string(topic), Key: RetryKey(r.Subscription, r.EventID), Value: r.Body, Headers: headers}
+}
+
+// ParseRetry decodes a retry record. It never fails: a header that is
+// missing or unreadable leaves its field zero, so a retry without a
+// readable due time is due at once and its attempt decides what becomes of
+// it.
+func ParseRetry(rec *kgo.Record) *Retry {
+	r := &Retry{Body: rec.Value}
+	for _, h := range rec.Headers {
+		v := string(h.Value)
+		switch h.Key {
+		case HeaderSubscription:
+			r.Subscription = v
+		case HeaderEventID:
+			r.EventID = v
+		case HeaderAttempts:
+			r.Attempts, _ = strconv.Atoi(v)
+		case HeaderDueAt:
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				r.DueAt = t.UTC()
+			}
+		case HeaderLastStatus:
+			r.LastStatus, _ = strconv.Atoi(v)
+		case HeaderError:
+			r.Error = v
+		case HeaderRedrivenFrom:
+			r.RedrivenFrom = v
+		}
+	}
+	return r
+}
