@@ -144,8 +144,14 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 		if _, err := cli(ctx, c.bin, c.cliEnv, "dlq", "redrive", "--all", "--execute"); err != nil {
 			return err
 		}
-		_, err := cli(ctx, c.bin, c.cliEnv, "dlq", "redrive", "--dlq", "delivery", "--all", "--execute")
-		return err
+		// Delivery letters go back for the subscribers that recover, as an
+		// operator would; a disabled subscription's would wait, parked.
+		for _, k := range []string{subDead, subFlap} {
+			if _, err := cli(ctx, c.bin, c.cliEnv, "dlq", "redrive", "--dlq", "delivery", "--key", c.subs.byKind[k].id+":*", "--execute"); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown fault %q", f.Kind)
 }
@@ -235,7 +241,9 @@ func (c *campaign) poison(ctx context.Context) error {
 		return err
 	}
 
-	big := make([]byte, c.maxBody*5/2) // fits the ingest topic; its base64 envelope cannot fit events
+	// A value that fits the ingest topic, but whose envelope (base64, 4/3
+	// of it) cannot fit the events topic.
+	big := make([]byte, topics.MaxRecordBytes(c.maxBody)-48<<10)
 	_, _ = crand.Read(big)
 	rec := func(id string, key []byte, value []byte) *kgo.Record {
 		return &kgo.Record{Topic: string(c.names.Ingest), Key: key, Value: value, Headers: []kgo.RecordHeader{

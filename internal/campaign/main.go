@@ -395,6 +395,23 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	loadEnd := time.Now()
 	log.Info("load stopped; waiting for the system to quiesce", "accepted", len(c.load.keys()))
 
+	// The subscription answered 410 must be disabled; it is removed, which
+	// drops whatever waits for it, so every other group can drain.
+	gone := c.subs.byKind[subGone].id
+	if out, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "get", gone, "--output", "json"); err != nil {
+		c.finding("subscriptions get (gone): %v", err)
+	} else {
+		var s struct {
+			Enabled bool `json:"enabled"`
+		}
+		if json.Unmarshal(out, &s) == nil && s.Enabled {
+			c.finding("the subscription answered 410 is still enabled")
+		}
+	}
+	if _, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "rm", gone); err != nil {
+		c.finding("subscriptions rm (gone): %v", err)
+	}
+
 	// Quiesce: poll the invariants until they hold or the bound passes.
 	var o outcome
 	deadline := time.Now().Add(c.prof.quiesce)
@@ -409,22 +426,11 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 			quiesced = -1
 			break
 		}
-		log.Info("not quiesced yet", "err", err, "failing", len(o.failures()))
+		log.Info("not quiesced yet", "err", err, "failing", strings.Join(o.failures(), " | "))
 		sleepCtx(ctx, 5*time.Second)
 	}
 	if err != nil {
 		c.finding("checking the invariants: %v", err)
-	}
-	// The gone subscriber's subscription must be disabled.
-	if out, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "get", c.subs.byKind[subGone].id, "--output", "json"); err != nil {
-		c.finding("subscriptions get (gone): %v", err)
-	} else {
-		var s struct {
-			Enabled bool `json:"enabled"`
-		}
-		if json.Unmarshal(out, &s) == nil && s.Enabled {
-			c.finding("the subscription answered 410 is still enabled")
-		}
 	}
 	for _, p := range c.procs {
 		if !p.alive() {
