@@ -293,18 +293,22 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 	if !ok {
 		return errNoEventID
 	}
-	key := name + ":" + eventID
+	key := topics.IngestKey(name, eventID)
 	if _, dup := h.seen.Get(key); dup {
 		h.metrics.fastDuplicates.WithLabelValues(h.metrics.label(name, true)).Inc()
 		return c.JSON(http.StatusOK, acceptBody{Status: "duplicate", ID: key, RequestID: requestID(c)})
 	}
-	rec := &kgo.Record{
-		Topic: string(h.cfg.Topic),
-		Key:   []byte(key),
-		Value: body,
-		Headers: h.headers(src, req.Header, name, eventID, EventType(src.typ, p, name),
-			received, requestID(c), contentType),
+	ir := &topics.IngestRecord{
+		Source:      name,
+		EventID:     eventID,
+		EventType:   EventType(src.typ, p, name),
+		ReceivedAt:  received,
+		RequestID:   requestID(c),
+		ContentType: contentType,
+		Provider:    src.provider(req.Header),
+		Body:        body,
 	}
+	rec := ir.Record(h.cfg.Topic)
 	if err := h.eventFits(rec, p.JSON, received); err != nil {
 		return err
 	}
@@ -424,25 +428,6 @@ func ProducerOpts(cfg Config) []kgo.Opt {
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))),
 	}
-}
-
-func (h *Handler) headers(src *source, in http.Header, name, eventID, eventType string,
-	received time.Time, requestID, contentType string) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, 0, 6+len(src.carried))
-	out = append(out,
-		kgo.RecordHeader{Key: topics.HeaderSource, Value: []byte(name)},
-		kgo.RecordHeader{Key: topics.HeaderEventID, Value: []byte(eventID)},
-		kgo.RecordHeader{Key: topics.HeaderEventType, Value: []byte(eventType)},
-		kgo.RecordHeader{Key: topics.HeaderReceivedAt, Value: []byte(received.UTC().Format(topics.TimeFormat))},
-		kgo.RecordHeader{Key: topics.HeaderRequestID, Value: []byte(requestID)},
-		kgo.RecordHeader{Key: topics.HeaderContentType, Value: []byte(contentType)},
-	)
-	for _, ch := range src.carried {
-		if v := in.Values(ch.name); len(v) > 0 {
-			out = append(out, kgo.RecordHeader{Key: ch.key, Value: []byte(v[0])})
-		}
-	}
-	return out
 }
 
 func isJSON(contentType string) bool {

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
 	"github.com/hookstream/hookstream/config"
@@ -92,7 +92,18 @@ func carry(names []string) []carriedHeader {
 			continue
 		}
 		seen[canon] = true
-		out = append(out, carriedHeader{name: canon, key: topics.HeaderProviderPrefix + strings.ToLower(canon)})
+		out = append(out, carriedHeader{name: canon, key: topics.ProviderHeaderKey(canon)})
+	}
+	return out
+}
+
+// provider returns the carried headers of a request, in record form.
+func (s *source) provider(in http.Header) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(s.carried))
+	for _, ch := range s.carried {
+		if v := in.Values(ch.name); len(v) > 0 {
+			out = append(out, kgo.RecordHeader{Key: ch.key, Value: []byte(v[0])})
+		}
 	}
 	return out
 }

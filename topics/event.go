@@ -1,9 +1,8 @@
 package topics
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -16,47 +15,31 @@ import (
 var ErrDecode = errors.New("decode")
 
 // NewEnvelope builds the events envelope of an ingest record r, stamped
-// processedAt. It fails with ErrDecode when r is not an ingest record.
+// processedAt. It fails with ErrDecode when r is not an ingest record (see
+// ParseIngestRecord). Without hs-received-at the event was received at the
+// record's timestamp; without hs-event-type its type is its source.
 func NewEnvelope(r *kgo.Record, processedAt time.Time) (*Envelope, error) {
-	e := &Envelope{ID: string(r.Key), ProcessedAt: processedAt}
-	for _, h := range r.Headers {
-		switch {
-		case h.Key == HeaderSource:
-			e.Source = string(h.Value)
-		case h.Key == HeaderEventID:
-			e.EventID = string(h.Value)
-		case h.Key == HeaderEventType:
-			e.Type = string(h.Value)
-		case h.Key == HeaderContentType:
-			e.ContentType = string(h.Value)
-		case h.Key == HeaderReceivedAt:
-			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
-			if err != nil {
-				return nil, fmt.Errorf("%w: header %s: %q is not RFC 3339", ErrDecode, HeaderReceivedAt, h.Value)
-			}
-			e.ReceivedAt = t
-		case strings.HasPrefix(h.Key, HeaderProviderPrefix):
-			if e.Headers == nil {
-				e.Headers = make(map[string]string, 4)
-			}
-			e.Headers[h.Key[len(HeaderProviderPrefix):]] = string(h.Value)
-		}
+	ir, err := ParseIngestRecord(r)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case e.Source == "":
-		return nil, fmt.Errorf("%w: header %s is missing", ErrDecode, HeaderSource)
-	case e.EventID == "":
-		return nil, fmt.Errorf("%w: header %s is missing", ErrDecode, HeaderEventID)
-	case e.ID != e.Source+":"+e.EventID:
-		return nil, fmt.Errorf("%w: key %q is not %s:%s", ErrDecode, e.ID, e.Source, e.EventID)
-	case len(r.Value) == 0:
-		return nil, fmt.Errorf("%w: empty value", ErrDecode)
+	e := &Envelope{
+		ID:          string(r.Key),
+		Source:      ir.Source,
+		EventID:     ir.EventID,
+		Type:        cmp.Or(ir.EventType, ir.Source),
+		ReceivedAt:  ir.ReceivedAt,
+		ProcessedAt: processedAt,
+		ContentType: ir.ContentType,
 	}
 	if e.ReceivedAt.IsZero() {
 		e.ReceivedAt = r.Timestamp.UTC()
 	}
-	if e.Type == "" {
-		e.Type = e.Source
+	if len(ir.Provider) > 0 {
+		e.Headers = make(map[string]string, len(ir.Provider))
+		for _, h := range ir.Provider {
+			e.Headers[h.Key[len(HeaderProviderPrefix):]] = string(h.Value)
+		}
 	}
 	e.SetBody(r.Value, e.ContentType, gjson.ValidBytes(r.Value))
 	return e, nil

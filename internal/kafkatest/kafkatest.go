@@ -233,17 +233,14 @@ func Embedded(t testing.TB, prefix string, partitions int32, maxBody int64) *Env
 // IngestRecord is a record as the receiver writes it, with one provider
 // header (x-shop).
 func IngestRecord(names topics.Names, source, id, body string) *kgo.Record {
-	return &kgo.Record{
-		Topic: string(names.Ingest),
-		Key:   []byte(source + ":" + id),
-		Value: []byte(body),
-		Headers: []kgo.RecordHeader{
-			{Key: topics.HeaderSource, Value: []byte(source)},
-			{Key: topics.HeaderEventID, Value: []byte(id)},
-			{Key: topics.HeaderEventType, Value: []byte("order.created")},
-			{Key: topics.HeaderReceivedAt, Value: []byte(time.Now().UTC().Format(topics.TimeFormat))},
-			{Key: topics.HeaderContentType, Value: []byte("application/json")},
-			{Key: topics.HeaderProviderPrefix + "x-shop", Value: []byte("s1")},
-		},
+	ir := &topics.IngestRecord{
+		Source:      source,
+		EventID:     id,
+		EventType:   "order.created",
+		ReceivedAt:  time.Now(),
+		ContentType: "application/json",
+		Provider:    []kgo.RecordHeader{{Key: topics.ProviderHeaderKey("x-shop"), Value: []byte("s1")}},
+		Body:        []byte(body),
 	}
+	return ir.Record(names.Ingest)
 }
