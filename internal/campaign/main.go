@@ -170,6 +170,13 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	if err := os.MkdirAll(filepath.Join(work, "logs"), 0o755); err != nil {
 		return nil, err
 	}
+	// One campaign per work directory: two would share data directories.
+	lock, err := os.OpenFile(filepath.Join(work, "campaign.lock"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("work directory %s: %w (another campaign uses it?)", work, err)
+	}
+	lock.Close()
+	defer os.Remove(lock.Name())
 	fmt.Printf("campaign: work directory %s (process logs in logs/)\n", work)
 	c := &campaign{
 		seed: cfg.seed, prof: cfg.prof, work: work, maxBody: 64 << 10, log: log,
@@ -233,7 +240,6 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		return nil, err
 	}
 
-	var err error
 	c.producer, err = kgo.NewClient(kgo.SeedBrokers(c.broker.seeds...),
 		kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(c.maxBody))), kgo.RecordRetries(20))
 	if err != nil {
