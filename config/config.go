@@ -25,10 +25,9 @@ type Config struct {
 	EmbeddedAddr string
 	// DataDir holds the embedded broker's log (kafka/) and state (state/). Default ./data.
 	DataDir string
-	// SourcesFile is the YAML file of sources. Default empty: every source accepted unverified.
+	// SourcesFile is the YAML file of sources, which package ingest reads.
+	// Default empty: every source accepted unverified.
 	SourcesFile string
-	// Sources is the parsed SourcesFile.
-	Sources Sources
 	// HTTPAddr is the ingest listener. Default :8080.
 	HTTPAddr string
 	// AdminAddr is the admin listener. Default 127.0.0.1:8081.
@@ -230,7 +229,9 @@ func RegisterFlags(fs *pflag.FlagSet, scope Scope) {
 
 // Load builds the configuration from defaults, the environment (lookup) and
 // the flags of fs that were set, and validates it. The error lists every
-// problem, one a line, each naming its variable.
+// problem, one a line, each naming its variable; with it comes the
+// configuration as far as it could be read, so that callers can add the
+// problems of the files it names.
 func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error) {
 	c := &Config{}
 	var errs []error
@@ -258,20 +259,10 @@ func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error
 	if len(c.Delivery.Schedule) > 0 {
 		c.Delivery.BreakerCooldown = min(c.Delivery.BreakerCooldown, c.Delivery.Schedule[0])
 	}
-	if c.SourcesFile != "" {
-		src, err := LoadSources(c.SourcesFile, lookup)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.Sources = src
-	}
 	if c.AdminToken == "" && c.AdminAddr != "" && !loopback(c.AdminAddr) {
 		errs = append(errs, errors.New("HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR "+c.AdminAddr+" is not a loopback address"))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 // Env is the process environment as a lookup function.
@@ -335,4 +326,19 @@ func positiveDuration(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q (want e.g. 5s, 10m, 168h)", v)
 	}
 	return d, nil
+}
+
+// ValidName reports whether name may be used as a source or topic prefix:
+// 1 to 100 letters, digits, '.', '_' or '-', as Kafka topic names allow.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 100 {
+		return false
+	}
+	for _, r := range name {
+		ok := r == '-' || r == '_' || r == '.' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -149,75 +147,5 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestLoadSourcesFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sources.yaml")
-	doc := `
-sources:
-  github:
-    verify: {scheme: github, secret: ${GH_SECRET}}
-    event_id: header:X-GitHub-Delivery
-  stripe:
-    verify: {scheme: stripe, secret: s, tolerance: 2m}
-    rate_limit: 100/s
-`
-	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(nil, lookupFrom(map[string]string{"HOOKSTREAM_CONFIG": path, "GH_SECRET": "shh"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Sources.Sources["github"].Verify.Secret; got != "shh" {
-		t.Errorf("expanded secret: got %q, want %q", got, "shh")
-	}
-	if got := c.Sources.Sources["stripe"].Verify.Tolerance; got != 2*time.Minute {
-		t.Errorf("tolerance: got %v, want 2m", got)
-	}
-	if c.Sources.AllowUnknown {
-		t.Errorf("allow_unknown_sources: got true, want false by default with a file")
-	}
-}
-
-func TestParseSourcesErrors(t *testing.T) {
-	tests := []struct{ name, doc, want string }{
-		{"missing variable", "sources: {a: {verify: {scheme: github, secret: ${NOPE}}}}", "HOOKSTREAM_CONFIG: environment variable NOPE is not set"},
-		{"unknown scheme", "sources: {a: {verify: {scheme: md5, secret: x}}}", `sources.a.verify.scheme: unknown scheme "md5"`},
-		{"secret required", "sources: {a: {verify: {scheme: stripe}}}", "sources.a.verify.secret: required by scheme stripe"},
-		{"header required", "sources: {a: {verify: {scheme: token, secret: x}}}", "sources.a.verify.header: required by scheme token"},
-		{"rate", "sources: {a: {rate_limit: fast}}", `sources.a.rate_limit: invalid rate "fast"`},
-		{"standard secret", "sources: {a: {verify: {scheme: standard, secret: plain}}}", "sources.a.verify.secret: "},
-		{"old standard secret", "sources: {a: {verify: {scheme: standard, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, old_secrets: [x]}}}", "sources.a.verify.old_secrets[0]: "},
-		{"unknown key", "sources: {a: {verfy: {}}}", "field verfy not found"},
-		{"bad name", "sources: {'a/b': {}}", "sources.a/b: source names use"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseSources([]byte(tt.doc), lookupFrom(nil))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error: got %v, want it to contain %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseRate(t *testing.T) {
-	tests := []struct {
-		in        string
-		perSecond float64
-		burst     int
-	}{
-		{"100/s", 100, 100},
-		{"60/m", 1, 60},
-		{"3600/h", 1, 3600},
-	}
-	for _, tt := range tests {
-		perSecond, burst, err := ParseRate(tt.in)
-		if err != nil || perSecond != tt.perSecond || burst != tt.burst {
-			t.Errorf("ParseRate(%q): got %v, %d, %v, want %v, %d", tt.in, perSecond, burst, err, tt.perSecond, tt.burst)
-		}
 	}
 }

@@ -1,9 +1,10 @@
 // Package ingest is the webhook receiver: it authenticates a provider's
 // POST, derives the event id and type, and answers 2xx only once Kafka has
-// the record durably (acks=all). It owns HTTP limits, signature schemes,
-// event ids and the record format of the ingest topic; it never decides
-// whether an event is a duplicate for good (the processor does) and never
-// holds an event it has not handed to Kafka.
+// the record durably (acks=all). It owns the sources model of
+// HOOKSTREAM_CONFIG and its validation, HTTP limits, signature schemes and
+// event ids; the record format of the ingest topic is topics.IngestRecord.
+// It never decides whether an event is a duplicate for good (the processor
+// does) and never holds an event it has not handed to Kafka.
 package ingest
 
 import (
@@ -37,7 +38,7 @@ type Config struct {
 	// Addr is the listener of Run. Default :8080 (HOOKSTREAM_HTTP_ADDR).
 	Addr string
 	// Sources are the configured providers.
-	Sources config.Sources
+	Sources Sources
 	// AcceptAll accepts every source unverified: no sources file was given.
 	AcceptAll bool
 	// MaxBody is the largest accepted body. Default 1MiB.
@@ -122,7 +123,7 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 		inFlight: make(chan struct{}, cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
 	}
 	if cfg.AcceptAll || cfg.Sources.AllowUnknown {
-		h.unknown, err = compileSource(config.Source{})
+		h.unknown, err = compileSource(Source{})
 		if err != nil {
 			return nil, err
 		}

@@ -21,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/topics"
@@ -30,14 +29,14 @@ import (
 const githubSecret = "gh-secret"
 
 // testSources is the sources file the tests run with.
-var testSources = config.Sources{Sources: map[string]config.Source{
+var testSources = ingest.Sources{Sources: map[string]ingest.Source{
 	"github": {
-		Verify:    config.Verify{Scheme: "github", Secret: githubSecret},
+		Verify:    ingest.Verify{Scheme: "github", Secret: githubSecret},
 		EventID:   "header:X-GitHub-Delivery",
 		EventType: "header:X-GitHub-Event",
 	},
 	"billing": {
-		Verify:    config.Verify{Scheme: "github", Secret: githubSecret},
+		Verify:    ingest.Verify{Scheme: "github", Secret: githubSecret},
 		EventID:   "header:X-GitHub-Delivery",
 		RateLimit: "1/h",
 	},
@@ -294,9 +293,9 @@ func TestUnknownSources(t *testing.T) {
 		cfg    ingest.Config
 		status int
 	}{
-		{"no sources file accepts all", ingest.Config{AcceptAll: true, Sources: config.Sources{Sources: map[string]config.Source{}}}, 202},
-		{"allow_unknown_sources", ingest.Config{Sources: config.Sources{AllowUnknown: true, Sources: map[string]config.Source{}}}, 202},
-		{"refused by default with a file", ingest.Config{Sources: config.Sources{Sources: map[string]config.Source{"a": {}}}}, 404},
+		{"no sources file accepts all", ingest.Config{AcceptAll: true, Sources: ingest.Sources{Sources: map[string]ingest.Source{}}}, 202},
+		{"allow_unknown_sources", ingest.Config{Sources: ingest.Sources{AllowUnknown: true, Sources: map[string]ingest.Source{}}}, 202},
+		{"refused by default with a file", ingest.Config{Sources: ingest.Sources{Sources: map[string]ingest.Source{"a": {}}}}, 404},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
-	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -29,7 +28,7 @@ type carriedHeader struct {
 }
 
 // compileSources builds every configured source; errors name the key.
-func compileSources(cfg config.Sources) (map[string]*source, error) {
+func compileSources(cfg Sources) (map[string]*source, error) {
 	out := make(map[string]*source, len(cfg.Sources))
 	names := make([]string, 0, len(cfg.Sources))
 	for name := range cfg.Sources {
@@ -46,7 +45,7 @@ func compileSources(cfg config.Sources) (map[string]*source, error) {
 	return out, nil
 }
 
-func compileSource(c config.Source) (*source, error) {
+func compileSource(c Source) (*source, error) {
 	v, err := NewVerifier(c.Verify)
 	if err != nil {
 		return nil, err
@@ -61,7 +60,7 @@ func compileSource(c config.Source) (*source, error) {
 	}
 	s := &source{verifier: v, id: id, typ: typ}
 	if c.RateLimit != "" {
-		perSecond, burst, err := config.ParseRate(c.RateLimit)
+		perSecond, burst, err := ParseRate(c.RateLimit)
 		if err != nil {
 			return nil, fmt.Errorf("rate_limit: %w", err)
 		}

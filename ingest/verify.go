@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/signature"
 )
 
@@ -55,13 +53,13 @@ var (
 // NewVerifier compiles the verification of one source. It returns an error,
 // naming the field at fault, for an unusable configuration; the error never
 // contains a secret.
-func NewVerifier(c config.Verify) (Verifier, error) {
-	if err := checkVerifyConfig(c); err != nil {
+func NewVerifier(c Verify) (Verifier, error) {
+	if err := errors.Join(c.problems()...); err != nil {
 		return nil, err
 	}
 	tolerance := c.Tolerance
 	if tolerance == 0 {
-		tolerance = config.DefaultTolerance
+		tolerance = DefaultTolerance
 	}
 	secrets := append([]string{c.Secret}, c.OldSecrets...)
 	keys := make([][]byte, len(secrets))
@@ -123,88 +121,6 @@ var verifyAlgorithms = map[string]func() hash.Hash{
 }
 
 var verifyEncodings = map[string]sigEncoding{"": sigHex, "hex": sigHex, "base64": sigBase64}
-
-// checkVerifyConfig reports the first problem of c, naming its field. Fields
-// the scheme does not read are refused, so that a mistake does not pass
-// silently.
-func checkVerifyConfig(c config.Verify) error {
-	scheme := c.Scheme
-	if scheme == "" {
-		scheme = "none"
-	}
-	if !slices.Contains(config.Schemes, scheme) {
-		return fmt.Errorf("verify.scheme: unknown scheme %q (want one of %s)", c.Scheme, strings.Join(config.Schemes, ", "))
-	}
-	var (
-		keyed   = scheme != "none"
-		header  = scheme == "token" || scheme == "hmac"
-		timed   = scheme == "stripe" || scheme == "slack" || scheme == "standard"
-		generic = scheme == "hmac"
-	)
-	unused := func(field string) error {
-		if scheme == "none" {
-			return fmt.Errorf("verify.%s: not used by scheme none (set verify.scheme)", field)
-		}
-		return fmt.Errorf("verify.%s: not used by scheme %s", field, scheme)
-	}
-	switch {
-	case keyed && c.Secret == "":
-		return fmt.Errorf("verify.secret: required by scheme %s", scheme)
-	case !keyed && c.Secret != "":
-		return unused("secret")
-	case !keyed && len(c.OldSecrets) > 0:
-		return unused("old_secrets")
-	case header && c.Header == "":
-		return fmt.Errorf("verify.header: required by scheme %s", scheme)
-	case !header && c.Header != "":
-		return unused("header")
-	case !generic && c.Algorithm != "":
-		return unused("algorithm")
-	case !generic && c.Encoding != "":
-		return unused("encoding")
-	case !generic && c.Prefix != "":
-		return unused("prefix")
-	case c.Tolerance < 0:
-		return errors.New("verify.tolerance: must not be negative")
-	case !timed && c.Tolerance != 0:
-		return unused("tolerance")
-	}
-	if header {
-		for i := 0; i < len(c.Header); i++ {
-			if !isHeaderNameChar(c.Header[i]) {
-				return fmt.Errorf("verify.header: %q is not a valid header name", c.Header)
-			}
-		}
-	}
-	if _, ok := verifyAlgorithms[c.Algorithm]; !ok {
-		return fmt.Errorf("verify.algorithm: unknown algorithm %q (want sha256, sha1 or sha512)", c.Algorithm)
-	}
-	if _, ok := verifyEncodings[c.Encoding]; !ok {
-		return fmt.Errorf("verify.encoding: unknown encoding %q (want hex or base64)", c.Encoding)
-	}
-	if !keyed {
-		return nil
-	}
-	for i, s := range append([]string{c.Secret}, c.OldSecrets...) {
-		switch {
-		case s == "":
-			return fmt.Errorf("%s: empty", secretField(i))
-		case strings.TrimSpace(s) != s:
-			// Providers never put white space around a secret, and HTTP trims
-			// it from header values: it is a copying mistake.
-			return fmt.Errorf("%s: has leading or trailing white space", secretField(i))
-		}
-	}
-	return nil
-}
-
-// secretField names the i-th secret of a source: Secret, then OldSecrets.
-func secretField(i int) string {
-	if i == 0 {
-		return "verify.secret"
-	}
-	return fmt.Sprintf("verify.old_secrets[%d]", i-1)
-}
 
 // schemeHeader is a request header a scheme reads, with its errors built once
 // so that rejecting a request allocates nothing.

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/signature"
 )
 
@@ -68,7 +67,7 @@ func verifyTestHeader(kv ...string) http.Header {
 	return h
 }
 
-func mustVerifier(t testing.TB, c config.Verify) Verifier {
+func mustVerifier(t testing.TB, c Verify) Verifier {
 	t.Helper()
 	v, err := NewVerifier(c)
 	if err != nil {
@@ -79,7 +78,7 @@ func mustVerifier(t testing.TB, c config.Verify) Verifier {
 
 type verifyCase struct {
 	name   string
-	cfg    config.Verify
+	cfg    Verify
 	header http.Header
 	body   string    // default verifyTestBody
 	now    time.Time // default verifyTestNow
@@ -129,8 +128,8 @@ func runVerifyCases(t *testing.T, cases []verifyCase) {
 
 func TestVerifyGitHub(t *testing.T) {
 	const secret, old = "It's a Secret to Everybody", "the-previous-secret"
-	cfg := config.Verify{Scheme: "github", Secret: secret}
-	rotating := config.Verify{Scheme: "github", Secret: secret, OldSecrets: []string{old}}
+	cfg := Verify{Scheme: "github", Secret: secret}
+	rotating := Verify{Scheme: "github", Secret: secret, OldSecrets: []string{old}}
 	valid := signGitHub(secret, verifyTestBody)
 	runVerifyCases(t, []verifyCase{
 		{name: "documented example", cfg: cfg, body: "Hello, World!",
@@ -155,8 +154,8 @@ func TestVerifyGitHub(t *testing.T) {
 
 func TestVerifyStripe(t *testing.T) {
 	const secret, old = "whsec_stripe_current", "whsec_stripe_previous"
-	cfg := config.Verify{Scheme: "stripe", Secret: secret}
-	rotating := config.Verify{Scheme: "stripe", Secret: secret, OldSecrets: []string{old}}
+	cfg := Verify{Scheme: "stripe", Secret: secret}
+	rotating := Verify{Scheme: "stripe", Secret: secret, OldSecrets: []string{old}}
 	ts := verifyTestNow.Unix()
 	valid := signStripe(secret, ts, verifyTestBody)
 	stripe := func(v string) http.Header { return verifyTestHeader("Stripe-Signature", v) }
@@ -167,7 +166,7 @@ func TestVerifyStripe(t *testing.T) {
 		{name: "fields in any order with spaces", cfg: cfg, header: stripe(fmt.Sprintf("v1=%s, t=%d", valid, ts))},
 		{name: "old secret during rotation", cfg: rotating, header: stripe(fmt.Sprintf("t=%d,v1=%s", ts, signStripe(old, ts, verifyTestBody)))},
 		{name: "within tolerance", cfg: cfg, now: verifyTestNow.Add(5 * time.Minute), header: stripe(fmt.Sprintf("t=%d,v1=%s", ts, valid))},
-		{name: "custom tolerance", cfg: config.Verify{Scheme: "stripe", Secret: secret, Tolerance: time.Hour},
+		{name: "custom tolerance", cfg: Verify{Scheme: "stripe", Secret: secret, Tolerance: time.Hour},
 			now: verifyTestNow.Add(59 * time.Minute), header: stripe(fmt.Sprintf("t=%d,v1=%s", ts, valid))},
 		{name: "stale", cfg: cfg, now: verifyTestNow.Add(5*time.Minute + time.Second), header: stripe(fmt.Sprintf("t=%d,v1=%s", ts, valid)), want: signature.ErrTimestamp},
 		{name: "future", cfg: cfg, now: verifyTestNow.Add(-6 * time.Minute), header: stripe(fmt.Sprintf("t=%d,v1=%s", ts, valid)), want: signature.ErrTimestamp},
@@ -187,8 +186,8 @@ func TestVerifyStripe(t *testing.T) {
 
 func TestVerifyShopify(t *testing.T) {
 	const secret, old = "shpss_current", "shpss_previous"
-	cfg := config.Verify{Scheme: "shopify", Secret: secret}
-	rotating := config.Verify{Scheme: "shopify", Secret: secret, OldSecrets: []string{old}}
+	cfg := Verify{Scheme: "shopify", Secret: secret}
+	rotating := Verify{Scheme: "shopify", Secret: secret, OldSecrets: []string{old}}
 	valid := signShopify(secret, verifyTestBody)
 	shopify := func(v string) http.Header { return verifyTestHeader("X-Shopify-Hmac-SHA256", v) }
 	runVerifyCases(t, []verifyCase{
@@ -205,8 +204,8 @@ func TestVerifyShopify(t *testing.T) {
 
 func TestVerifySlack(t *testing.T) {
 	const secret, old = "8f742231b10e8888abcd99yyyzzz85a5", "slack-previous-secret"
-	cfg := config.Verify{Scheme: "slack", Secret: secret}
-	rotating := config.Verify{Scheme: "slack", Secret: secret, OldSecrets: []string{old}}
+	cfg := Verify{Scheme: "slack", Secret: secret}
+	rotating := Verify{Scheme: "slack", Secret: secret, OldSecrets: []string{old}}
 	ts := verifyTestNow.Unix()
 	valid := signSlack(secret, ts, verifyTestBody)
 	slack := func(sig string, ts int64) http.Header {
@@ -246,8 +245,8 @@ func TestVerifyStandard(t *testing.T) {
 		t.Fatalf("test signer: got %s, want %s", got, sig)
 	}
 	now := time.Unix(ts, 0)
-	cfg := config.Verify{Scheme: "standard", Secret: secret}
-	rotating := config.Verify{Scheme: "standard", Secret: secret, OldSecrets: []string{old}}
+	cfg := Verify{Scheme: "standard", Secret: secret}
+	rotating := Verify{Scheme: "standard", Secret: secret, OldSecrets: []string{old}}
 	std := func(id string, ts int64, sig string) http.Header {
 		return verifyTestHeader("webhook-id", id, "webhook-timestamp", fmt.Sprint(ts), "webhook-signature", sig)
 	}
@@ -275,8 +274,8 @@ func TestVerifyStandard(t *testing.T) {
 
 func TestVerifyToken(t *testing.T) {
 	const secret, old = "gitlab-token-0123456789-0123456789-0123456789", "gitlab-old"
-	cfg := config.Verify{Scheme: "token", Header: "X-Gitlab-Token", Secret: secret}
-	rotating := config.Verify{Scheme: "token", Header: "x-gitlab-token", Secret: secret, OldSecrets: []string{old}}
+	cfg := Verify{Scheme: "token", Header: "X-Gitlab-Token", Secret: secret}
+	rotating := Verify{Scheme: "token", Header: "x-gitlab-token", Secret: secret, OldSecrets: []string{old}}
 	gitlab := func(v string) http.Header { return verifyTestHeader("X-Gitlab-Token", v) }
 	runVerifyCases(t, []verifyCase{
 		{name: "valid", cfg: cfg, header: gitlab(secret)},
@@ -292,9 +291,9 @@ func TestVerifyToken(t *testing.T) {
 
 func TestVerifyHMAC(t *testing.T) {
 	const secret, old = "generic-secret", "generic-old"
-	sha1Hex := config.Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha1", Secret: secret, OldSecrets: []string{old}}
-	sha512B64 := config.Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha512", Encoding: "base64", Prefix: "sha512=", Secret: secret}
-	defaults := config.Verify{Scheme: "hmac", Header: "X-Signature", Secret: secret}
+	sha1Hex := Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha1", Secret: secret, OldSecrets: []string{old}}
+	sha512B64 := Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha512", Encoding: "base64", Prefix: "sha512=", Secret: secret}
+	defaults := Verify{Scheme: "hmac", Header: "X-Signature", Secret: secret}
 	hdr := func(v string) http.Header { return verifyTestHeader("X-Signature", v) }
 	validSHA1 := hex.EncodeToString(verifyTestMAC(sha1.New, secret, verifyTestBody))
 	validSHA512 := "sha512=" + base64.StdEncoding.EncodeToString(verifyTestMAC(sha512.New, secret, verifyTestBody))
@@ -315,25 +314,25 @@ func TestVerifyHMAC(t *testing.T) {
 
 func TestVerifyNone(t *testing.T) {
 	runVerifyCases(t, []verifyCase{
-		{name: "none", cfg: config.Verify{Scheme: "none"}, header: http.Header{}},
-		{name: "empty scheme", cfg: config.Verify{}, header: verifyTestHeader("X-Hub-Signature-256", "sha256=00")},
+		{name: "none", cfg: Verify{Scheme: "none"}, header: http.Header{}},
+		{name: "empty scheme", cfg: Verify{}, header: verifyTestHeader("X-Hub-Signature-256", "sha256=00")},
 	})
 }
 
 func TestVerifierHeaders(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  config.Verify
+		cfg  Verify
 		want []string
 	}{
-		{config.Verify{}, nil},
-		{config.Verify{Scheme: "none"}, nil},
-		{config.Verify{Scheme: "github", Secret: "s"}, []string{"X-Hub-Signature-256"}},
-		{config.Verify{Scheme: "stripe", Secret: "s"}, []string{"Stripe-Signature"}},
-		{config.Verify{Scheme: "shopify", Secret: "s"}, []string{"X-Shopify-Hmac-Sha256"}},
-		{config.Verify{Scheme: "slack", Secret: "s"}, []string{"X-Slack-Signature", "X-Slack-Request-Timestamp"}},
-		{config.Verify{Scheme: "standard", Secret: "whsec_c2VjcmV0"}, []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"}},
-		{config.Verify{Scheme: "hmac", Header: "x-my-SIGNATURE", Secret: "s"}, []string{"X-My-Signature"}},
-		{config.Verify{Scheme: "token", Header: "X-Gitlab-Token", Secret: "s"}, nil}, // the token is the secret
+		{Verify{}, nil},
+		{Verify{Scheme: "none"}, nil},
+		{Verify{Scheme: "github", Secret: "s"}, []string{"X-Hub-Signature-256"}},
+		{Verify{Scheme: "stripe", Secret: "s"}, []string{"Stripe-Signature"}},
+		{Verify{Scheme: "shopify", Secret: "s"}, []string{"X-Shopify-Hmac-Sha256"}},
+		{Verify{Scheme: "slack", Secret: "s"}, []string{"X-Slack-Signature", "X-Slack-Request-Timestamp"}},
+		{Verify{Scheme: "standard", Secret: "whsec_c2VjcmV0"}, []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"}},
+		{Verify{Scheme: "hmac", Header: "x-my-SIGNATURE", Secret: "s"}, []string{"X-My-Signature"}},
+		{Verify{Scheme: "token", Header: "X-Gitlab-Token", Secret: "s"}, nil}, // the token is the secret
 	} {
 		t.Run(tc.cfg.Scheme, func(t *testing.T) {
 			if got := mustVerifier(t, tc.cfg).Headers(); !slices.Equal(got, tc.want) {
@@ -347,37 +346,37 @@ func TestNewVerifierErrors(t *testing.T) {
 	const secret = "s3cr3t-value"
 	for _, tc := range []struct {
 		name string
-		cfg  config.Verify
+		cfg  Verify
 		want string
 	}{
-		{"unknown scheme", config.Verify{Scheme: "md5hmac", Secret: secret},
+		{"unknown scheme", Verify{Scheme: "md5hmac", Secret: secret},
 			`verify.scheme: unknown scheme "md5hmac" (want one of github, stripe, shopify, slack, standard, token, hmac, none)`},
-		{"no secret", config.Verify{Scheme: "github"}, "verify.secret: required by scheme github"},
-		{"secret without scheme", config.Verify{Secret: secret}, "verify.secret: not used by scheme none (set verify.scheme)"},
-		{"old secrets with none", config.Verify{Scheme: "none", OldSecrets: []string{secret}}, "verify.old_secrets: not used by scheme none (set verify.scheme)"},
-		{"standard secret without prefix", config.Verify{Scheme: "standard", Secret: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+		{"no secret", Verify{Scheme: "github"}, "verify.secret: required by scheme github"},
+		{"secret without scheme", Verify{Secret: secret}, "verify.secret: not used by scheme none (set verify.scheme)"},
+		{"old secrets with none", Verify{Scheme: "none", OldSecrets: []string{secret}}, "verify.old_secrets: not used by scheme none (set verify.scheme)"},
+		{"standard secret without prefix", Verify{Scheme: "standard", Secret: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 			`verify.secret: signature: secret does not start with "whsec_"`},
-		{"standard secret not base64", config.Verify{Scheme: "standard", Secret: "whsec_" + secret + "!"},
+		{"standard secret not base64", Verify{Scheme: "standard", Secret: "whsec_" + secret + "!"},
 			"verify.secret: signature: secret is not whsec_ followed by standard base64"},
-		{"standard old secret", config.Verify{Scheme: "standard", Secret: "whsec_c2VjcmV0", OldSecrets: []string{"whsec_c2VjcmV0", secret}},
+		{"standard old secret", Verify{Scheme: "standard", Secret: "whsec_c2VjcmV0", OldSecrets: []string{"whsec_c2VjcmV0", secret}},
 			`verify.old_secrets[1]: signature: secret does not start with "whsec_"`},
-		{"empty old secret", config.Verify{Scheme: "github", Secret: secret, OldSecrets: []string{""}}, "verify.old_secrets[0]: empty"},
-		{"secret with newline", config.Verify{Scheme: "slack", Secret: secret + "\n"}, "verify.secret: has leading or trailing white space"},
-		{"token without header", config.Verify{Scheme: "token", Secret: secret}, "verify.header: required by scheme token"},
-		{"hmac without header", config.Verify{Scheme: "hmac", Secret: secret}, "verify.header: required by scheme hmac"},
-		{"invalid header name", config.Verify{Scheme: "token", Header: "X Token:", Secret: secret}, `verify.header: "X Token:" is not a valid header name`},
-		{"unknown algorithm", config.Verify{Scheme: "hmac", Header: "X-Sig", Algorithm: "md5", Secret: secret},
+		{"empty old secret", Verify{Scheme: "github", Secret: secret, OldSecrets: []string{""}}, "verify.old_secrets[0]: empty"},
+		{"secret with newline", Verify{Scheme: "slack", Secret: secret + "\n"}, "verify.secret: has leading or trailing white space"},
+		{"token without header", Verify{Scheme: "token", Secret: secret}, "verify.header: required by scheme token"},
+		{"hmac without header", Verify{Scheme: "hmac", Secret: secret}, "verify.header: required by scheme hmac"},
+		{"invalid header name", Verify{Scheme: "token", Header: "X Token:", Secret: secret}, `verify.header: "X Token:" is not a valid header name`},
+		{"unknown algorithm", Verify{Scheme: "hmac", Header: "X-Sig", Algorithm: "md5", Secret: secret},
 			`verify.algorithm: unknown algorithm "md5" (want sha256, sha1 or sha512)`},
-		{"upper-case algorithm", config.Verify{Scheme: "hmac", Header: "X-Sig", Algorithm: "SHA256", Secret: secret},
+		{"upper-case algorithm", Verify{Scheme: "hmac", Header: "X-Sig", Algorithm: "SHA256", Secret: secret},
 			`verify.algorithm: unknown algorithm "SHA256" (want sha256, sha1 or sha512)`},
-		{"unknown encoding", config.Verify{Scheme: "hmac", Header: "X-Sig", Encoding: "base32", Secret: secret},
+		{"unknown encoding", Verify{Scheme: "hmac", Header: "X-Sig", Encoding: "base32", Secret: secret},
 			`verify.encoding: unknown encoding "base32" (want hex or base64)`},
-		{"header for github", config.Verify{Scheme: "github", Header: "X-Hub-Signature", Secret: secret}, "verify.header: not used by scheme github"},
-		{"algorithm for github", config.Verify{Scheme: "github", Algorithm: "sha1", Secret: secret}, "verify.algorithm: not used by scheme github"},
-		{"encoding for shopify", config.Verify{Scheme: "shopify", Encoding: "hex", Secret: secret}, "verify.encoding: not used by scheme shopify"},
-		{"prefix for token", config.Verify{Scheme: "token", Header: "X-T", Prefix: "Bearer ", Secret: secret}, "verify.prefix: not used by scheme token"},
-		{"tolerance for github", config.Verify{Scheme: "github", Tolerance: time.Minute, Secret: secret}, "verify.tolerance: not used by scheme github"},
-		{"negative tolerance", config.Verify{Scheme: "stripe", Tolerance: -time.Minute, Secret: secret}, "verify.tolerance: must not be negative"},
+		{"header for github", Verify{Scheme: "github", Header: "X-Hub-Signature", Secret: secret}, "verify.header: not used by scheme github"},
+		{"algorithm for github", Verify{Scheme: "github", Algorithm: "sha1", Secret: secret}, "verify.algorithm: not used by scheme github"},
+		{"encoding for shopify", Verify{Scheme: "shopify", Encoding: "hex", Secret: secret}, "verify.encoding: not used by scheme shopify"},
+		{"prefix for token", Verify{Scheme: "token", Header: "X-T", Prefix: "Bearer ", Secret: secret}, "verify.prefix: not used by scheme token"},
+		{"tolerance for github", Verify{Scheme: "github", Tolerance: time.Minute, Secret: secret}, "verify.tolerance: not used by scheme github"},
+		{"negative tolerance", Verify{Scheme: "stripe", Tolerance: -time.Minute, Secret: secret}, "verify.tolerance: must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := NewVerifier(tc.cfg)
@@ -398,7 +397,7 @@ func TestNewVerifierErrors(t *testing.T) {
 // written from the provider's docs.
 type verifyTestScheme struct {
 	name string
-	cfg  config.Verify
+	cfg  Verify
 	sign func(body []byte, now time.Time) http.Header
 }
 
@@ -410,40 +409,40 @@ func verifyTestSchemes() []verifyTestScheme {
 		stdSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	)
 	return []verifyTestScheme{
-		{"github", config.Verify{Scheme: "github", Secret: secret, OldSecrets: []string{"old"}},
+		{"github", Verify{Scheme: "github", Secret: secret, OldSecrets: []string{"old"}},
 			func(body []byte, _ time.Time) http.Header {
 				return verifyTestHeader("X-Hub-Signature-256", signGitHub(secret, string(body)))
 			}},
-		{"stripe", config.Verify{Scheme: "stripe", Secret: secret},
+		{"stripe", Verify{Scheme: "stripe", Secret: secret},
 			func(body []byte, now time.Time) http.Header {
 				v := fmt.Sprintf("t=%d,v1=%s,v0=%s", now.Unix(), signStripe(secret, now.Unix(), string(body)), strings.Repeat("0", 64))
 				return verifyTestHeader("Stripe-Signature", v)
 			}},
-		{"shopify", config.Verify{Scheme: "shopify", Secret: secret},
+		{"shopify", Verify{Scheme: "shopify", Secret: secret},
 			func(body []byte, _ time.Time) http.Header {
 				return verifyTestHeader("X-Shopify-Hmac-Sha256", signShopify(secret, string(body)))
 			}},
-		{"slack", config.Verify{Scheme: "slack", Secret: secret},
+		{"slack", Verify{Scheme: "slack", Secret: secret},
 			func(body []byte, now time.Time) http.Header {
 				return verifyTestHeader("X-Slack-Signature", signSlack(secret, now.Unix(), string(body)),
 					"X-Slack-Request-Timestamp", fmt.Sprint(now.Unix()))
 			}},
-		{"standard", config.Verify{Scheme: "standard", Secret: stdSecret},
+		{"standard", Verify{Scheme: "standard", Secret: stdSecret},
 			func(body []byte, now time.Time) http.Header {
 				return verifyTestHeader("Webhook-Id", "msg_1", "Webhook-Timestamp", fmt.Sprint(now.Unix()),
 					"Webhook-Signature", signStandard(stdSecret, "msg_1", now.Unix(), string(body)))
 			}},
-		{"token", config.Verify{Scheme: "token", Header: "X-Gitlab-Token", Secret: secret},
+		{"token", Verify{Scheme: "token", Header: "X-Gitlab-Token", Secret: secret},
 			func([]byte, time.Time) http.Header { return verifyTestHeader("X-Gitlab-Token", secret) }},
-		{"hmac", config.Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha512", Encoding: "base64", Prefix: "sha512=", Secret: secret},
+		{"hmac", Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha512", Encoding: "base64", Prefix: "sha512=", Secret: secret},
 			func(body []byte, _ time.Time) http.Header {
 				return verifyTestHeader("X-Signature", "sha512="+base64.StdEncoding.EncodeToString(verifyTestMAC(sha512.New, secret, string(body))))
 			}},
-		{"hmac-sha1", config.Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha1", Secret: secret},
+		{"hmac-sha1", Verify{Scheme: "hmac", Header: "X-Signature", Algorithm: "sha1", Secret: secret},
 			func(body []byte, _ time.Time) http.Header {
 				return verifyTestHeader("X-Signature", hex.EncodeToString(verifyTestMAC(sha1.New, secret, string(body))))
 			}},
-		{"none", config.Verify{Scheme: "none"},
+		{"none", Verify{Scheme: "none"},
 			func([]byte, time.Time) http.Header { return http.Header{} }},
 	}
 }

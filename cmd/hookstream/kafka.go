@@ -61,7 +61,7 @@ type cluster struct {
 // closing it afterwards. Clients produce records as large as the body
 // limit allows, since commands copy records hookstream wrote.
 func withCluster(cmd *cobra.Command, fn func(ctx context.Context, c cluster) error) error {
-	cfg, err := loadConfig(cmd)
+	cfg, _, err := loadConfig(cmd)
 	if err != nil {
 		return err
 	}

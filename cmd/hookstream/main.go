@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/ingest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,9 +43,21 @@ func newRootCommand() *cobra.Command {
 	return root
 }
 
-// loadConfig reads the configuration of cmd: defaults, environment, flags.
-func loadConfig(cmd *cobra.Command) (*config.Config, error) {
-	return config.Load(cmd.Flags(), config.Env)
+// loadConfig reads the configuration of cmd: defaults, environment, flags,
+// and the sources file they name. The error lists every problem of both,
+// one a line.
+func loadConfig(cmd *cobra.Command) (*config.Config, ingest.Sources, error) {
+	cfg, err := config.Load(cmd.Flags(), config.Env)
+	var sources ingest.Sources
+	if cfg != nil && cfg.SourcesFile != "" {
+		var serr error
+		sources, serr = ingest.LoadSources(cfg.SourcesFile, config.Env)
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return nil, ingest.Sources{}, err
+	}
+	return cfg, sources, nil
 }
 
 // newLogger builds the process logger on w.

@@ -51,7 +51,7 @@ Every setting is an environment variable and a flag; flags win.`,
   HOOKSTREAM_BROKERS=kafka-1:9092,kafka-2:9092 hookstream run --roles ingest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd)
+			cfg, sources, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
@@ -59,7 +59,7 @@ Every setting is an environment variable and a flag; flags win.`,
 			if err != nil {
 				return err
 			}
-			return run(cmd.Context(), cfg, selected, newLogger(cfg, os.Stderr))
+			return run(cmd.Context(), cfg, sources, selected, newLogger(cfg, os.Stderr))
 		},
 	}
 	cmd.Flags().StringVar(&roles, "roles", strings.Join(allRoles, ","), "roles to run, comma separated: "+strings.Join(allRoles, ", "))
@@ -88,7 +88,7 @@ func parseRoles(s string) ([]string, error) {
 }
 
 // run starts the selected roles and blocks until ctx ends or one fails.
-func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logger) error {
+func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles []string, log *slog.Logger) error {
 	if cfg.Embedded() {
 		broker, err := topics.StartEmbedded(cfg.DataDir, cfg.EmbeddedAddr, log)
 		if err != nil {
@@ -128,7 +128,7 @@ func run(ctx context.Context, cfg *config.Config, roles []string, log *slog.Logg
 	if slices.Contains(roles, "ingest") {
 		icfg := ingest.Config{
 			Addr:       cfg.HTTPAddr,
-			Sources:    cfg.Sources,
+			Sources:    sources,
 			AcceptAll:  cfg.SourcesFile == "",
 			MaxBody:    cfg.MaxBody,
 			AckTimeout: cfg.AckTimeout,

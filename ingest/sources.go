@@ -1,4 +1,4 @@
-package config
+package ingest
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/signature"
 )
 
@@ -45,8 +47,7 @@ type Source struct {
 
 // Verify configures signature verification of one source.
 type Verify struct {
-	// Scheme is github, gitlab-style token, stripe, shopify, slack, standard,
-	// hmac or none.
+	// Scheme is one of Schemes. Default: none.
 	Scheme string `yaml:"scheme"`
 	// Secret is the shared secret. Required for every scheme but none.
 	Secret string `yaml:"secret"`
@@ -82,7 +83,8 @@ func LoadSources(path string, lookup func(string) (string, bool)) (Sources, erro
 	return ParseSources(raw, lookup)
 }
 
-// ParseSources parses a sources document. Errors name the key at fault.
+// ParseSources parses a sources document and validates it. Errors name
+// the key at fault.
 func ParseSources(raw []byte, lookup func(string) (string, bool)) (Sources, error) {
 	var missing []string
 	expanded := envRef.ReplaceAllFunc(raw, func(m []byte) []byte {
@@ -105,7 +107,8 @@ func ParseSources(raw []byte, lookup func(string) (string, bool)) (Sources, erro
 	return s, s.Validate()
 }
 
-// Validate reports every problem of the sources at once.
+// Validate reports every problem of the sources at once, one a line, each
+// naming its key.
 func (s Sources) Validate() error {
 	var errs []error
 	names := make([]string, 0, len(s.Sources))
@@ -116,35 +119,17 @@ func (s Sources) Validate() error {
 	for _, name := range names {
 		src := s.Sources[name]
 		at := "sources." + name
-		if !ValidName(name) {
+		if !config.ValidName(name) {
 			errs = append(errs, fmt.Errorf("%s: source names use letters, digits, '-', '_' and '.' only", at))
 		}
-		v := src.Verify
-		switch v.Scheme {
-		case "", "none":
-		case "github", "stripe", "shopify", "slack", "standard", "token", "hmac":
-			if v.Secret == "" {
-				errs = append(errs, fmt.Errorf("%s.verify.secret: required by scheme %s", at, v.Scheme))
-			}
-		default:
-			errs = append(errs, fmt.Errorf("%s.verify.scheme: unknown scheme %q (want one of %s)", at, v.Scheme, strings.Join(Schemes, ", ")))
+		for _, err := range src.Verify.problems() {
+			errs = append(errs, fmt.Errorf("%s.%w", at, err))
 		}
-		if v.Scheme == "standard" {
-			for i, secret := range append([]string{v.Secret}, v.OldSecrets...) {
-				if _, err := signature.DecodeSecret(secret); secret != "" && err != nil {
-					key := at + ".verify.secret"
-					if i > 0 {
-						key = fmt.Sprintf("%s.verify.old_secrets[%d]", at, i-1)
-					}
-					errs = append(errs, fmt.Errorf("%s: %w", key, err))
-				}
-			}
+		if _, err := ParseField(src.EventID); err != nil {
+			errs = append(errs, fmt.Errorf("%s.event_id: %w", at, err))
 		}
-		if (v.Scheme == "token" || v.Scheme == "hmac") && v.Header == "" {
-			errs = append(errs, fmt.Errorf("%s.verify.header: required by scheme %s", at, v.Scheme))
-		}
-		if v.Tolerance < 0 {
-			errs = append(errs, fmt.Errorf("%s.verify.tolerance: must not be negative", at))
+		if _, err := ParseField(src.EventType); err != nil {
+			errs = append(errs, fmt.Errorf("%s.event_type: %w", at, err))
 		}
 		if src.RateLimit != "" {
 			if _, _, err := ParseRate(src.RateLimit); err != nil {
@@ -158,19 +143,104 @@ func (s Sources) Validate() error {
 	return nil
 }
 
-// ValidName reports whether name may be used as a source or topic prefix:
-// 1 to 100 letters, digits, '.', '_' or '-', as Kafka topic names allow.
-func ValidName(name string) bool {
-	if name == "" || len(name) > 100 {
-		return false
+// problems reports every problem of v, each naming its field. Fields the
+// scheme does not read are refused, so that a mistake does not pass
+// silently.
+func (v Verify) problems() []error {
+	scheme := v.Scheme
+	if scheme == "" {
+		scheme = "none"
 	}
-	for _, r := range name {
-		ok := r == '-' || r == '_' || r == '.' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
-		if !ok {
+	if !slices.Contains(Schemes, scheme) {
+		return []error{fmt.Errorf("verify.scheme: unknown scheme %q (want one of %s)", v.Scheme, strings.Join(Schemes, ", "))}
+	}
+	var (
+		keyed   = scheme != "none"
+		header  = scheme == "token" || scheme == "hmac"
+		timed   = scheme == "stripe" || scheme == "slack" || scheme == "standard"
+		generic = scheme == "hmac"
+		errs    []error
+	)
+	unused := func(field string) {
+		if scheme == "none" {
+			errs = append(errs, fmt.Errorf("verify.%s: not used by scheme none (set verify.scheme)", field))
+			return
+		}
+		errs = append(errs, fmt.Errorf("verify.%s: not used by scheme %s", field, scheme))
+	}
+	switch {
+	case keyed && v.Secret == "":
+		errs = append(errs, fmt.Errorf("verify.secret: required by scheme %s", scheme))
+	case !keyed && v.Secret != "":
+		unused("secret")
+	}
+	if !keyed && len(v.OldSecrets) > 0 {
+		unused("old_secrets")
+	}
+	switch {
+	case header && v.Header == "":
+		errs = append(errs, fmt.Errorf("verify.header: required by scheme %s", scheme))
+	case !header && v.Header != "":
+		unused("header")
+	case header && !validHeaderName(v.Header):
+		errs = append(errs, fmt.Errorf("verify.header: %q is not a valid header name", v.Header))
+	}
+	if _, ok := verifyAlgorithms[v.Algorithm]; !generic && v.Algorithm != "" {
+		unused("algorithm")
+	} else if !ok {
+		errs = append(errs, fmt.Errorf("verify.algorithm: unknown algorithm %q (want sha256, sha1 or sha512)", v.Algorithm))
+	}
+	if _, ok := verifyEncodings[v.Encoding]; !generic && v.Encoding != "" {
+		unused("encoding")
+	} else if !ok {
+		errs = append(errs, fmt.Errorf("verify.encoding: unknown encoding %q (want hex or base64)", v.Encoding))
+	}
+	if !generic && v.Prefix != "" {
+		unused("prefix")
+	}
+	switch {
+	case v.Tolerance < 0:
+		errs = append(errs, errors.New("verify.tolerance: must not be negative"))
+	case !timed && v.Tolerance != 0:
+		unused("tolerance")
+	}
+	if !keyed {
+		return errs
+	}
+	for i, s := range append([]string{v.Secret}, v.OldSecrets...) {
+		switch {
+		case i == 0 && s == "":
+			// Reported as required.
+		case s == "":
+			errs = append(errs, fmt.Errorf("%s: empty", secretField(i)))
+		case strings.TrimSpace(s) != s:
+			// Providers never put white space around a secret, and HTTP trims
+			// it from header values: it is a copying mistake.
+			errs = append(errs, fmt.Errorf("%s: has leading or trailing white space", secretField(i)))
+		case scheme == "standard":
+			if _, err := signature.DecodeSecret(s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", secretField(i), err))
+			}
+		}
+	}
+	return errs
+}
+
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isHeaderNameChar(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// secretField names the i-th secret of a source: Secret, then OldSecrets.
+func secretField(i int) string {
+	if i == 0 {
+		return "verify.secret"
+	}
+	return fmt.Sprintf("verify.old_secrets[%d]", i-1)
 }
 
 // ParseRate parses "N/s", "N/m" or "N/h" into events per second and a burst.
