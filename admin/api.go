@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -25,8 +26,10 @@ type API struct {
 	Registry *dispatch.Registry
 	// Dispatcher, when this process runs one, knows delivery attempts.
 	Dispatcher *dispatch.Dispatcher
-	// Gatherer holds this instance's counters for /api/stats.
-	Gatherer prometheus.Gatherer
+	// Ingest and Processor, when this process runs them, count for
+	// /api/stats with the Dispatcher.
+	Ingest    *ingest.Handler
+	Processor *processor.Processor
 	// Kafka answers lag and dead-letter queries; Opts build its readers.
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
@@ -204,70 +207,41 @@ func (a API) attempts(c *echo.Context) error {
 
 // stats are this instance's counters, per source where they have one.
 type stats struct {
-	Accepted       float64            `json:"accepted"`
-	Duplicates     float64            `json:"duplicates"`
-	Processed      float64            `json:"processed"`
-	Failed         float64            `json:"failed"`
-	Delivered      float64            `json:"delivered"`
-	DeliveryFailed float64            `json:"delivery_failed"`
+	Accepted       int64              `json:"accepted"`
+	Duplicates     int64              `json:"duplicates"`
+	Processed      int64              `json:"processed"`
+	Failed         int64              `json:"failed"`
+	Delivered      int64              `json:"delivered"`
+	DeliveryFailed int64              `json:"delivery_failed"`
 	Sources        map[string]*counts `json:"sources"`
 	Lag            any                `json:"lag,omitempty"`
 }
 
 type counts struct {
-	Accepted   float64 `json:"accepted"`
-	Duplicates float64 `json:"duplicates"`
-	Rejected   float64 `json:"rejected"`
+	Accepted   int64 `json:"accepted"`
+	Duplicates int64 `json:"duplicates"`
+	Rejected   int64 `json:"rejected"`
 }
 
 func (a API) stats(c *echo.Context) error {
-	mfs, err := a.Gatherer.Gather()
-	if err != nil {
-		return err
-	}
 	out := stats{Sources: make(map[string]*counts)}
-	source := func(name string) *counts {
-		if out.Sources[name] == nil {
-			out.Sources[name] = &counts{}
+	if a.Ingest != nil {
+		for name, st := range a.Ingest.Stats().Sources {
+			out.Sources[name] = &counts{Accepted: st.Accepted, Duplicates: st.Duplicates, Rejected: st.Rejected}
+			out.Accepted += st.Accepted
+			out.Duplicates += st.Duplicates
 		}
-		return out.Sources[name]
 	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			labels := make(map[string]string)
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			v := m.GetCounter().GetValue()
-			switch mf.GetName() {
-			case "hookstream_ingest_requests_total":
-				switch code := labels["code"]; {
-				case code == "202":
-					out.Accepted += v
-					source(labels["source"]).Accepted += v
-				case code == "200":
-					out.Duplicates += v
-					source(labels["source"]).Duplicates += v
-				default:
-					source(labels["source"]).Rejected += v
-				}
-			case "hookstream_processor_records_total":
-				switch labels["outcome"] {
-				case "processed", "replayed":
-					out.Processed += v
-				case "duplicate":
-					out.Duplicates += v
-				case "failed":
-					out.Failed += v
-				}
-			case "hookstream_delivery_attempts_total":
-				if labels["outcome"] == "success" {
-					out.Delivered += v
-				}
-			case "hookstream_delivery_dlq_total":
-				out.DeliveryFailed += v
-			}
-		}
+	if a.Processor != nil {
+		st := a.Processor.Stats()
+		out.Processed = st.Processed
+		out.Duplicates += st.Duplicates
+		out.Failed = st.Failed
+	}
+	if a.Dispatcher != nil {
+		st := a.Dispatcher.Stats()
+		out.Delivered = st.Delivered
+		out.DeliveryFailed = st.DeadLettered
 	}
 	ctx, cancel := timeout(c)
 	defer cancel()

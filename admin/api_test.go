@@ -49,7 +49,7 @@ func newAPI(t *testing.T) *apiHarness {
 		}
 	})
 	s := admin.New(admin.Config{Token: token}, reg, log)
-	s.MountAPI(admin.API{Registry: registry, Dispatcher: d, Gatherer: reg, Kafka: cl, Opts: opts, Names: env.Names})
+	s.MountAPI(admin.API{Registry: registry, Dispatcher: d, Kafka: cl, Opts: opts, Names: env.Names})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return &apiHarness{srv: srv, env: env, cl: cl}

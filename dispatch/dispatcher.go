@@ -325,6 +325,8 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, 
 	outcome := "success"
 	if !res.OK() {
 		outcome = "failure"
+	} else {
+		d.metrics.delivered.Add(1)
 	}
 	d.metrics.attempts.WithLabelValues(sub.ID, outcome).Inc()
 	d.metrics.latency.Observe(res.Latency.Seconds())
@@ -467,6 +469,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body
 		switch {
 		case err == nil:
 			d.metrics.dlq.WithLabelValues(subID).Inc()
+			d.metrics.deadLettered.Add(1)
 			d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", eventID, "attempts", attempts, "err", cause)
 			return nil
 		case !topics.IsPermanentProduceErr(err):

@@ -1,6 +1,10 @@
 package dispatch
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	attempts       *prometheus.CounterVec
@@ -8,6 +12,19 @@ type metrics struct {
 	latency        prometheus.Histogram
 	dlq            *prometheus.CounterVec
 	retriesPending prometheus.Gauge
+
+	delivered, deadLettered atomic.Int64
+}
+
+// Stats are the dispatcher's deliveries since it started.
+type Stats struct {
+	Delivered    int64 // successful attempts
+	DeadLettered int64 // deliveries written to the delivery DLQ
+}
+
+// Stats returns the dispatcher's deliveries since it started.
+func (d *Dispatcher) Stats() Stats {
+	return Stats{Delivered: d.metrics.delivered.Load(), DeadLettered: d.metrics.deadLettered.Load()}
 }
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {

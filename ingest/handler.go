@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2/expirable"
@@ -235,7 +234,7 @@ func (h *Handler) receive(c *echo.Context) error {
 		err = h.handle(c, name, src)
 	}
 	_, status := echo.ResolveResponseStatus(c.Response(), err)
-	h.metrics.requests.WithLabelValues(h.metrics.label(name, src != nil), strconv.Itoa(status)).Inc()
+	h.metrics.answered(h.metrics.label(name, src != nil), status)
 	return err
 }
 

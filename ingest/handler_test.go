@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,7 @@ var testSources = ingest.Sources{Sources: map[string]ingest.Source{
 type receiver struct {
 	env *kafkatest.Env
 	srv *httptest.Server
+	h   *ingest.Handler
 }
 
 func newReceiver(t *testing.T, env *kafkatest.Env, cfg ingest.Config, opts ...kgo.Opt) *receiver {
@@ -70,7 +72,7 @@ func newReceiver(t *testing.T, env *kafkatest.Env, cfg ingest.Config, opts ...kg
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &receiver{env: env, srv: srv}
+	return &receiver{env: env, srv: srv, h: h}
 }
 
 type response struct {
@@ -283,6 +285,21 @@ func TestDuplicateFastPath(t *testing.T) {
 	}
 	if n := len(env.Records(t, env.Names.Ingest)); n != 1 {
 		t.Errorf("records: got %d, want 1", n)
+	}
+}
+
+func TestStatsCountAnswers(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{})
+	body := `{"x":1}`
+	for _, h := range []http.Header{githubHeaders("a", body), githubHeaders("a", body), githubHeaders("b", body), {}} {
+		rc.post(t, "github", h, body)
+	}
+	rc.post(t, "nope", nil, body)
+	got := rc.h.Stats().Sources
+	want := map[string]ingest.SourceStats{"github": {Accepted: 2, Duplicates: 1, Rejected: 1}, "_other": {Rejected: 1}}
+	if !maps.Equal(got, want) {
+		t.Errorf("Stats: got %+v, want %+v", got, want)
 	}
 }
 

@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,53 @@ type metrics struct {
 
 	mu     sync.Mutex
 	labels map[string]struct{}
+	stats  map[string]*SourceStats // by source label
+}
+
+// Stats are the receiver's answers since it started.
+type Stats struct {
+	// Sources are the answers per source; sources past the label limit and
+	// refused unknown ones count together as "_other".
+	Sources map[string]SourceStats
+}
+
+// SourceStats are the answers to one source's requests.
+type SourceStats struct {
+	Accepted   int64 // 202: written to Kafka
+	Duplicates int64 // 200: a duplicate on the fast path
+	Rejected   int64 // any other status
+}
+
+// Stats returns the receiver's answers since it started.
+func (h *Handler) Stats() Stats {
+	m := h.metrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := Stats{Sources: make(map[string]SourceStats, len(m.stats))}
+	for name, s := range m.stats {
+		out.Sources[name] = *s
+	}
+	return out
+}
+
+// answered counts a request answered status.
+func (m *metrics) answered(source string, status int) {
+	m.requests.WithLabelValues(source, strconv.Itoa(status)).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats[source]
+	if s == nil {
+		s = &SourceStats{}
+		m.stats[source] = s
+	}
+	switch status {
+	case http.StatusAccepted:
+		s.Accepted++
+	case http.StatusOK:
+		s.Duplicates++
+	default:
+		s.Rejected++
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,6 +93,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Webhooks answered 503 at once because the receiver was over capacity (requests in flight or producer buffer).",
 		}),
 		labels: make(map[string]struct{}),
+		stats:  make(map[string]*SourceStats),
 	}
 	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed)
 	return m

@@ -318,7 +318,7 @@ func (t *txn) apply() {
 		}
 	}
 	for outcome, n := range t.outcomes {
-		t.p.metrics.records.WithLabelValues(outcome).Add(float64(n))
+		t.p.metrics.committed(outcome, n)
 	}
 	t.p.metrics.expired.Add(float64(t.expired))
 	t.forget()

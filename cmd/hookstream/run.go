@@ -122,7 +122,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
 	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log)
-	api := admin.API{Registry: registry, Gatherer: reg, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
+	api := admin.API{Registry: registry, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "ingest") {
@@ -144,6 +144,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		if err != nil {
 			return err
 		}
+		api.Ingest = h
 		g.Go(func() error { return h.Run(ctx) })
 	}
 	if slices.Contains(roles, "processor") {
@@ -153,6 +154,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		}
 		p := processor.New(pcfg, kafkaOpts(cfg, log), log, reg)
 		srv.AddCheck("processor", p.Ready)
+		api.Processor = p
 		g.Go(func() error { return p.Run(ctx) })
 	}
 	if slices.Contains(roles, "dispatcher") {
