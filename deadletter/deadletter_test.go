@@ -105,21 +105,13 @@ func processorLetter(names topics.Names, partition int32, id string, failedAt ti
 	}
 }
 
-func headerMap(r *kgo.Record) map[string]string {
-	m := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		m[h.Key] = string(h.Value)
-	}
-	return m
-}
-
 // redriven returns the records of topic that a redrive wrote, by the
 // letter they name.
 func redriven(t *testing.T, env *kafkatest.Env, topic topics.Topic) map[string][]*kgo.Record {
 	t.Helper()
 	out := make(map[string][]*kgo.Record)
 	for _, r := range env.Records(t, topic) {
-		if from := headerMap(r)[topics.HeaderRedrivenFrom]; from != "" {
+		if from := kafkatest.Headers(r)[topics.HeaderRedrivenFrom]; from != "" {
 			out[from] = append(out[from], r)
 		}
 	}
@@ -239,7 +231,7 @@ func TestProcessorRedrive(t *testing.T) {
 		t.Fatalf("%s: got redriven copies %v, want one copy of %s", names.Ingest, copies, from)
 	}
 	c := copies[from][0]
-	h := headerMap(c)
+	h := kafkatest.Headers(c)
 	want := map[string]string{
 		topics.HeaderSource:       "shop",
 		topics.HeaderEventID:      "r1",
@@ -371,7 +363,7 @@ func TestDeliveryRedrive(t *testing.T) {
 	if len(copies) != 1 || len(copies[from]) != 1 {
 		t.Fatalf("%s: got redriven copies %v, want one copy of %s", names.DeliveryRetry, copies, from)
 	}
-	h := headerMap(copies[from][0])
+	h := kafkatest.Headers(copies[from][0])
 	if h[topics.HeaderSubscription] != sub.ID || h[topics.HeaderEventID] != "shop:d1" || h[topics.HeaderAttempts] != "0" || h[topics.HeaderDueAt] == "" {
 		t.Errorf("redriven retry record: got headers %v, want subscription %s, event id shop:d1, attempts 0, a due time", h, sub.ID)
 	}

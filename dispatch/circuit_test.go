@@ -19,14 +19,6 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-func headers(r *kgo.Record) map[string]string {
-	out := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		out[h.Key] = string(h.Value)
-	}
-	return out
-}
-
 func (h *harness) get(t *testing.T, id string) dispatch.Subscription {
 	t.Helper()
 	s, err := h.registry.Get(context.Background(), id)
@@ -79,7 +71,7 @@ func TestFlakySubscriberDeliversEverything(t *testing.T) {
 				}
 			}
 			if dlq := h.env.Records(t, h.env.Names.DeliveryDLQ); len(dlq) != 0 {
-				t.Errorf("delivery DLQ: got %d records (first: %v), want none", len(dlq), headers(dlq[0]))
+				t.Errorf("delivery DLQ: got %d records (first: %v), want none", len(dlq), kafkatest.Headers(dlq[0]))
 			}
 			if s := h.get(t, sub.ID); !s.Enabled {
 				t.Errorf("subscription disabled (%s), want enabled", s.DisabledReason)
@@ -109,7 +101,7 @@ func TestDeadLetterCarriesLastRealStatus(t *testing.T) {
 	})
 	attempts := 1 + len(testSchedule)
 	for _, r := range dlq {
-		hd := headers(r)
+		hd := kafkatest.Headers(r)
 		if hd[topics.HeaderLastStatus] != "500" || hd[topics.HeaderAttempts] != strconv.Itoa(attempts) ||
 			!strings.Contains(hd[topics.HeaderError], "500") || strings.Contains(hd[topics.HeaderError], "circuit") {
 			t.Errorf("dead letter %s: headers %v, want last status 500, its error, %d attempts", r.Key, hd, attempts)
@@ -181,7 +173,7 @@ func TestReenableResumesWaitingEvents(t *testing.T) {
 	})
 	// Every event must end delivered: none waits in the DLQ.
 	if dlq := h.env.Records(t, h.env.Names.DeliveryDLQ); len(dlq) != 0 {
-		t.Errorf("delivery DLQ: got %d records (first: %v), want none", len(dlq), headers(dlq[0]))
+		t.Errorf("delivery DLQ: got %d records (first: %v), want none", len(dlq), kafkatest.Headers(dlq[0]))
 	}
 	if s := h.get(t, sub.ID); !s.Enabled {
 		t.Errorf("subscription disabled again (%s), want enabled", s.DisabledReason)

@@ -123,7 +123,7 @@ func TestRefusedHandOffDeadLetters(t *testing.T) {
 		}
 		return nil
 	})
-	hd := headers(dlq[0])
+	hd := kafkatest.Headers(dlq[0])
 	if len(dlq) != 1 || hd[topics.HeaderTruncated] == "" || hd[topics.HeaderLastStatus] != "500" ||
 		int64(len(dlq[0].Value)) >= topics.MaxRecordBytes(handOffMaxBody)/2 || !bytes.HasSuffix(dlq[0].Key, []byte(big)) {
 		t.Errorf("dead letters: %d, first %s: %d bytes, headers %v; want one, of %s, cut, %s set, last status 500",

@@ -115,14 +115,6 @@ func githubHeaders(delivery, body string) http.Header {
 	}
 }
 
-func headerMap(r *kgo.Record) map[string]string {
-	m := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		m[h.Key] = string(h.Value)
-	}
-	return m
-}
-
 func TestAcceptWritesOneRecord(t *testing.T) {
 	env := kafkatest.New(t, 3, 64<<10)
 	rc := newReceiver(t, env, ingest.Config{})
@@ -148,7 +140,7 @@ func TestAcceptWritesOneRecord(t *testing.T) {
 	if string(r.Key) != "github:d-1" || string(r.Value) != body {
 		t.Errorf("record: got key %q value %q, want key github:d-1 and the raw body", r.Key, r.Value)
 	}
-	h := headerMap(r)
+	h := kafkatest.Headers(r)
 	want := map[string]string{
 		topics.HeaderSource:        "github",
 		topics.HeaderEventID:       "d-1",

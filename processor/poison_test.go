@@ -19,15 +19,6 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// headers maps a record's headers by key.
-func headers(r *kgo.Record) map[string]string {
-	h := make(map[string]string, len(r.Headers))
-	for _, hd := range r.Headers {
-		h[hd.Key] = string(hd.Value)
-	}
-	return h
-}
-
 // waitDLQ waits until the DLQ holds want records and returns them.
 func waitDLQ(t *testing.T, env *kafkatest.Env, want int) []*kgo.Record {
 	t.Helper()
@@ -150,7 +141,7 @@ func TestNearLimitEnvelopeIsDeadLettered(t *testing.T) {
 	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
 
 	dlq := checkSurvivors(t, env, in, 10, "slack:poison")["slack:poison"]
-	h := headers(dlq)
+	h := kafkatest.Headers(dlq)
 	if !bytes.Equal(dlq.Value, poison.Value) || h[topics.HeaderTruncated] != "" {
 		t.Errorf("dead letter: got %d value bytes (%s=%q), want the %d bytes of the body", len(dlq.Value),
 			topics.HeaderTruncated, h[topics.HeaderTruncated], len(poison.Value))
@@ -189,7 +180,7 @@ func TestPermanentProduceErrorDeadLettersOneRecord(t *testing.T) {
 			in := start(t, env, options{name: "a", stateDir: t.TempDir()})
 
 			dlq := checkSurvivors(t, env, in, 10, "shop:big")["shop:big"]
-			h := headers(dlq)
+			h := kafkatest.Headers(dlq)
 			if got := bytes.Equal(dlq.Value, big.Value); got != tt.wantBody || h[topics.HeaderErrorStage] != topics.StageProcess ||
 				!strings.Contains(h[topics.HeaderError], tt.wantError) {
 				t.Errorf("dead letter: got %d bytes, %s=%q %s=%q; want the body: %v, stage process and %q", len(dlq.Value),
@@ -216,7 +207,7 @@ func TestPoisonRecordsTogether(t *testing.T) {
 	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
 
 	letters := checkSurvivors(t, env, in, 15, "shop:big1", "", "slack:poison", "shop:big2")
-	if h := headers(letters[""]); h[topics.HeaderErrorStage] != topics.StageDecode {
+	if h := kafkatest.Headers(letters[""]); h[topics.HeaderErrorStage] != topics.StageDecode {
 		t.Errorf("keyless dead letter: got %s=%q, want %s", topics.HeaderErrorStage, h[topics.HeaderErrorStage], topics.StageDecode)
 	}
 }
@@ -237,7 +228,7 @@ func TestKeylessRecordIsDeadLettered(t *testing.T) {
 
 	dlq := waitDLQ(t, env, 2)
 	for _, r := range dlq {
-		if h := headers(r); h[topics.HeaderErrorStage] != topics.StageDecode || !strings.Contains(h[topics.HeaderError], "key") {
+		if h := kafkatest.Headers(r); h[topics.HeaderErrorStage] != topics.StageDecode || !strings.Contains(h[topics.HeaderError], "key") {
 			t.Errorf("dead letter of key %q: got %s=%q %s=%q, want stage decode and the key's fault", r.Key,
 				topics.HeaderErrorStage, h[topics.HeaderErrorStage], topics.HeaderError, h[topics.HeaderError])
 		}
@@ -336,7 +327,7 @@ func TestOversizedLetterIsCut(t *testing.T) {
 	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
 
 	dlq := checkSurvivors(t, env, in, 6, "shop:huge")["shop:huge"]
-	h := headers(dlq)
+	h := kafkatest.Headers(dlq)
 	if h[topics.HeaderTruncated] != strconv.Itoa(len(huge.Value)) || len(dlq.Value) == 0 || !bytes.HasPrefix(huge.Value, dlq.Value) {
 		t.Errorf("dead letter: got %d value bytes, %s=%q; want a prefix of the %d bytes and their size",
 			len(dlq.Value), topics.HeaderTruncated, h[topics.HeaderTruncated], len(huge.Value))

@@ -74,27 +74,25 @@ func (r *Retry) Record(topic Topic) *kgo.Record {
 // readable due time is due at once and its attempt decides what becomes of
 // it.
 func ParseRetry(rec *kgo.Record) *Retry {
-	r := &Retry{Body: rec.Value}
-	for _, h := range rec.Headers {
-		v := string(h.Value)
-		switch h.Key {
-		case HeaderSubscription:
-			r.Subscription = v
-		case HeaderEventID:
-			r.EventID = v
-		case HeaderAttempts:
-			r.Attempts, _ = strconv.Atoi(v)
-		case HeaderDueAt:
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				r.DueAt = t.UTC()
+	value := func(key string) string {
+		for i := len(rec.Headers) - 1; i >= 0; i-- {
+			if rec.Headers[i].Key == key {
+				return string(rec.Headers[i].Value)
 			}
-		case HeaderLastStatus:
-			r.LastStatus, _ = strconv.Atoi(v)
-		case HeaderError:
-			r.Error = v
-		case HeaderRedrivenFrom:
-			r.RedrivenFrom = v
 		}
+		return ""
+	}
+	r := &Retry{
+		Subscription: value(HeaderSubscription),
+		EventID:      value(HeaderEventID),
+		Error:        value(HeaderError),
+		RedrivenFrom: value(HeaderRedrivenFrom),
+		Body:         rec.Value,
+	}
+	r.Attempts, _ = strconv.Atoi(value(HeaderAttempts))
+	r.LastStatus, _ = strconv.Atoi(value(HeaderLastStatus))
+	if t, err := time.Parse(time.RFC3339Nano, value(HeaderDueAt)); err == nil {
+		r.DueAt = t.UTC()
 	}
 	return r
 }

@@ -340,14 +340,6 @@ func exactlyOnce(t *testing.T, got map[string]int, want []string) {
 	}
 }
 
-func headerMap(r *kgo.Record) map[string]string {
-	m := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		m[h.Key] = string(h.Value)
-	}
-	return m
-}
-
 // jsonEqual reports whether a and b are the same JSON value.
 func jsonEqual(a, b []byte) bool {
 	var va, vb any
@@ -399,7 +391,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if got := string(recs[0].Value); got != body {
 		t.Errorf("ingest value: got %q, want the raw body %q", got, body)
 	}
-	if h := headerMap(recs[0]); h[topics.HeaderSource] != "github" || h[topics.HeaderEventID] != delivery {
+	if h := kafkatest.Headers(recs[0]); h[topics.HeaderSource] != "github" || h[topics.HeaderEventID] != delivery {
 		t.Errorf("ingest headers: got %s=%q %s=%q, want github and %s",
 			topics.HeaderSource, h[topics.HeaderSource], topics.HeaderEventID, h[topics.HeaderEventID], delivery)
 	}

@@ -244,3 +244,13 @@ func IngestRecord(names topics.Names, source, id, body string) *kgo.Record {
 	}
 	return ir.Record(names.Ingest)
 }
+
+// Headers maps a record's headers by key; of a key written twice the last
+// counts.
+func Headers(r *kgo.Record) map[string]string {
+	m := make(map[string]string, len(r.Headers))
+	for _, h := range r.Headers {
+		m[h.Key] = string(h.Value)
+	}
+	return m
+}
