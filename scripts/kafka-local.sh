@@ -19,6 +19,10 @@
 # stop, status, stop-broker and start-broker find the cluster by KAFKA_PORT
 # (its run dir) and need no --brokers.
 #
+# On a machine that also runs the tests, keep KAFKA_PORT below 20000 (as the
+# default is): tests take free ports from 20000-32000 (kafkatest.FreeAddr), and
+# outgoing connections take theirs from 32768 up.
+#
 # Cluster layout (N nodes, node ids 1..N): client ports KAFKA_PORT..KAFKA_PORT+N-1,
 # controller ports KAFKA_CONTROLLER_PORT..+N-1 (default KAFKA_PORT+N), each node
 # in $KAFKA_RUN_DIR/node-<id>/ (server.properties, kafka.pid, kafka.log, data/).
@@ -661,11 +665,14 @@ await_ports() {
   done
 }
 
+# cluster_start_failed REASON shows why, stops the nodes, drops their
+# default data dirs and returns 1.
 cluster_start_failed() {
   local i
   log "$*"
   for ((i = 1; i <= BROKERS; i++)); do
-    log "last lines of $(node_log "$i"):"
+    log "node $i: first errors and last lines of $(node_log "$i"):"
+    grep -m 3 -E ' (ERROR|FATAL) ' "$(node_log "$i")" >&2 || true
     tail -n 15 "$(node_log "$i")" >&2 || true
   done
   # shellcheck disable=SC2046
@@ -674,20 +681,18 @@ cluster_start_failed() {
     rm -f "$(node_pid_file "$i")"
     if ((DATA_IS_DEFAULT)); then rm -rf "$(node_data "$i")"; fi
   done
-  rm -f "$CLUSTER_FILE"
-  exit 1
+  return 1
 }
 
 cmd_start_cluster() {
-  local i n pid port pids=() voters="" cluster_id bootstrap
+  local i n pid port bootstrap
   bootstrap="$(cluster_bootstrap)"
   if [[ -f "$CLUSTER_FILE" ]] && cluster_running; then
     n="$(cat "$CLUSTER_FILE")"
     [[ "$n" == "$BROKERS" ]] || die "a cluster of $n nodes runs from $KAFKA_RUN_DIR: stop it first"
-    BROKERS="$n"
     n="$(cluster_pids | wc -l)"
     ((n == BROKERS)) || die "$n of $BROKERS nodes run: start-broker the others, or stop the cluster first"
-    log "already running ($BROKERS nodes, pids $(cluster_pids | tr '\n' ' '| sed 's/ $//'))"
+    log "already running ($BROKERS nodes, pids $(cluster_pids | paste -sd' ' -))"
     echo "$bootstrap"
     return 0
   fi
@@ -699,12 +704,24 @@ cmd_start_cluster() {
       if port_open "$port"; then die "127.0.0.1:$port is already in use by another process"; fi
     done
   done
-
   mkdir -p "$KAFKA_RUN_DIR"
   echo "$BROKERS" >"$CLUSTER_FILE"
   echo "$KAFKA_VERSION" >"$KAFKA_RUN_DIR/version"
-  : >"$KAFKA_RUN_DIR/probe.log"
   write_log4j
+  # On a machine short of CPU, a node now and then dies while the three
+  # start together; one more try, on fresh data dirs, gets past that.
+  if ! start_cluster_once "$bootstrap"; then
+    log "starting the cluster again"
+    start_cluster_once "$bootstrap" || { rm -f "$CLUSTER_FILE"; exit 1; }
+  fi
+  echo "$bootstrap"
+}
+
+# start_cluster_once BOOTSTRAP formats the nodes' log dirs, starts the nodes
+# and waits until every one of them is registered.
+start_cluster_once() {
+  local i pids=() voters="" cluster_id bootstrap="$1"
+  : >"$KAFKA_RUN_DIR/probe.log"
   for ((i = 1; i <= BROKERS; i++)); do voters+="${voters:+,}$i@127.0.0.1:$((KAFKA_CONTROLLER_PORT + i - 1))"; done
   cluster_id="$(new_cluster_id)"
   # format the nodes side by side: each is a JVM start
@@ -724,25 +741,30 @@ cmd_start_cluster() {
     wait "$i" || { rm -f "$CLUSTER_FILE"; die "formatting the nodes' log dirs failed"; }
   done
 
-  for ((i = 1; i <= BROKERS; i++)); do launch_node "$i"; done
+  pids=()
+  for ((i = 1; i <= BROKERS; i++)); do
+    launch_node "$i"
+    pids+=("$(cat "$(node_pid_file "$i")")")
+  done
 
   # wait for the listeners, then for every node to be registered, all within KAFKA_START_TIMEOUT
   local deadline=$((SECONDS + KAFKA_START_TIMEOUT)) rc=0 nodes=()
   for ((i = 1; i <= BROKERS; i++)); do nodes+=("$i"); done
   await_ports "$deadline" "${nodes[@]}" || rc=$?
   case "$rc" in
-    1) cluster_start_failed "node $NODE_FAILED exited during startup" ;;
-    2) cluster_start_failed "node $NODE_FAILED: port $(node_port "$NODE_FAILED") not open after ${KAFKA_START_TIMEOUT}s" ;;
+    1) cluster_start_failed "node $NODE_FAILED exited during startup"; return 1 ;;
+    2) cluster_start_failed "node $NODE_FAILED: port $(node_port "$NODE_FAILED") not open after ${KAFKA_START_TIMEOUT}s"; return 1 ;;
   esac
-  if ! probe "$bootstrap" "$((deadline - SECONDS))" "$(cluster_pids | paste -sd, -)" "$BROKERS"; then
+  # every node's pid, so that the probe gives up as soon as any of them dies
+  if ! probe "$bootstrap" "$((deadline - SECONDS))" "$(IFS=,; echo "${pids[*]}")" "$BROKERS"; then
     tail -n 5 "$KAFKA_RUN_DIR/probe.log" >&2 || true
     cluster_start_failed "the cluster did not have its $BROKERS brokers registered within ${KAFKA_START_TIMEOUT}s"
+    return 1
   fi
   local version mv
   version="$(sed -n 's/^version=//p' <<<"$PROBE_OUT")"
   mv="$(sed -n 's/^metadata_version_level=//p' <<<"$PROBE_OUT")"
-  log "Kafka $version cluster up: $BROKERS nodes (pids $(cluster_pids | paste -sd' ' -)), RF $RF, min.insync.replicas $MIN_ISR, metadata.version level $mv, logs $KAFKA_RUN_DIR/node-*/kafka.log, took ${SECONDS}s"
-  echo "$bootstrap"
+  log "Kafka $version cluster up: $BROKERS nodes (pids ${pids[*]}), RF $RF, min.insync.replicas $MIN_ISR, metadata.version level $mv, logs $KAFKA_RUN_DIR/node-*/kafka.log, took ${SECONDS}s"
 }
 
 cmd_stop_cluster() {
