@@ -66,19 +66,55 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 	if err != nil {
 		return nil, err
 	}
-
-	type consumed struct {
-		kind      kind
-		committed kadm.OffsetResponses
-		topics    []string // the group's own topic first
+	groups, all, err := consumedBy(ctx, adm, names, list)
+	if err != nil {
+		return nil, err
 	}
+	logs, err := readLogs(ctx, adm, all)
+	if err != nil {
+		return nil, err
+	}
+	out, from, probes, err := lagRows(list, infos, groups, logs)
+	if err != nil {
+		return nil, err
+	}
+	first, err := firstUnread(ctx, cl, logs.details, logs.ends, probes)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		gl := &out[i]
+		for j := range gl.Partitions {
+			pl := &gl.Partitions[j]
+			pos := from[i][j]
+			if f, ok := first[position{pl.Topic, pl.Partition, pos}]; ok {
+				pos = f
+			}
+			pl.Lag = max(pl.End-pos, 0)
+			gl.Total += pl.Lag
+		}
+	}
+	return out, nil
+}
+
+// consumed is what one group consumes: its committed offsets and its
+// topics, its own first and then any other it committed offsets on.
+type consumed struct {
+	kind      kind
+	committed kadm.OffsetResponses
+	topics    []string
+}
+
+// consumedBy reads what each group of list consumes, and all the topics
+// of them together.
+func consumedBy(ctx context.Context, adm *kadm.Client, names topics.Names, list []string) ([]consumed, []string, error) {
 	groups := make([]consumed, len(list))
 	var all []string
 	for i, g := range list {
 		k, _ := classify(names, topics.Group(g))
 		c, err := committedOffsets(ctx, adm, g)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m := consumed{kind: k, committed: c, topics: []string{string(k.topic(names))}}
 		var others []string
@@ -96,62 +132,79 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 			}
 		}
 	}
+	return groups, all, nil
+}
 
+// logs are the partitions of some topics and where each log starts and
+// ends (the last stable offset). A topic that does not exist is in
+// neither ends nor starts.
+type logs struct {
+	details      kadm.TopicDetails
+	ends, starts map[string]map[int32]int64
+}
+
+// readLogs lists the partitions and offsets of topics.
+func readLogs(ctx context.Context, adm *kadm.Client, all []string) (logs, error) {
 	details, err := adm.ListTopics(ctx, all...)
 	if err != nil {
-		return nil, fmt.Errorf("groups: describe topics: %w", err)
+		return logs{}, fmt.Errorf("groups: describe topics: %w", err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, all...)
 	if err != nil {
-		return nil, fmt.Errorf("groups: start offsets: %w", err)
+		return logs{}, fmt.Errorf("groups: start offsets: %w", err)
 	}
 	stable, err := adm.ListCommittedOffsets(ctx, all...)
 	if err != nil {
-		return nil, fmt.Errorf("groups: end offsets: %w", err)
+		return logs{}, fmt.Errorf("groups: end offsets: %w", err)
 	}
-	ends := make(map[string]map[int32]int64)
-	startOf := make(map[string]map[int32]int64)
+	l := logs{details: details, ends: make(map[string]map[int32]int64), starts: make(map[string]map[int32]int64)}
 	for _, t := range all {
 		e, err := partitionOffsets(stable, "end", t)
 		if err != nil {
-			return nil, err
+			return logs{}, err
 		}
 		s, err := partitionOffsets(starts, "start", t)
 		if err != nil {
-			return nil, err
+			return logs{}, err
 		}
 		if e != nil && s != nil { // a missing topic is fatal for its own group only
-			ends[t], startOf[t] = e, s
+			l.ends[t], l.starts[t] = e, s
 		}
 	}
+	return l, nil
+}
 
-	out := make([]GroupLag, len(list))
-	from := make([][]int64, len(list)) // per group and row: where its consumer reads from
-	var probes []position
+// lagRows builds the rows of each group of list, without their lag yet:
+// from holds, per group and row, where its consumer reads from, and probes
+// the positions short of their end, whose first unread record is to be
+// found.
+func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l logs) (out []GroupLag, from [][]int64, probes []position, err error) {
+	out = make([]GroupLag, len(list))
+	from = make([][]int64, len(list))
 	for i, g := range list {
 		m := groups[i]
 		gl := GroupLag{Group: g, State: infos[g].state, Members: len(infos[g].members)}
 		for j, t := range m.topics {
-			e, ok := ends[t]
+			e, ok := l.ends[t]
 			if !ok {
 				if j == 0 {
-					return nil, errNoTopic(t)
+					return nil, nil, nil, errNoTopic(t)
 				}
 				continue // offsets left on a deleted topic
 			}
 			for _, p := range sortedPartitions(e) {
 				c, err := committedAt(m.committed, t, p)
 				if err != nil {
-					return nil, err
+					return nil, nil, nil, err
 				}
 				pos := c
 				switch {
 				case c < 0 && m.kind.startsAtEnd():
 					pos = e[p]
 				case c < 0:
-					pos = startOf[t][p]
+					pos = l.starts[t][p]
 				}
-				pos = max(pos, startOf[t][p]) // below the log start, a consumer resets
+				pos = max(pos, l.starts[t][p]) // below the log start, a consumer resets
 				if pos < e[p] {
 					probes = append(probes, position{t, p, pos})
 				}
@@ -161,24 +214,7 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 		}
 		out[i] = gl
 	}
-
-	first, err := firstUnread(ctx, cl, details, ends, probes)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		gl := &out[i]
-		for j := range gl.Partitions {
-			pl := &gl.Partitions[j]
-			pos := from[i][j]
-			if f, ok := first[position{pl.Topic, pl.Partition, pos}]; ok {
-				pos = f
-			}
-			pl.Lag = max(pl.End-pos, 0)
-			gl.Total += pl.Lag
-		}
-	}
-	return out, nil
+	return out, from, probes, nil
 }
 
 // lagGroups lists the groups Lag reports.

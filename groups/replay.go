@@ -169,95 +169,124 @@ func PlanReplay(ctx context.Context, adm *kadm.Client, names topics.Names, group
 		Effect:  k.effect(names, g),
 	}
 
-	listed, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return Plan{}, fmt.Errorf("groups: start offsets of %s: %w", topic, err)
-	}
-	start, err := partitionOffsets(listed, "start", topic)
+	start, end, err := bounds(ctx, adm, topic)
 	if err != nil {
 		return Plan{}, err
-	}
-	if listed, err = adm.ListCommittedOffsets(ctx, topic); err != nil {
-		return Plan{}, fmt.Errorf("groups: end offsets of %s: %w", topic, err)
-	}
-	end, err := partitionOffsets(listed, "end", topic)
-	if err != nil {
-		return Plan{}, err
-	}
-	if start == nil || end == nil {
-		return Plan{}, errNoTopic(topic)
 	}
 	committed, err := committedOffsets(ctx, adm, string(g))
 	if err != nil {
 		return Plan{}, err
 	}
-
-	var ps []int32
-	switch {
-	case t.Offsets != nil:
-		ps = sortedPartitions(t.Offsets)
-	case partitions != nil:
-		ps = slices.Compact(slices.Sorted(slices.Values(partitions)))
-	default:
-		ps = sortedPartitions(end)
+	ps, err := t.partitions(partitions, topic, end)
+	if err != nil {
+		return Plan{}, err
 	}
-	for _, p := range ps {
-		if _, ok := end[p]; !ok {
-			return Plan{}, fmt.Errorf("partition %d: %s has partitions 0 to %d", p, topic, len(end)-1)
-		}
+	byTime, err := t.offsetsByTime(ctx, adm, topic)
+	if err != nil {
+		return Plan{}, err
 	}
-
-	var byTime map[int32]int64
-	if !t.Time.IsZero() || t.Duration != 0 {
-		at := t.Time
-		if t.Duration != 0 {
-			at = time.Now().Add(-t.Duration)
-		}
-		listed, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
-		if err != nil {
-			return Plan{}, fmt.Errorf("groups: offsets of %s at %s: %w", topic, at.UTC().Format(time.RFC3339), err)
-		}
-		if byTime, err = partitionOffsets(listed, "time", topic); err != nil {
-			return Plan{}, err
-		}
-	}
-
 	for _, p := range ps {
 		c, err := committedAt(committed, topic, p)
 		if err != nil {
 			return Plan{}, err
 		}
-		m := Move{Topic: topic, Partition: p, Current: c}
-		switch {
-		case t.Earliest:
-			m.Target = start[p]
-		case t.Latest:
-			m.Target = end[p]
-		case t.Offsets != nil:
-			m.Target = t.Offsets[p]
-		default:
-			m.Target = byTime[p] // the end when no record is that recent
-			if m.Target < 0 {
-				m.Target = end[p]
-			}
-		}
-		switch {
-		case m.Target < start[p]:
-			m.Target, m.Clamped = start[p], ClampedToStart
-		case m.Target > end[p]:
-			m.Target, m.Clamped = end[p], ClampedToEnd
-		}
-		switch {
-		case c < 0:
-			m.Reread = end[p] - m.Target
-		case c >= m.Target:
-			m.Reread = c - m.Target
-		default:
-			m.Skip = m.Target - c
-		}
-		plan.Moves = append(plan.Moves, m)
+		plan.Moves = append(plan.Moves, t.move(topic, p, c, start[p], end[p], byTime))
 	}
 	return plan, nil
+}
+
+// bounds lists where each partition of topic starts and ends (the last
+// stable offset).
+func bounds(ctx context.Context, adm *kadm.Client, topic string) (start, end map[int32]int64, err error) {
+	listed, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, nil, fmt.Errorf("groups: start offsets of %s: %w", topic, err)
+	}
+	if start, err = partitionOffsets(listed, "start", topic); err != nil {
+		return nil, nil, err
+	}
+	if listed, err = adm.ListCommittedOffsets(ctx, topic); err != nil {
+		return nil, nil, fmt.Errorf("groups: end offsets of %s: %w", topic, err)
+	}
+	if end, err = partitionOffsets(listed, "end", topic); err != nil {
+		return nil, nil, err
+	}
+	if start == nil || end == nil {
+		return nil, nil, errNoTopic(topic)
+	}
+	return start, end, nil
+}
+
+// partitions are the partitions a replay to t moves, sorted: those its
+// offsets name, else those asked for, else all of topic (whose ends are
+// end).
+func (t Target) partitions(asked []int32, topic string, end map[int32]int64) ([]int32, error) {
+	var ps []int32
+	switch {
+	case t.Offsets != nil:
+		ps = sortedPartitions(t.Offsets)
+	case asked != nil:
+		ps = slices.Compact(slices.Sorted(slices.Values(asked)))
+	default:
+		ps = sortedPartitions(end)
+	}
+	for _, p := range ps {
+		if _, ok := end[p]; !ok {
+			return nil, fmt.Errorf("partition %d: %s has partitions 0 to %d", p, topic, len(end)-1)
+		}
+	}
+	return ps, nil
+}
+
+// offsetsByTime lists the offsets of topic at t's time, or nil when t is
+// not a time.
+func (t Target) offsetsByTime(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	if t.Time.IsZero() && t.Duration == 0 {
+		return nil, nil
+	}
+	at := t.Time
+	if t.Duration != 0 {
+		at = time.Now().Add(-t.Duration)
+	}
+	listed, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
+	if err != nil {
+		return nil, fmt.Errorf("groups: offsets of %s at %s: %w", topic, at.UTC().Format(time.RFC3339), err)
+	}
+	return partitionOffsets(listed, "time", topic)
+}
+
+// move is the move of partition p, committed at c (-1 for none) in a log
+// from start to end, to t (byTime holds t's offsets by time).
+func (t Target) move(topic string, p int32, c, start, end int64, byTime map[int32]int64) Move {
+	m := Move{Topic: topic, Partition: p, Current: c}
+	switch {
+	case t.Earliest:
+		m.Target = start
+	case t.Latest:
+		m.Target = end
+	case t.Offsets != nil:
+		m.Target = t.Offsets[p]
+	default:
+		m.Target = byTime[p] // the end when no record is that recent
+		if m.Target < 0 {
+			m.Target = end
+		}
+	}
+	switch {
+	case m.Target < start:
+		m.Target, m.Clamped = start, ClampedToStart
+	case m.Target > end:
+		m.Target, m.Clamped = end, ClampedToEnd
+	}
+	switch {
+	case c < 0:
+		m.Reread = end - m.Target
+	case c >= m.Target:
+		m.Reread = c - m.Target
+	default:
+		m.Skip = m.Target - c
+	}
+	return m
 }
 
 // Execute commits the plan's targets as the group's offsets. It refuses
