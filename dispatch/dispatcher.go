@@ -337,14 +337,14 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, 
 		d.log.Info("circuit closed", "subscription", sub.ID)
 		d.retries.release(sub.ID)
 	}
-	d.record(st, sub, eventID, n, res)
+	d.record(ctx, st, sub, eventID, n, res)
 	return res, time.Time{}
 }
 
 // record keeps the attempt for the API and tracks the subscription's health:
 // 410 Gone disables it at once; real attempts all failing, with no success,
 // for DisableAfter disable it too.
-func (d *Dispatcher) record(st *subState, sub Subscription, eventID string, n int, res Result) {
+func (d *Dispatcher) record(ctx context.Context, st *subState, sub Subscription, eventID string, n int, res Result) {
 	now := d.now()
 	a := Attempt{At: now.UTC(), EventID: eventID, Attempt: n, Status: res.Status, LatencyMS: float64(res.Latency.Microseconds()) / 1000}
 	if res.Err != nil {
@@ -374,14 +374,14 @@ func (d *Dispatcher) record(st *subState, sub Subscription, eventID string, n in
 	}
 	st.mu.Unlock()
 	if disable != "" {
-		d.disable(st, disable)
+		d.disable(ctx, st, disable)
 	}
 }
 
 // disable marks a subscription disabled in the registry, unless an
 // operator changed it since the dispatcher last saw it (their word
 // stands) or deleted it; the registry's watcher then stops its worker.
-func (d *Dispatcher) disable(st *subState, reason string) {
+func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
 	st.mu.Lock()
 	seen := st.sub
 	if !seen.Enabled || st.disabling {
@@ -395,7 +395,8 @@ func (d *Dispatcher) disable(st *subState, reason string) {
 		st.disabling = false
 		st.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The write does not end with the delivery that decided it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	updated, err := d.registry.Update(ctx, seen.ID, func(s *Subscription) error {
 		if !s.Enabled || !s.UpdatedAt.Equal(seen.UpdatedAt) {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -381,7 +382,7 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 // ends lists the end offsets of the subscriptions topic, trying again
 // while the cluster does not answer, until ctx ends.
 func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
-	backoff := 100 * time.Millisecond
+	wait := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
 		listed, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
 		if err == nil {
@@ -399,11 +400,8 @@ func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
 		if ctx.Err() == nil {
 			r.log.Warn("subscriptions: end offsets; trying again", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.Wait(ctx) {
 			return nil, ctx.Err()
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -18,7 +19,6 @@ import (
 // topic, or dead-lettered.
 type worker struct {
 	d      *Dispatcher
-	ctx    context.Context // the worker's life; partitions derive theirs
 	st     *subState
 	sub    Subscription // as the worker started; shape changes restart it
 	cancel context.CancelFunc
@@ -52,7 +52,7 @@ func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState) *
 	st.mu.Lock()
 	sub := st.sub
 	st.mu.Unlock()
-	w := &worker{d: d, ctx: ctx, st: st, sub: sub, cancel: cancel, done: make(chan struct{}),
+	w := &worker{d: d, st: st, sub: sub, cancel: cancel, done: make(chan struct{}),
 		sem: make(chan struct{}, max(1, sub.MaxInFlight)), parts: make(map[int32]*partWorker)}
 	go func() {
 		defer close(w.done)
@@ -86,7 +86,7 @@ func (w *worker) run(ctx context.Context) error {
 			// assigned again starts with an empty queue and must fetch.
 			cl.ResumeFetchPartitions(assigned)
 			for _, p := range assigned[string(names.Events)] {
-				w.startPartition(cl, p)
+				w.startPartition(ctx, cl, p) // the worker's life; partitions derive theirs
 			}
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
@@ -127,8 +127,8 @@ func (w *worker) partition(id int32) *partWorker {
 	return w.parts[id]
 }
 
-func (w *worker) startPartition(cl *kgo.Client, id int32) {
-	ctx, cancel := context.WithCancel(w.ctx)
+func (w *worker) startPartition(ctx context.Context, cl *kgo.Client, id int32) {
+	ctx, cancel := context.WithCancel(ctx)
 	pw := &partWorker{id: id, cl: cl, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	w.mu.Lock()
 	w.parts[id] = pw
@@ -287,19 +287,16 @@ func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
 // handOff writes to the retry topic or the DLQ, retrying while Kafka
 // refuses: a failed delivery is never skipped silently.
 func (d *Dispatcher) handOff(ctx context.Context, subID string, write func(context.Context) error) bool {
-	backoff := 100 * time.Millisecond
+	wait := backoff.New(100*time.Millisecond, 10*time.Second)
 	for {
 		err := write(ctx)
 		if err == nil {
 			return true
 		}
 		d.log.Error("could not hand off a failed delivery; retrying", "subscription", subID, "err", err)
-		select {
-		case <-ctx.Done():
+		if !wait.Wait(ctx) {
 			return false
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 

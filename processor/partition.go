@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/statestore"
 )
 
@@ -158,7 +159,7 @@ func (p *Processor) partition(id int32) *partition {
 
 // restoreLoop restores until it succeeds or ctx ends, backing off on errors.
 func (p *Processor) restoreLoop(ctx context.Context, cl *kgo.Client, part *partition) {
-	backoff := 500 * time.Millisecond
+	wait := backoff.New(500*time.Millisecond, 30*time.Second)
 	for {
 		err := p.restore(ctx, part)
 		if err == nil {
@@ -169,13 +170,10 @@ func (p *Processor) restoreLoop(ctx context.Context, cl *kgo.Client, part *parti
 			return
 		}
 		p.metrics.storeErrors.Inc()
-		p.log.Error("restore failed; retrying", "partition", part.id, "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		p.log.Error("restore failed; retrying", "partition", part.id, "err", err, "retry_in", wait.Next())
+		if !wait.Wait(ctx) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 

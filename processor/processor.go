@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -125,7 +126,7 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 
 // Run processes until ctx ends, then leaves the group cleanly.
 func (p *Processor) Run(ctx context.Context) error {
-	backoff := time.Second
+	wait := backoff.New(time.Second, 30*time.Second)
 	for {
 		err := p.session(ctx)
 		var setup *setupError
@@ -139,13 +140,10 @@ func (p *Processor) Run(ctx context.Context) error {
 		// rejoins the group and restores its partitions, so nothing is
 		// lost and nothing is written twice.
 		p.metrics.sessionRestarts.Inc()
-		p.log.Error("processor session failed; starting a new one", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		p.log.Error("processor session failed; starting a new one", "err", err, "retry_in", wait.Next())
+		if !wait.Wait(ctx) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 
