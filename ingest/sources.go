@@ -65,8 +65,20 @@ type Verify struct {
 	Tolerance time.Duration `yaml:"tolerance"`
 }
 
+// The verify schemes.
+const (
+	SchemeGitHub   = "github"   // X-Hub-Signature-256: sha256=hex HMAC of the body
+	SchemeStripe   = "stripe"   // Stripe-Signature: t=,v1= over t.body
+	SchemeShopify  = "shopify"  // X-Shopify-Hmac-Sha256: base64 HMAC of the body
+	SchemeSlack    = "slack"    // X-Slack-Signature: v0= over v0:ts:body
+	SchemeStandard = "standard" // Standard Webhooks, package signature
+	SchemeToken    = "token"    // a constant header value
+	SchemeHMAC     = "hmac"     // generic: header, algorithm, encoding, prefix
+	SchemeNone     = "none"     // unverified
+)
+
 // Schemes lists the verify schemes hookstream knows.
-var Schemes = []string{"github", "stripe", "shopify", "slack", "standard", "token", "hmac", "none"}
+var Schemes = []string{SchemeGitHub, SchemeStripe, SchemeShopify, SchemeSlack, SchemeStandard, SchemeToken, SchemeHMAC, SchemeNone}
 
 // DefaultTolerance is the timestamp tolerance of timestamped schemes.
 const DefaultTolerance = 5 * time.Minute
@@ -149,20 +161,20 @@ func (s Sources) Validate() error {
 func (v Verify) problems() []error {
 	scheme := v.Scheme
 	if scheme == "" {
-		scheme = "none"
+		scheme = SchemeNone
 	}
 	if !slices.Contains(Schemes, scheme) {
 		return []error{fmt.Errorf("verify.scheme: unknown scheme %q (want one of %s)", v.Scheme, strings.Join(Schemes, ", "))}
 	}
 	var (
-		keyed   = scheme != "none"
-		header  = scheme == "token" || scheme == "hmac"
-		timed   = scheme == "stripe" || scheme == "slack" || scheme == "standard"
-		generic = scheme == "hmac"
+		keyed   = scheme != SchemeNone
+		header  = scheme == SchemeToken || scheme == SchemeHMAC
+		timed   = scheme == SchemeStripe || scheme == SchemeSlack || scheme == SchemeStandard
+		generic = scheme == SchemeHMAC
 		errs    []error
 	)
 	unused := func(field string) {
-		if scheme == "none" {
+		if scheme == SchemeNone {
 			errs = append(errs, fmt.Errorf("verify.%s: not used by scheme none (set verify.scheme)", field))
 			return
 		}
@@ -217,7 +229,7 @@ func (v Verify) problems() []error {
 			// Providers never put white space around a secret, and HTTP trims
 			// it from header values: it is a copying mistake.
 			errs = append(errs, fmt.Errorf("%s: has leading or trailing white space", secretField(i)))
-		case scheme == "standard":
+		case scheme == SchemeStandard:
 			if _, err := signature.DecodeSecret(s); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", secretField(i), err))
 			}

@@ -67,26 +67,26 @@ func NewVerifier(c Verify) (Verifier, error) {
 		keys[i] = []byte(s)
 	}
 	switch c.Scheme {
-	case "github":
+	case SchemeGitHub:
 		return newBodyMACVerifier(verifyHeaderGitHub, "sha256=", sha256.New, sigHex, keys), nil
-	case "shopify":
+	case SchemeShopify:
 		return newBodyMACVerifier(verifyHeaderShopify, "", sha256.New, sigBase64, keys), nil
-	case "hmac":
+	case SchemeHMAC:
 		return newBodyMACVerifier(c.Header, c.Prefix, verifyAlgorithms[c.Algorithm], verifyEncodings[c.Encoding], keys), nil
-	case "stripe":
+	case SchemeStripe:
 		return &stripeVerifier{
 			sig:       newSchemeHeader(verifyHeaderStripe),
 			tolerance: tolerance,
 			keys:      newMACKeyring(sha256.New, keys),
 		}, nil
-	case "slack":
+	case SchemeSlack:
 		return &slackVerifier{
 			sig:       newSchemeHeader(verifyHeaderSlackSignature),
 			ts:        newSchemeHeader(verifyHeaderSlackTimestamp),
 			tolerance: tolerance,
 			keys:      newMACKeyring(sha256.New, keys),
 		}, nil
-	case "standard":
+	case SchemeStandard:
 		v := &standardVerifier{
 			id:        newSchemeHeader(signature.HeaderID),
 			ts:        newSchemeHeader(signature.HeaderTimestamp),
@@ -101,7 +101,7 @@ func NewVerifier(c Verify) (Verifier, error) {
 			v.keys = append(v.keys, key)
 		}
 		return v, nil
-	case "token":
+	case SchemeToken:
 		v := &tokenVerifier{token: newSchemeHeader(c.Header), secrets: keys}
 		longest := 0
 		for _, k := range keys {

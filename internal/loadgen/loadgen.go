@@ -24,6 +24,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/signature"
 )
 
@@ -101,10 +102,10 @@ func Run(ctx context.Context, cfg Config, client *http.Client, sink *Sink, progr
 	}
 	var key []byte
 	switch cfg.Scheme {
-	case "", "none":
-	case "github":
+	case "", ingest.SchemeNone:
+	case ingest.SchemeGitHub:
 		key = []byte(cfg.Secret)
-	case "standard":
+	case ingest.SchemeStandard:
 		k, err := signature.DecodeSecret(cfg.Secret)
 		if err != nil {
 			return Report{}, fmt.Errorf("secret: %w", err)
@@ -209,11 +210,11 @@ loop:
 // sign adds the scheme's signature headers.
 func sign(req *http.Request, scheme string, key []byte, id string, body []byte) {
 	switch scheme {
-	case "github":
+	case ingest.SchemeGitHub:
 		mac := hmac.New(sha256.New, key)
 		mac.Write(body)
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	case "standard":
+	case ingest.SchemeStandard:
 		signature.SignRequest(req.Header, [][]byte{key}, id, time.Now(), body)
 	}
 }
