@@ -427,6 +427,11 @@ func ProducerOpts(cfg Config) []kgo.Opt {
 		kgo.AllowIdempotentProduceCancellation(),
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))),
+		// When a partition's leader crashes, records for it wait for a
+		// metadata refresh naming the new leader. kgo's default minimum age
+		// of 5s would hold that refresh past the ack timeout and answer
+		// 503 to every request queued on the partition meanwhile.
+		kgo.MetadataMinAge(500 * time.Millisecond),
 	}
 }
 
