@@ -236,12 +236,7 @@ func (w *worker) deliverChunk(ctx context.Context, recs []*kgo.Record) bool {
 // delivered, handed to the retry topic, or (ordered) retried in place and
 // finally dead-lettered. It returns false only when ctx ended first.
 func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
-	source, eventType := headerValue(r, topics.HeaderSource), headerValue(r, topics.HeaderEventType)
-	if source == "" {
-		if env, err := topics.ParseEnvelope(r.Value); err == nil {
-			source, eventType = env.Source, env.Type
-		}
-	}
+	source, eventType := topics.EventSourceType(r)
 	w.st.mu.Lock()
 	sub := w.st.sub
 	w.st.mu.Unlock()
@@ -298,13 +293,4 @@ func (d *Dispatcher) handOff(ctx context.Context, subID string, write func(conte
 			return false
 		}
 	}
-}
-
-func headerValue(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

@@ -63,3 +63,27 @@ func EventRecord(events Topic, r *kgo.Record, env *Envelope) (*kgo.Record, error
 	}
 	return &kgo.Record{Topic: string(events), Partition: r.Partition, Key: r.Key, Value: value, Headers: headers}, nil
 }
+
+// EventSourceType returns the source and type of an events record, from
+// the headers EventRecord writes, else (a record written without them)
+// from its envelope; empty when neither says.
+func EventSourceType(r *kgo.Record) (source, eventType string) {
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSource:
+			if source == "" {
+				source = string(h.Value)
+			}
+		case HeaderEventType:
+			if eventType == "" {
+				eventType = string(h.Value)
+			}
+		}
+	}
+	if source == "" {
+		if env, err := ParseEnvelope(r.Value); err == nil {
+			source, eventType = env.Source, env.Type
+		}
+	}
+	return source, eventType
+}
