@@ -1,8 +1,10 @@
 // Package topics owns hookstream's Kafka vocabulary: typed topic and group
-// names derived from one prefix, the record header keys, the topic specs
-// (partitions and configs) with their idempotent creation, and the embedded
-// development broker. It imports nothing else of hookstream and holds no
-// business logic.
+// names derived from one prefix, the record header keys, the codec of every
+// record hookstream writes (IngestRecord, Envelope, DeadLetter, Retry) with
+// its size on the wire (RecordBytes, Fit), the topic specs (partitions and
+// configs) with their idempotent creation, and the embedded development
+// broker. It imports nothing else of hookstream and holds no business
+// logic.
 package topics
 
 // Topic is a Kafka topic name.
