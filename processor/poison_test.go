@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/topics"
@@ -157,8 +159,9 @@ func TestNearLimitEnvelopeIsDeadLettered(t *testing.T) {
 // records the processor's limit allows (its max.message.bytes is smaller):
 // the broker fails the record's whole batch. The refused event alone is
 // dead-lettered with the broker's error; its neighbours, which failed with
-// it in the first attempt, are processed exactly once. When the DLQ
-// refuses the dead letter too, a bare one (no body) takes its place.
+// it in the first attempt, are processed exactly once. When the DLQ's
+// max.message.bytes refuses the dead letter too, a bare one (no body) takes
+// its place, without another attempt.
 func TestPermanentProduceErrorDeadLettersOneRecord(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -190,6 +193,53 @@ func TestPermanentProduceErrorDeadLettersOneRecord(t *testing.T) {
 				t.Errorf("bare dead letter: got %s=%q, want %s", topics.HeaderTruncated, h[topics.HeaderTruncated], want)
 			}
 		})
+	}
+}
+
+// TestRefusedLetterIsSentBare: the DLQ refuses a dead letter its
+// max.message.bytes allows (here INVALID_RECORD, injected once): the
+// record's next attempt writes a bare dead letter with the refusal, and
+// its neighbours are processed exactly once.
+func TestRefusedLetterIsSentBare(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	if env.Cluster == nil {
+		t.Skip("injects a broker error into the in-process broker")
+	}
+	lowerMaxMessageBytes(t, env, env.Names.Events, 16<<10)
+	dlq := string(env.Names.DLQ)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	details, err := env.Admin(t).ListTopics(ctx, dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqID := details[dlq].ID
+	env.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		pr := req.(*kmsg.ProduceRequest)
+		if len(pr.Topics) != 1 || (pr.Topics[0].Topic != dlq && pr.Topics[0].TopicID != dlqID) {
+			return nil, nil, false // kept: only the handled request drops it
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = pr.Topics[0].Topic, pr.Topics[0].TopicID
+		for _, p := range pr.Topics[0].Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, kerr.InvalidRecord.Code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	big := bigEvent(env, "big")
+	produce(t, env.Client(t), interleaved(env, 5, big)...)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+
+	letter := checkSurvivors(t, env, in, 10, "shop:big")["shop:big"]
+	h := kafkatest.Headers(letter)
+	if h[topics.HeaderTruncated] != strconv.Itoa(len(big.Value)) || !strings.Contains(h[topics.HeaderError], "dead letter refused: produce to") ||
+		!strings.Contains(h[topics.HeaderError], "INVALID_RECORD") {
+		t.Errorf("dead letter: got %s=%q %s=%q, want the refusal and the body's size %d",
+			topics.HeaderError, h[topics.HeaderError], topics.HeaderTruncated, h[topics.HeaderTruncated], len(big.Value))
 	}
 }
 
@@ -252,7 +302,9 @@ func TestKeylessRecordIsDeadLettered(t *testing.T) {
 // TestBadChangelogRecordIsSkipped: records in the changelog that are not
 // states (no key, a value that does not decode) do not stop a restore: a
 // processor rebuilding its store from scratch skips and counts them, and
-// still drops duplicates of earlier events.
+// still drops duplicates of earlier events. Kafka refuses keyless records
+// on a compacted topic (INVALID_RECORD), so those are written on kfake
+// only.
 func TestBadChangelogRecordIsSkipped(t *testing.T) {
 	env := kafkatest.New(t, 1, maxBody)
 	cl := env.Client(t)
@@ -263,11 +315,14 @@ func TestBadChangelogRecordIsSkipped(t *testing.T) {
 	first.stop(t)
 
 	changelog := string(env.Names.Changelog)
-	produce(t, cl,
-		&kgo.Record{Topic: changelog, Value: []byte(`{"status":"done"}`)},
-		&kgo.Record{Topic: changelog},
-		&kgo.Record{Topic: changelog, Key: []byte("shop:x"), Value: []byte("garbage")},
-		&kgo.Record{Topic: changelog, Key: []byte("shop:y"), Value: []byte(`{"status":"exploded"}`)})
+	bad := []*kgo.Record{
+		{Topic: changelog, Key: []byte("shop:x"), Value: []byte("garbage")},
+		{Topic: changelog, Key: []byte("shop:y"), Value: []byte(`{"status":"exploded"}`)},
+	}
+	if !kafkatest.Real() {
+		bad = append(bad, &kgo.Record{Topic: changelog, Value: []byte(`{"status":"done"}`)}, &kgo.Record{Topic: changelog})
+	}
+	produce(t, cl, bad...)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -281,14 +336,16 @@ func TestBadChangelogRecordIsSkipped(t *testing.T) {
 		}
 		return nil
 	})
-	if n := in.metric("hookstream_processor_changelog_skipped_total", "", ""); n != 4 {
-		t.Errorf("changelog records skipped: got %v, want 4", n)
+	if n := in.metric("hookstream_processor_changelog_skipped_total", "", ""); n != float64(len(bad)) {
+		t.Errorf("changelog records skipped: got %v, want %d", n, len(bad))
 	}
 }
 
 // TestRecordNoLetterCanHoldIsSkipped: when even a bare dead letter is
-// refused (the DLQ takes nothing), the record is skipped and counted as
-// failed rather than blocking its partition; the others are processed.
+// refused (the DLQ takes nothing, not even Kafka's transaction markers),
+// the record is skipped and counted as failed rather than blocking its
+// partition; the others are processed, without waiting out a transaction
+// timeout.
 func TestRecordNoLetterCanHoldIsSkipped(t *testing.T) {
 	env := kafkatest.New(t, 1, maxBody)
 	lowerMaxMessageBytes(t, env, env.Names.Events, 16<<10)

@@ -3,8 +3,10 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/topics"
@@ -22,6 +24,21 @@ import (
 // The broker fails a partition's whole batch, so a first strike may be a
 // neighbour's fault: only a failure of the record's writes produced alone
 // counts against the record itself.
+//
+// A dead letter is sent only if the DLQ topic's max.message.bytes can take
+// it; otherwise the record steps down (bare letter, then skip) within the
+// same transaction. A write the DLQ refuses costs far more than an abort:
+// a partition joins the transaction before the broker validates the batch
+// (on the produce itself with Kafka's transaction.version 2), so a refused
+// batch still leaves its partition in the transaction, and the abort must
+// write a control marker there. A topic whose max.message.bytes is smaller than a
+// marker batch (about 80 bytes) fails that marker with RECORD_TOO_LARGE:
+// the coordinator keeps the transaction in PREPARE_ABORT, every produce of
+// the next transaction gets CONCURRENT_TRANSACTIONS (kgo retries it), and
+// processing stalls until the coordinator times the transaction out (the
+// session's TransactionTimeout), once per refused letter. kgo's producer
+// state is sound meanwhile: a failed batch rewinds its partition's sequence
+// and EndTxn bumps the epoch; the wait is the broker's.
 const (
 	// strikeIsolate: the record's writes are produced alone, flushed
 	// before and after, so whatever fails is theirs.
@@ -87,19 +104,69 @@ func (t *txn) forget() {
 
 // handleStruck writes what a record struck at least strikeDeadLetter times
 // gets instead of its events record: a dead letter, a bare one, or
-// nothing.
+// nothing; it steps down at once past a letter the DLQ topic cannot take.
 func (t *txn) handleStruck(ctx context.Context, ref recordRef, r *kgo.Record, s strike, now time.Time) {
-	switch {
-	case s.n >= strikeSkip:
-		t.p.log.Error("record skipped: not even a bare dead letter of it can be written", logAttrs(r, s.cause)...)
-	case s.n == strikeBareLetter:
-		letter := dlqRecord(t.p.cfg.Names.DLQ, r, topics.StageProcess, fmt.Errorf("dead letter refused: %w", s.cause), now)
-		topics.Fit(letter, bareLetterBytes)
-		t.p.log.Warn("record failed and its dead letter was refused; sent a bare dead letter", logAttrs(r, s.cause)...)
-		t.emit(ctx, ref, true, letter)
-	default:
-		t.emit(ctx, ref, true, t.letter(r, topics.StageProcess, s.cause, now))
+	cause := s.cause
+	for step := s.n; step < strikeSkip; step++ {
+		room := t.dlqRoom(ctx)
+		var letter *kgo.Record
+		logCause, what, msg := cause, "its dead letter", "record failed; sent to the DLQ"
+		if step == strikeDeadLetter {
+			letter, logCause = t.cutLetter(r, topics.StageProcess, cause, now)
+		} else {
+			letter = dlqRecord(t.p.cfg.Names.DLQ, r, topics.StageProcess, fmt.Errorf("dead letter refused: %w", cause), now)
+			topics.Fit(letter, min(bareLetterBytes, room))
+			what, msg = "even a bare dead letter", "record failed and its dead letter was refused; sent a bare dead letter"
+		}
+		n := topics.RecordBytes(letter)
+		if n <= room {
+			t.p.log.Warn(msg, logAttrs(r, logCause)...)
+			t.emit(ctx, ref, true, letter)
+			return
+		}
+		cause = fmt.Errorf("%w; %s of %d bytes exceeds the %d bytes the DLQ takes", cause, what, n, room)
 	}
+	t.p.log.Error("record skipped: not even a bare dead letter of it can be written", logAttrs(r, cause)...)
+}
+
+// dlqRoom is the largest record the DLQ topic takes: its max.message.bytes,
+// at most the processor's record limit. It is read once per transaction,
+// for struck records only; when it cannot be read, the processor's limit
+// stands and the broker decides.
+func (t *txn) dlqRoom(ctx context.Context) int64 {
+	if t.dlqBytes > 0 {
+		return t.dlqBytes
+	}
+	t.dlqBytes = t.p.cfg.MaxRecordBytes
+	topic := string(t.p.cfg.Names.DLQ)
+	n, err := maxMessageBytes(ctx, t.sess.Client(), topic)
+	if err != nil {
+		t.p.log.Warn("cannot read the DLQ topic's max.message.bytes; dead letters are sent unchecked", "topic", topic, "err", err)
+		return t.dlqBytes
+	}
+	t.dlqBytes = min(t.dlqBytes, n)
+	return t.dlqBytes
+}
+
+// maxMessageBytes reads a topic's max.message.bytes.
+func maxMessageBytes(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" {
+			return strconv.ParseInt(c.MaybeValue(), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("describe configs of %s: no max.message.bytes", topic)
 }
 
 // logAttrs identifies r in a log line about its failure.

@@ -43,6 +43,8 @@ type txn struct {
 	broken   map[int32]error
 	// strikesSeen are the struck records this transaction handled.
 	strikesSeen []recordRef
+	// dlqBytes is the DLQ topic's record limit once dlqRoom read it.
+	dlqBytes int64
 }
 
 // pending holds one partition's uncommitted state changes.
@@ -117,12 +119,19 @@ func (t *txn) emit(ctx context.Context, ref recordRef, isolate bool, recs ...*kg
 // letter is the dead letter of r with its cause, cut to fit the record
 // limit if need be.
 func (t *txn) letter(r *kgo.Record, stage string, cause error, now time.Time) *kgo.Record {
+	letter, cause := t.cutLetter(r, stage, cause, now)
+	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, cause)...)
+	return letter
+}
+
+// cutLetter is the dead letter of r with its cause, cut to fit the record
+// limit if need be, and the cause to log, which says so.
+func (t *txn) cutLetter(r *kgo.Record, stage string, cause error, now time.Time) (*kgo.Record, error) {
 	letter := dlqRecord(t.p.cfg.Names.DLQ, r, stage, cause, now)
 	if topics.Fit(letter, t.p.cfg.MaxRecordBytes) {
 		cause = fmt.Errorf("%w (dead letter cut to %d bytes)", cause, topics.RecordBytes(letter))
 	}
-	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, cause)...)
-	return letter
+	return letter, cause
 }
 
 func (t *txn) pendingFor(part *partition) *pending {
