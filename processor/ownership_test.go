@@ -152,6 +152,21 @@ func TestStoreAheadOfRecreatedTopics(t *testing.T) {
 	if err != nil {
 		t.Fatalf("delete topics: %v", err)
 	}
+	// A real broker deletes topics in the background: creating them again
+	// before they are gone would keep the old ones, then lose them.
+	adm := env.Admin(t)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		listed, err := adm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if listed.Has(name) {
+				return fmt.Errorf("%s still listed after its deletion", name)
+			}
+		}
+		return nil
+	})
 	env.Ensure(t, 1, maxBody)
 
 	// Ids the store remembers, now at the offsets of other ids.
