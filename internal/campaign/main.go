@@ -256,10 +256,19 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	go func() { _ = subSrv.Serve(ln) }() // ends with Close below
 	defer subSrv.Close()
 	for _, k := range subKinds {
-		out, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "add", "--url", "http://"+ln.Addr().String()+"/sub/"+k,
-			"--from", "earliest", "--description", "campaign "+k, "--output", "json")
-		if err != nil {
-			return nil, err
+		// Topics just created may not be known to every broker yet: poll.
+		var out []byte
+		for try := 0; ; try++ {
+			out, err = cli(ctx, c.bin, c.cliEnv, "subscriptions", "add", "--url", "http://"+ln.Addr().String()+"/sub/"+k,
+				"--from", "earliest", "--description", "campaign "+k, "--output", "json")
+			if err == nil {
+				break
+			}
+			if try == 30 {
+				return nil, err
+			}
+			log.Info("subscriptions add failed; trying again", "err", err)
+			sleepCtx(ctx, time.Second)
 		}
 		var s struct {
 			ID string `json:"id"`
