@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -39,38 +40,42 @@ var ErrConflict = errors.New("subscription changed concurrently; try again")
 // commits only if no other write began between its read of the latest
 // records and its commit. A write that lost is tried again on the new
 // state; none overwrites a change it did not see.
+//
+// While a Watch runs (in a daemon's dispatcher), Get answers from its
+// snapshot once the snapshot has caught up with the topic's last stable
+// offsets, so a reader still sees every write committed before it asked.
 type Registry struct {
 	cl    *kgo.Client
 	opts  []kgo.Opt
 	names topics.Names
 	log   *slog.Logger
 	now   func() time.Time
+
+	mu      sync.Mutex
+	watched *snapshot     // nil while no Watch has loaded
+	moved   chan struct{} // closed when watched changes
+}
+
+// snapshot is what a Watch has read: the subscriptions, and per partition
+// the offset after the last record read.
+type snapshot struct {
+	subs map[string]Subscription
+	next map[int32]int64
 }
 
 // NewRegistry reads end offsets with cl and reads and writes with fresh
 // clients built from opts (seed brokers, logger).
 func NewRegistry(cl *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.Logger) *Registry {
-	return &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now}
+	return &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now, moved: make(chan struct{})}
 }
 
 // List reads every committed subscription.
 func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	topic := string(r.names.Subscriptions)
-	// The last stable offset: records past it belong to a write still in
-	// progress, which a read_committed reader cannot see yet.
-	ends, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, topic)
+	want, err := r.committedEnds(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("subscriptions: end offsets: %w", err)
+		return nil, err
 	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("subscriptions: end offsets: %w", err)
-	}
-	want := make(map[int32]int64)
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
 	subs := make(map[string]Subscription)
 	if len(want) == 0 {
 		return subs, nil
@@ -133,13 +138,80 @@ func apply(subs map[string]Subscription, rec *kgo.Record) error {
 	return nil
 }
 
-// Get returns one subscription or ErrNotFound.
+// Get returns one subscription or ErrNotFound: from the watched snapshot
+// when there is one, else by reading the topic.
 func (r *Registry) Get(ctx context.Context, id string) (Subscription, error) {
+	if subs, ok := r.watchedAtEnd(ctx); ok {
+		return find(subs, id)
+	}
 	subs, err := r.List(ctx)
 	if err != nil {
 		return Subscription{}, err
 	}
 	return find(subs, id)
+}
+
+// snapshotWait bounds how long Get waits for the watched snapshot to
+// reach the end of the topic before it reads the topic itself.
+const snapshotWait = 2 * time.Second
+
+// watchedAtEnd returns the watched subscriptions once the snapshot has
+// read up to the topic's current last stable offsets; false when there is
+// no snapshot, the offsets cannot be listed, or the snapshot does not
+// catch up within snapshotWait.
+func (r *Registry) watchedAtEnd(ctx context.Context) (map[string]Subscription, bool) {
+	r.mu.Lock()
+	watching := r.watched != nil
+	r.mu.Unlock()
+	if !watching {
+		return nil, false
+	}
+	ends, err := r.committedEnds(ctx)
+	if err != nil {
+		return nil, false
+	}
+	timeout := time.NewTimer(snapshotWait)
+	defer timeout.Stop()
+	for {
+		r.mu.Lock()
+		snap, moved := r.watched, r.moved
+		r.mu.Unlock()
+		if snap == nil {
+			return nil, false
+		}
+		if caughtUp(snap.next, ends) {
+			return snap.subs, true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-timeout.C:
+			return nil, false
+		case <-moved:
+		}
+	}
+}
+
+func caughtUp(next, ends map[int32]int64) bool {
+	for p, end := range ends {
+		if next[p] < end {
+			return false
+		}
+	}
+	return true
+}
+
+// publish makes subs and next the watched snapshot; with subs nil, there
+// is none.
+func (r *Registry) publish(subs map[string]Subscription, next map[int32]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watched = nil
+	if subs != nil {
+		r.watched = &snapshot{subs: maps.Clone(subs), next: maps.Clone(next)}
+	}
+	close(r.moved)
+	r.moved = make(chan struct{})
 }
 
 func find(subs map[string]Subscription, id string) (Subscription, error) {
@@ -348,13 +420,18 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 		return fmt.Errorf("subscriptions: client: %w", err)
 	}
 	defer cl.Close()
+	defer r.publish(nil, nil)
 	subs := make(map[string]Subscription)
-	changed := true
+	next := make(map[int32]int64)
+	changed, moved := true, true
 	for {
+		if moved && len(loading) == 0 {
+			r.publish(subs, next)
+		}
 		if changed && len(loading) == 0 {
 			fn(maps.Clone(subs))
 		}
-		changed = false
+		changed, moved = false, false
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -363,6 +440,7 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 			r.log.Warn("reading subscriptions", "topic", t, "partition", p, "err", err)
 		})
 		fs.EachRecord(func(rec *kgo.Record) {
+			next[rec.Partition], moved = rec.Offset+1, true
 			if end, ok := loading[rec.Partition]; ok && rec.Offset+1 >= end {
 				delete(loading, rec.Partition)
 				changed = true
@@ -384,17 +462,8 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
-		listed, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
+		ends, err := r.committedEnds(ctx)
 		if err == nil {
-			err = listed.Error()
-		}
-		if err == nil {
-			ends := make(map[int32]int64)
-			listed.Each(func(o kadm.ListedOffset) {
-				if o.Offset > 0 {
-					ends[o.Partition] = o.Offset
-				}
-			})
 			return ends, nil
 		}
 		if ctx.Err() == nil {
@@ -404,4 +473,24 @@ func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// committedEnds lists the last stable offset of each partition of the
+// subscriptions topic that has records: records past it belong to a write
+// still in progress, which a read_committed reader cannot see yet.
+func (r *Registry) committedEnds(ctx context.Context) (map[int32]int64, error) {
+	listed, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("subscriptions: end offsets: %w", err)
+	}
+	ends := make(map[int32]int64)
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			ends[o.Partition] = o.Offset
+		}
+	})
+	return ends, nil
 }
