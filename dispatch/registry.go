@@ -373,7 +373,29 @@ func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscrip
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("subscriptions: commit %s: %w", rec.Key, err)
 	}
-	return nil
+	return r.awaitVisible(ctx, rec)
+}
+
+// awaitVisible returns once rec is below the last stable offset of its
+// partition. A broker acknowledges a commit before it has written the
+// commit markers, and read_committed readers see nothing past them: without
+// this wait a `subscriptions add` followed at once by a list could miss
+// the subscription just added.
+func (r *Registry) awaitVisible(ctx context.Context, rec *kgo.Record) error {
+	adm := kadm.NewClient(r.cl)
+	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, rec.Topic)
+		if err != nil {
+			return fmt.Errorf("subscriptions: end offsets: %w", err)
+		}
+		if o, ok := stable.Lookup(rec.Topic, rec.Partition); ok && o.Err == nil && o.Offset > rec.Offset {
+			return nil
+		}
+		if !wait.Wait(ctx) {
+			return fmt.Errorf("subscriptions: %s committed, not yet visible: %w", rec.Key, ctx.Err())
+		}
+	}
 }
 
 // setStart commits the starting offsets of a new subscription's group.
