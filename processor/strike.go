@@ -111,9 +111,10 @@ func (t *txn) handleStruck(ctx context.Context, ref recordRef, r *kgo.Record, s 
 		room := t.dlqRoom(ctx)
 		var letter *kgo.Record
 		logCause, what, msg := cause, "its dead letter", "record failed; sent to the DLQ"
-		if step == strikeDeadLetter {
+		switch step {
+		case strikeDeadLetter:
 			letter, logCause = t.cutLetter(r, topics.StageProcess, cause, now)
-		} else {
+		case strikeBareLetter:
 			letter = dlqRecord(t.p.cfg.Names.DLQ, r, topics.StageProcess, fmt.Errorf("dead letter refused: %w", cause), now)
 			topics.Fit(letter, min(bareLetterBytes, room))
 			what, msg = "even a bare dead letter", "record failed and its dead letter was refused; sent a bare dead letter"
