@@ -20,7 +20,7 @@ func TestSweepKeepsUpWithExpiry(t *testing.T) {
 	cl := env.Client(t, kgo.ProducerLinger(5*time.Millisecond))
 	in := start(t, env, options{name: "a", stateDir: t.TempDir(), ttl: time.Second, sweepInterval: time.Second, sweepChunk: 100})
 
-	const perTick, ticks = 60, 50 // 600 distinct events a second for 5s
+	const perTick, ticks = 60, 80 // 600 distinct events a second for 8s
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var peak float64
