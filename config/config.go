@@ -144,7 +144,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.Log.Level = v; return oneOf(v, "debug", "info", "warn", "error") }},
 	{"HOOKSTREAM_LOG_FORMAT", "log-format", "text", "text or json", Common,
 		func(c *Config, v string) error { c.Log.Format = v; return oneOf(v, "text", "json") }},
-	{"HOOKSTREAM_DATA_DIR", "data-dir", "./data", "embedded broker log (kafka/) and state stores (state/)", Server,
+	{"HOOKSTREAM_DATA_DIR", "data-dir", "./data", "embedded broker log (kafka/) and state stores (state/); other commands find a running embedded broker there", Common,
 		func(c *Config, v string) error { c.DataDir = v; return nonEmpty(v) }},
 	{"HOOKSTREAM_CONFIG", "config", "", "YAML file with sources (empty: every source accepted unverified)", Server,
 		func(c *Config, v string) error { c.SourcesFile = v; return nil }},

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,20 +62,74 @@ type cluster struct {
 // on the cluster (built without I/O, so fn can check its arguments first),
 // closing it afterwards. Clients produce records as large as the body
 // limit allows, since commands copy records hookstream wrote.
+//
+// With no brokers and no embedded address set, the client dials the
+// embedded broker running on the data directory, wherever it listens. When
+// fn fails and no broker could be reached, the error says that alone.
 func withCluster(cmd *cobra.Command, fn func(ctx context.Context, c cluster) error) error {
 	cfg, _, err := loadConfig(cmd)
 	if err != nil {
 		return err
 	}
+	if _, set := config.Env("HOOKSTREAM_EMBEDDED_ADDR"); cfg.Embedded() && !set && !cmd.Flags().Changed("embedded-addr") {
+		if addr, ok := topics.RunningEmbedded(cfg.DataDir); ok {
+			cfg.EmbeddedAddr = addr
+		}
+	}
 	log := newLogger(cfg, os.Stderr)
-	opts := kafkaOpts(cfg, log, kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))))
+	var dials dialOutcomes
+	opts := kafkaOpts(cfg, slog.New(withoutDialFailures{log.Handler()}), kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(cfg.MaxBody))), kgo.WithHooks(&dials))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	return fn(cmd.Context(), cluster{cfg: cfg, log: log, names: topics.NewNames(cfg.TopicPrefix), opts: opts, cl: cl, adm: kadm.NewClient(cl)})
+	err = fn(cmd.Context(), cluster{cfg: cfg, log: log, names: topics.NewNames(cfg.TopicPrefix), opts: opts, cl: cl, adm: kadm.NewClient(cl)})
+	if err != nil && dials.unreachable() {
+		seeds := strings.Join(cfg.SeedBrokers(), ",")
+		if cfg.Embedded() {
+			return fmt.Errorf("no Kafka broker at %s: is `hookstream run` running? set --brokers", seeds)
+		}
+		return fmt.Errorf("no Kafka broker reachable at %s: check --brokers (HOOKSTREAM_BROKERS)", seeds)
+	}
+	return err
 }
+
+// dialOutcomes records whether a client's connection attempts failed, and
+// whether any succeeded.
+type dialOutcomes struct {
+	failed, succeeded atomic.Bool
+}
+
+// OnBrokerConnect implements kgo.HookBrokerConnect.
+func (d *dialOutcomes) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		d.failed.Store(true)
+	} else {
+		d.succeeded.Store(true)
+	}
+}
+
+// withoutDialFailures drops the client's warnings about a failed dial: a
+// command that cannot reach any broker says so in its error, once.
+type withoutDialFailures struct{ slog.Handler }
+
+func (h withoutDialFailures) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "unable to open connection to broker") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+func (h withoutDialFailures) WithAttrs(as []slog.Attr) slog.Handler {
+	return withoutDialFailures{h.Handler.WithAttrs(as)}
+}
+func (h withoutDialFailures) WithGroup(name string) slog.Handler {
+	return withoutDialFailures{h.Handler.WithGroup(name)}
+}
+
+// unreachable reports whether the client tried to reach a broker and never
+// did.
+func (d *dialOutcomes) unreachable() bool { return d.failed.Load() && !d.succeeded.Load() }
 
 // ensureTopics creates missing topics and checks existing ones, warning
 // about those replicated less than new ones would be.

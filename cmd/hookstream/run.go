@@ -40,8 +40,9 @@ func newRunCommand() *cobra.Command {
 
 With no brokers configured (HOOKSTREAM_BROKERS empty) it first starts the
 embedded development broker on HOOKSTREAM_EMBEDDED_ADDR, persisted under
-HOOKSTREAM_DATA_DIR/kafka, so one command runs everything. Other hookstream
-commands reach it there without flags.
+HOOKSTREAM_DATA_DIR/kafka, so one command runs everything. While it runs,
+its address is in HOOKSTREAM_DATA_DIR/kafka.addr, where other hookstream
+commands on the same data directory find it without flags.
 
 Every setting is an environment variable and a flag; flags win.`,
 		Example: `  # everything, on the embedded broker
