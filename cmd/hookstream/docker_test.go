@@ -142,6 +142,15 @@ func TestComposeFile(t *testing.T) {
 	}
 
 	t.Run("kafka", func(t *testing.T) {
+		script, err := os.ReadFile(filepath.Join("..", "..", "scripts", "kafka-local.sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`KAFKA_VERSION="\$\{KAFKA_VERSION:-([0-9.]+)\}"`).FindSubmatch(script)
+		if m == nil {
+			t.Fatal("scripts/kafka-local.sh sets no default KAFKA_VERSION")
+		}
+		tested := "apache/kafka:" + string(m[1]) // the version the tests run against
 		ids := make(map[string]string)
 		cluster := ""
 		for _, name := range []string{"kafka-1", "kafka-2", "kafka-3"} {
@@ -150,8 +159,8 @@ func TestComposeFile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if !strings.HasPrefix(s.Image, "apache/kafka:4.") {
-				t.Errorf("%s: image %q, want apache/kafka:4.x", name, s.Image)
+			if s.Image != tested {
+				t.Errorf("%s: image %q, want %s, the version the tests run against", name, s.Image, tested)
 			}
 			if env["KAFKA_PROCESS_ROLES"] != "broker,controller" {
 				t.Errorf("%s: KAFKA_PROCESS_ROLES %q, want broker,controller", name, env["KAFKA_PROCESS_ROLES"])
