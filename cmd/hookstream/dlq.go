@@ -170,11 +170,13 @@ same redrive again skips what was copied.`,
 	}
 	listSel.register(list)
 
+	var full bool
 	show := &cobra.Command{
 		Use:   "show PARTITION/OFFSET",
 		Short: "Show one dead letter: its headers and body",
 		Example: `  hookstream dlq show 3/42
-  hookstream dlq show 0/7 --dlq delivery --output json`,
+  hookstream dlq show 0/7 --dlq delivery --output json
+  hookstream dlq show 3/42 --full > body.txt`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			partition, offset, err := dlqRef(args[0])
@@ -186,10 +188,11 @@ same redrive again skips what was copied.`,
 				if err != nil {
 					return err
 				}
-				return printLetter(cmd.OutOrStdout(), output, d.kind.Topic(d.names), l)
+				return printLetter(cmd.OutOrStdout(), output, d.kind.Topic(d.names), l, full)
 			})
 		},
 	}
+	show.Flags().BoolVar(&full, "full", false, fmt.Sprintf("print the whole body (the table shows its first %d bytes)", dlqShowBytes))
 
 	var redriveSel dlqSelection
 	var execute bool
@@ -305,6 +308,10 @@ func printLetters(w io.Writer, output string, letters []deadletter.Letter) error
 		}
 		return writeJSON(w, withoutValues(letters))
 	}
+	if len(letters) == 0 {
+		_, err := fmt.Fprintln(w, "no dead letters")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAILED AT\tPARTITION/OFFSET\tKEY\tSTAGE\tERROR\tREDRIVEN")
 	for _, l := range letters {
@@ -318,7 +325,12 @@ func printLetters(w io.Writer, output string, letters []deadletter.Letter) error
 	return tw.Flush()
 }
 
-func printLetter(w io.Writer, output string, topic topics.Topic, l deadletter.Letter) error {
+// dlqShowBytes is how much of a body show prints without --full.
+const dlqShowBytes = 4096
+
+// printLetter prints one letter; the table shows the first dlqShowBytes of
+// its body unless full.
+func printLetter(w io.Writer, output string, topic topics.Topic, l deadletter.Letter, full bool) error {
 	if output == "json" {
 		return writeJSON(w, l)
 	}
@@ -340,12 +352,19 @@ func printLetter(w io.Writer, output string, topic topics.Topic, l deadletter.Le
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	body := string(l.Value)
-	encoding := ""
-	if !utf8.Valid(l.Value) {
-		body, encoding = base64.StdEncoding.EncodeToString(l.Value), ", binary, base64"
+	value, size := l.Value, fmt.Sprintf("%d bytes", len(l.Value))
+	if !full && len(value) > dlqShowBytes {
+		value = value[:dlqShowBytes]
+		for !utf8.Valid(value) && utf8.Valid(l.Value) { // cut on a character boundary
+			value = value[:len(value)-1]
+		}
+		size = fmt.Sprintf("first %d of %d bytes; --full prints it all", len(value), len(l.Value))
 	}
-	_, err := fmt.Fprintf(w, "\nBODY (%d bytes%s)\n%s\n", len(l.Value), encoding, body)
+	body := string(value)
+	if !utf8.Valid(l.Value) {
+		body, size = base64.StdEncoding.EncodeToString(value), size+", binary, base64"
+	}
+	_, err := fmt.Fprintf(w, "\nBODY (%s)\n%s\n", size, body)
 	return err
 }
 

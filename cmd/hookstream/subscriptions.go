@@ -238,7 +238,14 @@ func printSubscriptions(w io.Writer, output string, subs []dispatch.Subscription
 		if len(subs) == 1 && withSecret {
 			return writeJSON(w, subs[0])
 		}
+		if subs == nil {
+			subs = []dispatch.Subscription{}
+		}
 		return writeJSON(w, subs)
+	}
+	if len(subs) == 0 {
+		_, err := fmt.Fprintln(w, "no subscriptions")
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tURL\tENABLED\tORDERED\tSOURCES\tEVENT TYPES\tSECRET")

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/hookstream/hookstream/deadletter"
+)
+
+// TestEmptyListingsSayNone checks that a table with no rows says so
+// instead of printing a bare header, and that JSON stays an empty list.
+func TestEmptyListingsSayNone(t *testing.T) {
+	tests := []struct {
+		name, output, want string
+		print              func(w *bytes.Buffer, output string) error
+	}{
+		{"subscriptions", "table", "no subscriptions\n", func(w *bytes.Buffer, o string) error { return printSubscriptions(w, o, nil, false) }},
+		{"subscriptions json", "json", "[]\n", func(w *bytes.Buffer, o string) error { return printSubscriptions(w, o, nil, false) }},
+		{"dead letters", "table", "no dead letters\n", func(w *bytes.Buffer, o string) error { return printLetters(w, o, nil) }},
+		{"dead letters json", "json", "[]\n", func(w *bytes.Buffer, o string) error { return printLetters(w, o, nil) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tt.print(&b, tt.output); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("got %q, want %q", b.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestShowLetterTruncatesBody checks that dlq show prints the start of a
+// large body with a note saying how to see it all, and all of it with
+// --full.
+func TestShowLetterTruncatesBody(t *testing.T) {
+	body := strings.Repeat("x", 1<<20)
+	l := deadletter.Letter{Kind: deadletter.Processor, Value: []byte(body)}
+
+	var b bytes.Buffer
+	if err := printLetter(&b, "table", "hookstream.dlq", l, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if len(out) > 2*dlqShowBytes {
+		t.Errorf("table output of a 1 MiB body: got %d bytes, want at most %d", len(out), 2*dlqShowBytes)
+	}
+	if want := "(first 4096 of 1048576 bytes; --full prints it all)"; !strings.Contains(out, want) {
+		t.Errorf("output does not say the body was cut (%q):\n%s", want, out[len(out)-200:])
+	}
+
+	b.Reset()
+	if err := printLetter(&b, "table", "hookstream.dlq", l, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), body) {
+		t.Errorf("--full: the whole body is not printed")
+	}
+}
