@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,8 +100,11 @@ func (c *Config) SeedBrokers() []string {
 type Scope int
 
 const (
-	// Common settings are flags of every command.
+	// Common settings are flags of every command that works on the
+	// cluster: where it is and which deployment on it.
 	Common Scope = iota
+	// Topology settings shape the topics: flags of run and topics create.
+	Topology
 	// Server settings are flags of run only.
 	Server
 )
@@ -119,7 +123,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.EmbeddedAddr = v; return hostPort(v) }},
 	{"HOOKSTREAM_TOPIC_PREFIX", "topic-prefix", "hookstream", "prefix of every topic, group and transactional id", Common,
 		func(c *Config, v string) error { c.TopicPrefix = v; return topicPrefix(v) }},
-	{"HOOKSTREAM_PARTITIONS", "partitions", "12", "partitions of the ingest, events and changelog topics", Common,
+	{"HOOKSTREAM_PARTITIONS", "partitions", "12", "partitions of the ingest, events and changelog topics", Topology,
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1 || n > 10000 {
@@ -128,7 +132,7 @@ var settings = []setting{
 			c.Partitions = int32(n)
 			return nil
 		}},
-	{"HOOKSTREAM_REPLICATION_FACTOR", "replication-factor", "", "replicas of every topic hookstream creates, min.insync.replicas one less (empty or 0: min(3, brokers in the cluster))", Common,
+	{"HOOKSTREAM_REPLICATION_FACTOR", "replication-factor", "", "replicas of every topic hookstream creates, min.insync.replicas one less (empty or 0: min(3, brokers in the cluster))", Topology,
 		func(c *Config, v string) error {
 			if v == "" {
 				return nil
@@ -142,7 +146,7 @@ var settings = []setting{
 		}},
 	{"HOOKSTREAM_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", Common,
 		func(c *Config, v string) error { c.Log.Level = v; return oneOf(v, "debug", "info", "warn", "error") }},
-	{"HOOKSTREAM_LOG_FORMAT", "log-format", "text", "text or json", Common,
+	{"HOOKSTREAM_LOG_FORMAT", "log-format", "text", "text or json", Server,
 		func(c *Config, v string) error { c.Log.Format = v; return oneOf(v, "text", "json") }},
 	{"HOOKSTREAM_DATA_DIR", "data-dir", "./data", "embedded broker log (kafka/) and state stores (state/); other commands find a running embedded broker there", Common,
 		func(c *Config, v string) error { c.DataDir = v; return nonEmpty(v) }},
@@ -152,9 +156,9 @@ var settings = []setting{
 		func(c *Config, v string) error { c.HTTPAddr = v; return hostPort(v) }},
 	{"HOOKSTREAM_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API, /metrics, /healthz, /readyz", Server,
 		func(c *Config, v string) error { c.AdminAddr = v; return hostPort(v) }},
-	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Common,
+	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Server,
 		func(c *Config, v string) error { c.AdminToken = v; return nil }},
-	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Server,
+	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Topology,
 		func(c *Config, v string) error {
 			n, err := humanize.ParseBytes(v)
 			if err != nil || n < 1 || n > 64<<20 {
@@ -216,10 +220,10 @@ var settings = []setting{
 		}},
 }
 
-// RegisterFlags adds the flags of the settings in scope to fs.
-func RegisterFlags(fs *pflag.FlagSet, scope Scope) {
+// RegisterFlags adds the flags of the settings in scopes to fs.
+func RegisterFlags(fs *pflag.FlagSet, scopes ...Scope) {
 	for _, s := range settings {
-		if s.scope == scope {
+		if slices.Contains(scopes, s.scope) {
 			// An unset flag leaves the environment and the default in force,
 			// so the flag's own default stays empty and usage names the real one.
 			fs.String(s.flag, "", fmt.Sprintf("%s (env %s, default %q)", s.usage, s.env, s.def))

@@ -36,8 +36,7 @@ func TestLoadDefaults(t *testing.T) {
 
 func TestLoadEnvThenFlags(t *testing.T) {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	RegisterFlags(fs, Common)
-	RegisterFlags(fs, Server)
+	RegisterFlags(fs, Common, Topology, Server)
 	if err := fs.Parse([]string{"--partitions", "6"}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +100,7 @@ func TestLoadReplicationFactor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := pflag.NewFlagSet("topics", pflag.ContinueOnError)
-			RegisterFlags(fs, Common)
+			RegisterFlags(fs, Common, Topology)
 			if err := fs.Parse(tt.flag); err != nil {
 				t.Fatal(err)
 			}

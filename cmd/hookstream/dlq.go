@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -254,6 +255,7 @@ optional offsets, or --all). Without --execute it prints what it would copy.`,
 	redrive.Flags().BoolVar(&redriveSel.all, "all", false, "select every letter")
 	redrive.Flags().BoolVar(&execute, "execute", false, "copy the letters (without it: a dry run)")
 
+	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
 	cmd.AddCommand(list, show, redrive)
 	return cmd
 }

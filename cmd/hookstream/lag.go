@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/groups"
 )
 
@@ -52,6 +53,7 @@ each transaction, so a group that has read everything lags 0.`,
 	}
 	cmd.Flags().StringVarP(&group, "group", "g", "", "one group: processor, retry, sub:<id> or a full group name (default: every hookstream group)")
 	addOutputFlag(cmd, &output)
+	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
 }
 

@@ -38,7 +38,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	config.RegisterFlags(root.PersistentFlags(), config.Common)
 	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand())
 	return root
 }

@@ -60,3 +60,42 @@ func TestShowLetterTruncatesBody(t *testing.T) {
 		t.Errorf("--full: the whole body is not printed")
 	}
 }
+
+// TestCommandsTakeOnlyTheirFlags checks that each command lists the
+// settings it uses, and none that would do nothing for it.
+func TestCommandsTakeOnlyTheirFlags(t *testing.T) {
+	cluster := []string{"brokers", "embedded-addr", "data-dir", "topic-prefix", "log-level"}
+	tests := []struct {
+		path      []string
+		want, not []string
+	}{
+		{[]string{"run"}, append([]string{"partitions", "replication-factor", "max-body", "admin-token", "log-format", "http-addr"}, cluster...), nil},
+		{[]string{"topics", "create"}, append([]string{"partitions", "replication-factor", "max-body"}, cluster...), []string{"admin-token", "log-format", "http-addr"}},
+		{[]string{"topics", "describe"}, cluster, []string{"partitions", "replication-factor", "admin-token", "log-format"}},
+		{[]string{"subscriptions", "list"}, cluster, []string{"partitions", "admin-token", "log-format"}},
+		{[]string{"lag"}, cluster, []string{"partitions", "replication-factor", "admin-token", "log-format", "max-body"}},
+		{[]string{"replay"}, cluster, []string{"partitions", "admin-token", "log-format"}},
+		{[]string{"dlq", "show"}, cluster, []string{"partitions", "admin-token", "log-format"}},
+		{[]string{"sink"}, nil, append([]string{"partitions", "admin-token", "log-format"}, cluster...)},
+		{[]string{"bench"}, nil, append([]string{"partitions", "admin-token", "log-format"}, cluster...)},
+	}
+	root := newRootCommand()
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.path, " "), func(t *testing.T) {
+			cmd, _, err := root.Find(tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tt.want {
+				if cmd.Flags().Lookup(f) == nil && cmd.InheritedFlags().Lookup(f) == nil {
+					t.Errorf("--%s: missing", f)
+				}
+			}
+			for _, f := range tt.not {
+				if cmd.Flags().Lookup(f) != nil || cmd.InheritedFlags().Lookup(f) != nil {
+					t.Errorf("--%s: listed, but the command does not use it", f)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/groups"
 )
 
@@ -167,10 +168,11 @@ roles that consume with the group, execute, then start them again.`,
 	fs.StringVar(&f.byDuration, "by-duration", "", "move to the first records of this last duration (e.g. 90m: now minus 90 minutes)")
 	fs.StringVar(&f.toOffsets, "to-offsets", "", "move to these offsets, partition:offset pairs (e.g. 0:15,3:200); only these partitions move")
 	fs.StringVar(&f.topic, "topic", "", "the topic (default: the group's own)")
-	// Not --partitions: that is the common flag of the topics' partition count.
+	// Not --partitions: that is the topics' partition count, a flag of run.
 	fs.Int32SliceVar(&f.partitions, "partition", nil, "move only these partitions, comma separated or repeated (e.g. 0,1; default: all)")
 	fs.BoolVar(&f.execute, "execute", false, "commit the plan (default: dry run)")
 	addOutputFlag(cmd, &f.output)
+	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/dispatch"
 )
 
@@ -224,6 +225,7 @@ dispatchers follow every change.`,
 			})
 		},
 	}
+	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
 	cmd.AddCommand(addCmd, list, get, update, rm, rotate, enable, disable)
 	return cmd
 }

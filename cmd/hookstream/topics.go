@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -60,6 +61,8 @@ func newTopicsCommand() *cobra.Command {
 		},
 	}
 	addOutputFlag(describe, &output)
+	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
+	config.RegisterFlags(create.Flags(), config.Topology)
 	cmd.AddCommand(create, describe)
 	return cmd
 }
