@@ -42,13 +42,13 @@ func replay(t *testing.T, env *kafkatest.Env, group string, target groups.Target
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	adm := env.Admin(t)
+	adm, cl := env.Admin(t), env.Client(t)
 	var plan groups.Plan
 	// The stopped consumers leave the group as they close; until then the
 	// plan names them.
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		var err error
-		plan, err = groups.PlanReplay(ctx, adm, env.Names, group, "", nil, target)
+		plan, err = groups.PlanReplay(ctx, cl, env.Names, group, "", nil, target)
 		if err != nil {
 			return err
 		}

@@ -217,3 +217,12 @@ func sortedPartitions[V any](m map[int32]V) []int32 {
 	slices.Sort(ps)
 	return ps
 }
+
+// SubscriptionID returns the subscription whose group g is, ok false when
+// g is not a subscription's group.
+func SubscriptionID(names topics.Names, g topics.Group) (id string, ok bool) {
+	if k, ok := classify(names, g); !ok || k != kindSubscription {
+		return "", false
+	}
+	return strings.TrimPrefix(string(g), string(names.SubscriptionGroup(""))), true
+}

@@ -39,8 +39,9 @@ type GroupLag struct {
 	Total      int64          `json:"total"`
 }
 
-// Lag reports the lag of group (a name Resolve accepts), or with group
-// empty of every group of the deployment: the processor and retry groups,
+// Lag reports the lag of group (a name Resolve accepts; an error when
+// nobody has joined it or committed for it), or with group empty of every
+// group of the deployment: the processor and retry groups,
 // and each "<prefix>-sub-*" group the cluster lists. Each group covers
 // every partition of the topic it consumes, plus any other topic it has
 // committed offsets on.
@@ -69,6 +70,9 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 	groups, all, err := consumedBy(ctx, adm, names, list)
 	if err != nil {
 		return nil, err
+	}
+	if group != "" && infos[list[0]].state == "Dead" && len(groups[0].committed) == 0 {
+		return nil, fmt.Errorf("group %s does not exist: no consumer has joined it or committed offsets", list[0])
 	}
 	logs, err := readLogs(ctx, adm, all)
 	if err != nil {

@@ -232,6 +232,10 @@ func TestLagTransactional(t *testing.T) {
 	}
 	topic := string(names.Events)
 	check("caught up after a committed transaction", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 4, Lag: 0})
+	// Moving to the end passes over the commit marker only: no record.
+	if got := plan(t, env, "sub:tx", "", nil, Target{Latest: true}).Moves[0]; got.Target != 4 || got.Skip != 0 {
+		t.Errorf("replay to latest when caught up: got %+v, want target 4 skipping 0 records", got)
+	}
 
 	begin(2) // offsets 4-5, open
 	check("caught up with a transaction open", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 4, Lag: 0})
@@ -243,4 +247,19 @@ func TestLagTransactional(t *testing.T) {
 	// Two records to read, counted as offsets 7 to 9: the marker after
 	// them is counted too.
 	check("two records behind", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 10, Lag: 3})
+	if got := plan(t, env, "sub:tx", "", nil, Target{Latest: true}).Moves[0]; got.Target != 10 || got.Skip != 3 {
+		t.Errorf("replay to latest two records behind: got %+v, want target 10 skipping 3 (the records and their marker)", got)
+	}
+}
+
+// TestLagUnknownGroup asks for a group nobody has joined or committed
+// for: an error naming it, not a Dead group lagging 0.
+func TestLagUnknownGroup(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 1, maxBody)
+	_, err := Lag(testContext(t), env.Client(t), env.Names, "sub:sub_missing")
+	want := "group " + string(env.Names.SubscriptionGroup("sub_missing")) + " does not exist: no consumer has joined it or committed offsets"
+	if err == nil || err.Error() != want {
+		t.Errorf("Lag of a missing group: got %v, want %q", err, want)
+	}
 }

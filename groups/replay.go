@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/topics"
 )
@@ -108,7 +109,8 @@ type Move struct {
 	// or with nothing committed the distance from Target to the end.
 	Reread int64 `json:"reread"`
 	// Skip is how many offsets the group passes over unread when Target
-	// is ahead of Current.
+	// is ahead of Current, counted from the first record it would read
+	// there (as Lag counts): passing over commit markers alone skips 0.
 	Skip int64 `json:"skip"`
 	// Clamped says the requested target lay outside the log and was moved
 	// to its start or end (ClampedToStart, ClampedToEnd), or is empty.
@@ -143,7 +145,8 @@ func (p Plan) Reread() int64 {
 // group. partitions limits the plan (nil: every partition; with
 // t.Offsets, the partitions are the offsets'). Targets outside the log are
 // clamped to its start or end, and the move says so. Nothing is changed.
-func PlanReplay(ctx context.Context, adm *kadm.Client, names topics.Names, group, topic string, partitions []int32, t Target) (Plan, error) {
+func PlanReplay(ctx context.Context, cl *kgo.Client, names topics.Names, group, topic string, partitions []int32, t Target) (Plan, error) {
+	adm := kadm.NewClient(cl)
 	g, err := Resolve(names, group)
 	if err != nil {
 		return Plan{}, err
@@ -192,7 +195,40 @@ func PlanReplay(ctx context.Context, adm *kadm.Client, names topics.Names, group
 		}
 		plan.Moves = append(plan.Moves, t.move(topic, p, c, start[p], end[p], byTime))
 	}
+	if err := skippedRecords(ctx, cl, adm, topic, end, plan.Moves); err != nil {
+		return Plan{}, err
+	}
 	return plan, nil
+}
+
+// skippedRecords counts the moves' Skip from the first record a consumer
+// at their current offset would read, so that markers alone (the commit
+// marker after a caught-up group's offset) are not counted as skipped.
+func skippedRecords(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, end map[int32]int64, moves []Move) error {
+	var from []position
+	for _, m := range moves {
+		if m.Skip > 0 {
+			from = append(from, position{topic, m.Partition, m.Current})
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("groups: describe %s: %w", topic, err)
+	}
+	first, err := firstUnread(ctx, cl, details, map[string]map[int32]int64{topic: end}, from)
+	if err != nil {
+		return err
+	}
+	for i := range moves {
+		m := &moves[i]
+		if f, ok := first[position{topic, m.Partition, m.Current}]; ok && m.Skip > 0 {
+			m.Skip = max(m.Target-f, 0)
+		}
+	}
+	return nil
 }
 
 // bounds lists where each partition of topic starts and ends (the last

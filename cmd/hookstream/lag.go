@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/topics"
 )
 
 func newLagCommand() *cobra.Command {
@@ -43,10 +46,22 @@ each transaction, so a group that has read everything lags 0.`,
 				}
 				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 				defer cancel()
+				subs, err := dispatch.NewRegistry(c.cl, c.opts, c.names, c.log).List(ctx)
+				if err != nil {
+					return err
+				}
+				if id, ok := groups.SubscriptionID(c.names, topics.Group(group)); ok && subs[id].ID == "" {
+					return fmt.Errorf("--group: no subscription %s (hookstream subscriptions list shows them)", id)
+				}
 				lags, err := groups.Lag(ctx, c.cl, c.names, group)
 				if err != nil {
 					return err
 				}
+				// The groups of deleted subscriptions stay in Kafka until they expire.
+				lags = slices.DeleteFunc(lags, func(g groups.GroupLag) bool {
+					id, ok := groups.SubscriptionID(c.names, topics.Group(g.Group))
+					return ok && subs[id].ID == ""
+				})
 				return printLag(cmd.OutOrStdout(), output, lags)
 			})
 		},
@@ -56,6 +71,16 @@ each transaction, so a group that has read everything lags 0.`,
 	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
 }
+
+// lagFootnote explains the table's numbers under it.
+const lagFootnote = `
+COMMITTED is the next offset the group reads ("-": none committed yet).
+END is the end of the log as a read_committed consumer reads it. On
+transactional topics every transaction ends with a commit marker, an offset
+that holds no record, so a group that has read everything commits the
+offset of that marker: COMMITTED 1 and END 2 with LAG 0 is caught up.
+LAG counts from the first record left to read to END.
+`
 
 func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
 	if output == "json" {
@@ -73,5 +98,9 @@ func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\ttotal\t\t\t\t%d\n", g.Group, g.State, g.Members, g.Total)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprint(w, lagFootnote)
+	return err
 }

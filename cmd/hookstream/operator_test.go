@@ -98,6 +98,13 @@ func TestOperatorCLIAgainstRunningBinary(t *testing.T) {
 	if _, errOut, code = cli("subscriptions", "get", sub.ID); code != 1 || !strings.Contains(errOut, "subscription not found") {
 		t.Errorf("subscriptions get after rm: exit %d, stderr %q; want exit 1 and not found", code, errOut)
 	}
+	if out, errOut, code = cli("lag"); code != 0 || strings.Contains(out, sub.ID) || !strings.Contains(out, "COMMITTED is the next offset") {
+		t.Errorf("lag after rm: exit %d, stdout %q, stderr %q; want no row of the deleted subscription, and the footnote", code, out, errOut)
+	}
+	want := "hookstream: --group: no subscription " + sub.ID + " (hookstream subscriptions list shows them)\n"
+	if _, errOut, code = cli("lag", "--group", "sub:"+sub.ID); code != 1 || errOut != want {
+		t.Errorf("lag --group of a deleted subscription: exit %d, stderr %q; want exit 1 and %q", code, errOut, want)
+	}
 	if out, errOut, code = cli("dlq", "list", "--dlq", "delivery", "--output", "json"); code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Errorf("dlq list: exit %d, stdout %q, stderr %q; want an empty list", code, out, errOut)
 	}

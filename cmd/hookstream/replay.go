@@ -147,7 +147,7 @@ roles that consume with the group, execute, then start them again.`,
 				}
 				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 				defer cancel()
-				plan, err := groups.PlanReplay(ctx, c.adm, c.names, string(group), f.topic, f.partitions, t)
+				plan, err := groups.PlanReplay(ctx, c.cl, c.names, string(group), f.topic, f.partitions, t)
 				if err != nil {
 					return err
 				}
