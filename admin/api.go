@@ -249,7 +249,11 @@ func (a API) stats(c *echo.Context) error {
 	if err != nil {
 		return apiError(err)
 	}
-	out.Lag = lag
+	subs, err := a.Registry.List(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	out.Lag = groups.WithoutDeleted(a.Names, lag, subs)
 	return c.JSON(http.StatusOK, out)
 }
 

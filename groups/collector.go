@@ -22,12 +22,15 @@ var lagDesc = prometheus.NewDesc("hookstream_consumer_group_lag",
 type Collector struct {
 	cl    *kgo.Client
 	names topics.Names
+	subs  func(context.Context) (map[string]bool, error)
 	log   *slog.Logger
 }
 
-// NewCollector returns a lag collector querying through cl.
-func NewCollector(cl *kgo.Client, names topics.Names, log *slog.Logger) *Collector {
-	return &Collector{cl: cl, names: names, log: log}
+// NewCollector returns a lag collector querying through cl. subs lists the
+// subscriptions that exist, by id: the groups of deleted ones are not
+// exported.
+func NewCollector(cl *kgo.Client, names topics.Names, subs func(context.Context) (map[string]bool, error), log *slog.Logger) *Collector {
+	return &Collector{cl: cl, names: names, subs: subs, log: log}
 }
 
 // Describe implements prometheus.Collector.
@@ -42,7 +45,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.log.Warn("consumer group lag for /metrics", "err", err)
 		return
 	}
-	for _, g := range lags {
+	subs, err := c.subs(ctx)
+	if err != nil {
+		c.log.Warn("consumer group lag for /metrics: subscriptions", "err", err)
+		return
+	}
+	for _, g := range WithoutDeleted(c.names, lags, subs) {
 		byTopic := make(map[string]int64)
 		for _, p := range g.Partitions {
 			byTopic[p.Topic] += p.Lag

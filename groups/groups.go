@@ -226,3 +226,17 @@ func SubscriptionID(names topics.Names, g topics.Group) (id string, ok bool) {
 	}
 	return strings.TrimPrefix(string(g), string(names.SubscriptionGroup(""))), true
 }
+
+// WithoutDeleted returns lags without the groups of subscriptions that are
+// not in subs: Kafka keeps a group's offsets after its subscription is
+// deleted, until they expire.
+func WithoutDeleted[T any](names topics.Names, lags []GroupLag, subs map[string]T) []GroupLag {
+	return slices.DeleteFunc(lags, func(g GroupLag) bool {
+		id, ok := SubscriptionID(names, topics.Group(g.Group))
+		if !ok {
+			return false
+		}
+		_, exists := subs[id]
+		return !exists
+	})
+}

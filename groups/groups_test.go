@@ -164,3 +164,22 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+func TestWithoutDeleted(t *testing.T) {
+	names := topics.NewNames("hs")
+	lags := []GroupLag{
+		{Group: string(names.ProcessorGroup())},
+		{Group: string(names.RetryGroup())},
+		{Group: string(names.SubscriptionGroup("sub_kept"))},
+		{Group: string(names.SubscriptionGroup("sub_gone"))},
+	}
+	got := WithoutDeleted(names, lags, map[string]bool{"sub_kept": true})
+	var gotNames []string
+	for _, g := range got {
+		gotNames = append(gotNames, g.Group)
+	}
+	want := []string{"hs-processor", "hs-retry", "hs-sub-sub_kept"}
+	if fmt.Sprint(gotNames) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", gotNames, want)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -50,19 +49,16 @@ each transaction, so a group that has read everything lags 0.`,
 				if err != nil {
 					return err
 				}
-				if id, ok := groups.SubscriptionID(c.names, topics.Group(group)); ok && subs[id].ID == "" {
-					return fmt.Errorf("--group: no subscription %s (hookstream subscriptions list shows them)", id)
+				if id, ok := groups.SubscriptionID(c.names, topics.Group(group)); ok {
+					if _, exists := subs[id]; !exists {
+						return fmt.Errorf("--group: no subscription %s (hookstream subscriptions list shows them)", id)
+					}
 				}
 				lags, err := groups.Lag(ctx, c.cl, c.names, group)
 				if err != nil {
 					return err
 				}
-				// The groups of deleted subscriptions stay in Kafka until they expire.
-				lags = slices.DeleteFunc(lags, func(g groups.GroupLag) bool {
-					id, ok := groups.SubscriptionID(c.names, topics.Group(g.Group))
-					return ok && subs[id].ID == ""
-				})
-				return printLag(cmd.OutOrStdout(), output, lags)
+				return printLag(cmd.OutOrStdout(), output, groups.WithoutDeleted(c.names, lags, subs))
 			})
 		},
 	}

@@ -118,11 +118,21 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		return err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
-	reg.MustRegister(groups.NewCollector(adminClient, names, log))
+	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log)
+	reg.MustRegister(groups.NewCollector(adminClient, names, func(ctx context.Context) (map[string]bool, error) {
+		subs, err := registry.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids := make(map[string]bool, len(subs))
+		for id := range subs {
+			ids[id] = true
+		}
+		return ids, nil
+	}, log))
 
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
-	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log)
 	api := admin.API{Registry: registry, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
 
 	g, ctx := errgroup.WithContext(ctx)
