@@ -95,6 +95,9 @@ func ParseOffsets(s string) (map[int32]int64, error) {
 const (
 	ClampedToStart = "to log start"
 	ClampedToEnd   = "to log end"
+	// ClampedToCurrent: a time target ahead of the group's offset; a replay
+	// only moves back, so the group keeps its offset and skips nothing.
+	ClampedToCurrent = "to the group's offset: not read that far yet"
 )
 
 // Move is what a replay does to one partition. Counts are offsets: on
@@ -291,6 +294,10 @@ func (t Target) offsetsByTime(ctx context.Context, adm *kadm.Client, topic strin
 	return partitionOffsets(listed, "time", topic)
 }
 
+// byTime reports whether t is a time (or duration) target: a replay back
+// to a moment, as opposed to an explicit move to the end or to offsets.
+func (t Target) byTime() bool { return !t.Earliest && !t.Latest && t.Offsets == nil }
+
 // move is the move of partition p, committed at c (-1 for none) in a log
 // from start to end, to t (byTime holds t's offsets by time).
 func (t Target) move(topic string, p int32, c, start, end int64, byTime map[int32]int64) Move {
@@ -313,6 +320,11 @@ func (t Target) move(topic string, p int32, c, start, end int64, byTime map[int3
 		m.Target, m.Clamped = start, ClampedToStart
 	case m.Target > end:
 		m.Target, m.Clamped = end, ClampedToEnd
+	}
+	if t.byTime() && c >= 0 && m.Target > c {
+		// A group behind the time asked for has yet to read what lies
+		// between: moving it there would drop those records unread.
+		m.Target, m.Clamped = c, ClampedToCurrent
 	}
 	switch {
 	case c < 0:

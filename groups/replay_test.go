@@ -270,3 +270,26 @@ func TestReplayRefusedWhileMembersActive(t *testing.T) {
 		t.Errorf("offsets after Execute: got %s, want %s", got, want)
 	}
 }
+
+// TestReplayByTimeNeverSkips: a time target is a replay, a move back in
+// the log: for a group that has not yet read that far it keeps the
+// group's offset rather than pass over records the group never read (only
+// --to-latest and --to-offsets skip, and say so).
+func TestReplayByTimeNeverSkips(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 1, maxBody)
+	names := env.Names
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	produce(t, producer(t, env), names.Ingest, 0, 3, t0, t0.Add(time.Minute), t0.Add(2*time.Minute))
+	commit(t, env.Admin(t), names.ProcessorGroup(), names.Ingest, map[int32]int64{0: 1})
+
+	for _, target := range []Target{{Time: t0.Add(90 * time.Second)}, {Time: t0.Add(time.Hour)}, {Duration: time.Second}} {
+		m := plan(t, env, "processor", "", nil, target).Moves[0]
+		if m.Target != 1 || m.Skip != 0 || m.Reread != 0 || m.Clamped != ClampedToCurrent {
+			t.Errorf("%+v: got target %d, skip %d, reread %d, note %q; want the group kept at 1 (%q)", target, m.Target, m.Skip, m.Reread, m.Clamped, ClampedToCurrent)
+		}
+	}
+	if m := plan(t, env, "processor", "", nil, Target{Time: t0}).Moves[0]; m.Target != 0 || m.Reread != 1 || m.Clamped != "" {
+		t.Errorf("t0: got %+v, want a move back to 0 re-reading 1", m)
+	}
+}
