@@ -314,14 +314,35 @@ func TestRebalance(t *testing.T) {
 	}
 	a := start(t, env, options{name: "a", stateDir: t.TempDir()})
 	produceRange(0, 1000)
-	start(t, env, options{name: "b", stateDir: t.TempDir()})
+	b := start(t, env, options{name: "b", stateDir: t.TempDir()})
 	produceRange(1000, 2000)
-	start(t, env, options{name: "c", stateDir: t.TempDir()})
+	c := start(t, env, options{name: "c", stateDir: t.TempDir()})
 	waitEvents(t, env, 2000, time.Minute)
 	a.stop(t)
 	produceRange(2000, distinct)
 	got := waitEvents(t, env, distinct, 2*time.Minute)
 	exactlyOnce(t, got, distinct, 1)
+
+	// A rebalance aborts at most the transaction in flight when an
+	// instance's partitions are revoked: one per membership change it saw
+	// while running (a: b and c join; b: c joins, a leaves; c: a leaves).
+	// On Kafka 4 (transactions v2) the first write of the transaction after
+	// such an abort can be answered CONCURRENT_TRANSACTIONS while the abort
+	// markers are written, and the writes pipelined behind it
+	// OUT_OF_ORDER_SEQUENCE_NUMBER, which the broker logs; the client
+	// resends them in order: no further abort and no new session.
+	for _, in := range []struct {
+		name    string
+		in      *instance
+		changes int
+	}{{"a", a, 2}, {"b", b, 2}, {"c", c, 1}} {
+		if n := in.in.metric("hookstream_processor_transactions_total", "result", "aborted"); n > float64(in.changes) {
+			t.Errorf("instance %s: got %v aborted transactions, want at most %d (one per rebalance it saw)", in.name, n, in.changes)
+		}
+		if n := in.in.metric("hookstream_processor_session_restarts_total", "", ""); n != 0 {
+			t.Errorf("instance %s: got %v session restarts, want 0", in.name, n)
+		}
+	}
 }
 
 func TestRebuildAndReplay(t *testing.T) {
