@@ -382,14 +382,13 @@ func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscrip
 // this wait a `subscriptions add` followed at once by a list could miss
 // the subscription just added.
 func (r *Registry) awaitVisible(ctx context.Context, rec *kgo.Record) error {
-	adm := kadm.NewClient(r.cl)
 	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
 	for {
-		stable, err := adm.ListCommittedOffsets(ctx, rec.Topic)
+		ends, err := r.committedEnds(ctx)
 		if err != nil {
-			return fmt.Errorf("subscriptions: end offsets: %w", err)
+			return err
 		}
-		if o, ok := stable.Lookup(rec.Topic, rec.Partition); ok && o.Err == nil && o.Offset > rec.Offset {
+		if ends[rec.Partition] > rec.Offset {
 			return nil
 		}
 		if !wait.Wait(ctx) {
