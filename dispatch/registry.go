@@ -401,23 +401,27 @@ func (r *Registry) awaitVisible(ctx context.Context, rec *kgo.Record) error {
 func (r *Registry) setStart(ctx context.Context, id, from string) error {
 	adm := kadm.NewClient(r.cl)
 	events := string(r.names.Events)
-	var listed kadm.ListedOffsets
-	var err error
+	var list func() (kadm.ListedOffsets, error)
 	switch from {
 	case "", "latest":
-		listed, err = adm.ListEndOffsets(ctx, events)
+		list = func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, events) }
 	case "earliest":
-		listed, err = adm.ListStartOffsets(ctx, events)
+		list = func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, events) }
 	default:
-		at, perr := time.Parse(time.RFC3339, from)
-		if perr != nil {
+		at, err := time.Parse(time.RFC3339, from)
+		if err != nil {
 			return fmt.Errorf("%w: from: %q is not earliest, latest or an RFC 3339 time", ErrInvalid, from)
 		}
-		listed, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), events)
+		list = func() (kadm.ListedOffsets, error) { return adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), events) }
 	}
-	if err == nil {
-		err = listed.Error()
-	}
+	var listed kadm.ListedOffsets
+	err := settle(ctx, func() (err error) {
+		listed, err = list()
+		if err == nil {
+			err = listed.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("from: list offsets of %s: %w", events, err)
 	}
@@ -500,10 +504,14 @@ func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
 // subscriptions topic that has records: records past it belong to a write
 // still in progress, which a read_committed reader cannot see yet.
 func (r *Registry) committedEnds(ctx context.Context) (map[int32]int64, error) {
-	listed, err := kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
-	if err == nil {
-		err = listed.Error()
-	}
+	var listed kadm.ListedOffsets
+	err := settle(ctx, func() (err error) {
+		listed, err = kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
+		if err == nil {
+			err = listed.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: end offsets: %w", err)
 	}
@@ -514,4 +522,23 @@ func (r *Registry) committedEnds(ctx context.Context) (map[int32]int64, error) {
 		}
 	})
 	return ends, nil
+}
+
+// settleFor bounds how long settle tries again.
+const settleFor = 10 * time.Second
+
+// settle calls fn until it succeeds or fails otherwise than with a
+// retriable Kafka error, for at most settleFor. Right after topics are
+// created, brokers that have not heard of them yet answer
+// UNKNOWN_TOPIC_OR_PARTITION for a moment (as during a leader election
+// they answer NOT_LEADER_OR_FOLLOWER).
+func settle(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(settleFor)
+	wait := backoff.New(50*time.Millisecond, time.Second)
+	for {
+		err := fn()
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) || !wait.Wait(ctx) {
+			return err
+		}
+	}
 }

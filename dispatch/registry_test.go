@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -58,5 +61,30 @@ func TestGetWhileWatching(t *testing.T) {
 	}
 	if _, err := r.Get(ctx, s.ID); err == nil {
 		t.Error("Get after delete: got the subscription, want ErrNotFound")
+	}
+}
+
+// TestCreateRightAfterTopicsCreate: on a fresh cluster, brokers learn of
+// new topics a moment after they are created, and until then answer
+// UNKNOWN_TOPIC_OR_PARTITION. A subscription created in that moment (as
+// `hookstream topics create && hookstream subscriptions add` does) waits
+// for the topics rather than failing.
+func TestCreateRightAfterTopicsCreate(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<20)
+	if env.Cluster == nil {
+		t.Skip("needs the in-process broker to answer as a broker that does not know the topics yet")
+	}
+	for _, topic := range []string{string(env.Names.Subscriptions), string(env.Names.Events)} {
+		env.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets, kmsg.Metadata}, Topic: topic, Err: kerr.UnknownTopicOrPartition, Count: 3})
+	}
+	r := dispatch.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := &dispatch.Subscription{URL: "https://example.com/hook"}
+	if err := r.Create(ctx, s, "earliest"); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got, err := r.Get(ctx, s.ID); err != nil || got.URL != s.URL {
+		t.Fatalf("get: got %+v, %v, want the subscription", got, err)
 	}
 }

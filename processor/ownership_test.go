@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -199,4 +200,40 @@ func TestStandbyIsReady(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRestartedInstanceTakesItsPartitionsBack: an instance that stops
+// cleanly hands its partitions over at once, and one that crashed (it
+// never left the group) and restarts under the same transactional id
+// takes its partitions back at once, without waiting out the session
+// timeout of its dead predecessor. The session and rebalance timeouts are
+// two minutes, so either wait would fail the test's one-minute bounds.
+func TestRestartedInstanceTakesItsPartitionsBack(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	cl := env.Client(t)
+	long := func(name string) options {
+		return options{name: name, stateDir: t.TempDir(), sessionTimeout: 2 * time.Minute}
+	}
+	a := start(t, env, long("a"))
+	b := start(t, env, long("b"))
+	waitOwners(t, env, 2, map[*instance]int{a: 1, b: 1})
+
+	b.stop(t) // a clean stop
+	waitOwners(t, env, 2, map[*instance]int{a: 2})
+	produceEvents(t, env, cl, 0, 10)
+	waitEvents(t, env, 10, 30*time.Second)
+
+	if env.Cluster == nil {
+		return // a crash that never leaves the group needs the in-process broker
+	}
+	bDir := t.TempDir()
+	b = start(t, env, options{name: "b", stateDir: bDir, sessionTimeout: 2 * time.Minute})
+	waitOwners(t, env, 2, map[*instance]int{a: 1, b: 1})
+	// b crashes: the broker never learns that it left.
+	env.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.LeaveGroup}, Count: -1})
+	b.stop(t)
+	b = start(t, env, options{name: "b", stateDir: bDir, sessionTimeout: 2 * time.Minute})
+	waitOwners(t, env, 2, map[*instance]int{a: 1, b: 1})
+	produceEvents(t, env, cl, 10, 30)
+	exactlyOnce(t, waitEvents(t, env, 30, 30*time.Second), 30, 1)
 }

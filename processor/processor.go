@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/backoff"
@@ -132,6 +133,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		var setup *setupError
 		switch {
 		case ctx.Err() != nil || err == nil:
+			p.leave()
 			return nil
 		case errors.As(err, &setup):
 			return err
@@ -144,6 +146,29 @@ func (p *Processor) Run(ctx context.Context) error {
 		if !wait.Wait(ctx) {
 			return nil
 		}
+	}
+}
+
+// leave takes this instance out of its group when it stops cleanly. A
+// static member's client does not leave when it closes (a restart under
+// the same id would take the partitions back); a clean stop may be for
+// good, so its partitions move to the other instances now rather than
+// after its session timeout.
+func (p *Processor) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(p.opts...)
+	if err == nil {
+		defer cl.Close()
+		var resp kadm.LeaveGroupResponses
+		resp, err = kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(string(p.cfg.Names.ProcessorGroup())).
+			InstanceIDs(p.cfg.TransactionalID).Reason("instance stopped"))
+		if err == nil {
+			err = resp.Error()
+		}
+	}
+	if err != nil {
+		p.log.Warn("leaving the group failed: the partitions move after the session timeout", "err", err)
 	}
 }
 
@@ -163,7 +188,16 @@ func (p *Processor) session(ctx context.Context) error {
 		kgo.ConsumerGroup(string(p.cfg.Names.ProcessorGroup())),
 		kgo.ConsumeTopics(string(p.cfg.Names.Ingest)),
 		kgo.TransactionalID(p.cfg.TransactionalID),
-		kgo.TransactionTimeout(30 * time.Second),
+		// The transactional id is also the instance's static member id: a
+		// crashed instance restarted under it takes its partitions back at
+		// once, instead of waiting for its dead predecessor's session to
+		// time out (see leave for a clean stop).
+		kgo.InstanceID(p.cfg.TransactionalID),
+		// A zombie (an instance paused past its session timeout) holds the
+		// last stable offset of the partitions it wrote until the broker
+		// aborts its open transaction: no longer than its session, so its
+		// successor is not held up longer than the group is.
+		kgo.TransactionTimeout(p.cfg.SessionTimeout),
 		kgo.SessionTimeout(p.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(p.cfg.SessionTimeout / 10),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

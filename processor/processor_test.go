@@ -55,6 +55,9 @@ type options struct {
 	// sweepInterval defaults to 200ms; sweepChunk to the processor's.
 	sweepInterval time.Duration
 	sweepChunk    int
+	// sessionTimeout defaults to 6s; the rebalance timeout is 10s, or the
+	// session timeout when that is longer.
+	sessionTimeout time.Duration
 }
 
 func start(t *testing.T, env *kafkatest.Env, o options) *instance {
@@ -62,6 +65,9 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 	reg := prometheus.NewRegistry()
 	if o.sweepInterval == 0 {
 		o.sweepInterval = 200 * time.Millisecond
+	}
+	if o.sessionTimeout == 0 {
+		o.sessionTimeout = 6 * time.Second
 	}
 	p := processor.New(processor.Config{
 		Names:           env.Names,
@@ -71,11 +77,11 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 		SweepChunk:      o.sweepChunk,
 		MaxRecordBytes:  topics.MaxRecordBytes(maxBody),
 		TransactionalID: env.Names.Prefix + "-processor-" + o.name,
-		SessionTimeout:  6 * time.Second,
+		SessionTimeout:  o.sessionTimeout,
 	}, []kgo.Opt{
 		kgo.SeedBrokers(env.Seeds...),
 		kgo.WithLogger(kslog.New(kafkatest.Logger(t))),
-		kgo.RebalanceTimeout(10 * time.Second),
+		kgo.RebalanceTimeout(max(10*time.Second, o.sessionTimeout)),
 	}, kafkatest.Logger(t), reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{p: p, cancel: cancel, done: make(chan error, 1), reg: reg}

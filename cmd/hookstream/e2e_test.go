@@ -531,9 +531,8 @@ func processedRecords(adminAddr string) (float64, error) {
 // changelog). In the end the events topic holds every distinct event
 // exactly once.
 //
-// After a SIGKILL the dead member stays in the group until its session
-// times out (the processor's 10s), so each restart waits that long before
-// it is assigned partitions.
+// The restarted process has the same instance id (its data directory is
+// the same), so it takes the dead member's place in the group at once.
 func TestProcessorSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	const (
