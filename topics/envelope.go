@@ -8,14 +8,25 @@ import (
 	"mime"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
+// EnvelopeSchemaVersion is the version of the envelope's JSON Schema
+// (schemas/envelope.json) that Marshal writes, <major>.<minor>: a field
+// added bumps the minor, a field removed, renamed or changed in meaning
+// bumps the major.
+const EnvelopeSchemaVersion = "1.0"
+
 // Envelope is the value of an events record and the body of every
 // delivery: one processed webhook with its provenance.
 type Envelope struct {
+	// SchemaVersion is the schema version of a parsed envelope. Marshal
+	// always writes EnvelopeSchemaVersion, the version of the fields it
+	// writes.
+	SchemaVersion string `json:"schema_version"`
 	// ID is the record key, <source>:<event-id>: stable across retries and replays.
 	ID          string    `json:"id"`
 	Source      string    `json:"source"`
@@ -23,7 +34,14 @@ type Envelope struct {
 	Type        string    `json:"type"`
 	ReceivedAt  time.Time `json:"received_at"`
 	ProcessedAt time.Time `json:"processed_at"`
-	ContentType string    `json:"content_type,omitempty"`
+	// Replay counts the times this event was emitted again after its
+	// first emission, when the processor re-read its ingest record (a
+	// replay of the processor's offsets); 0 on the first emission.
+	Replay int `json:"replay,omitempty"`
+	// RedrivenFrom names the dead letter, <dlq topic>/<partition>/<offset>,
+	// whose redrive put this event back into the pipeline.
+	RedrivenFrom string `json:"redriven_from,omitempty"`
+	ContentType  string `json:"content_type,omitempty"`
 	// Headers are the provider headers the receiver carried, by lowercased name.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Data is the provider's JSON body, verbatim.
@@ -75,7 +93,7 @@ func (e *Envelope) Body() []byte {
 // processor's hot path.
 func (e *Envelope) Marshal() ([]byte, error) {
 	b := make([]byte, 0, 256+len(e.Data)+len(e.DataBase64)*4/3)
-	b = append(b, `{"id":`...)
+	b = append(b, `{"schema_version":"`+EnvelopeSchemaVersion+`","id":`...)
 	b = appendString(b, e.ID)
 	b = append(b, `,"source":`...)
 	b = appendString(b, e.Source)
@@ -88,6 +106,14 @@ func (e *Envelope) Marshal() ([]byte, error) {
 	b = append(b, `","processed_at":"`...)
 	b = e.ProcessedAt.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
+	if e.Replay != 0 {
+		b = append(b, `,"replay":`...)
+		b = strconv.AppendInt(b, int64(e.Replay), 10)
+	}
+	if e.RedrivenFrom != "" {
+		b = append(b, `,"redriven_from":`...)
+		b = appendString(b, e.RedrivenFrom)
+	}
 	if e.ContentType != "" {
 		b = append(b, `,"content_type":`...)
 		b = appendString(b, e.ContentType)

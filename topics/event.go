@@ -3,6 +3,7 @@ package topics
 import (
 	"cmp"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -24,13 +25,14 @@ func NewEnvelope(r *kgo.Record, processedAt time.Time) (*Envelope, error) {
 		return nil, err
 	}
 	e := &Envelope{
-		ID:          string(r.Key),
-		Source:      ir.Source,
-		EventID:     ir.EventID,
-		Type:        cmp.Or(ir.EventType, ir.Source),
-		ReceivedAt:  ir.ReceivedAt,
-		ProcessedAt: processedAt,
-		ContentType: ir.ContentType,
+		ID:           string(r.Key),
+		Source:       ir.Source,
+		EventID:      ir.EventID,
+		Type:         cmp.Or(ir.EventType, ir.Source),
+		ReceivedAt:   ir.ReceivedAt,
+		ProcessedAt:  processedAt,
+		ContentType:  ir.ContentType,
+		RedrivenFrom: ir.RedrivenFrom,
 	}
 	if e.ReceivedAt.IsZero() {
 		e.ReceivedAt = r.Timestamp.UTC()
@@ -46,20 +48,25 @@ func NewEnvelope(r *kgo.Record, processedAt time.Time) (*Envelope, error) {
 }
 
 // EventRecord is the events record of ingest record r: its key and
-// partition, env encoded as the value, and the identifying headers so
-// consumers can filter without decoding the envelope. RecordBytes of the
-// result is its whole size on the wire, which must fit the record limit.
+// partition, env encoded as the value, and the headers consumers filter
+// on without decoding the envelope: the identifying ones, and the marks
+// of a redriven (HeaderRedrivenFrom) or re-emitted (HeaderReplay) event.
+// RecordBytes of the result is its whole size on the wire, which must fit
+// the record limit.
 func EventRecord(events Topic, r *kgo.Record, env *Envelope) (*kgo.Record, error) {
 	value, err := env.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	headers := make([]kgo.RecordHeader, 0, 3)
+	headers := make([]kgo.RecordHeader, 0, 5)
 	for _, h := range r.Headers {
 		switch h.Key {
-		case HeaderSource, HeaderEventID, HeaderEventType:
+		case HeaderSource, HeaderEventID, HeaderEventType, HeaderRedrivenFrom:
 			headers = append(headers, h)
 		}
+	}
+	if env.Replay > 0 {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderReplay, Value: strconv.AppendInt(nil, int64(env.Replay), 10)})
 	}
 	return &kgo.Record{Topic: string(events), Partition: r.Partition, Key: r.Key, Value: value, Headers: headers}, nil
 }

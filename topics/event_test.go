@@ -3,6 +3,7 @@ package topics
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,4 +112,76 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	_ = json.Unmarshal(b, &s)
 	return s
+}
+
+// TestEventRecordMarksReplaysAndRedrives: a re-emitted event and an event
+// redriven from a dead letter say so in their headers and envelopes; a
+// first emission carries neither mark. Every envelope states its schema
+// version.
+func TestEventRecordMarksReplaysAndRedrives(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name         string
+		replay       int
+		redrivenFrom string
+	}{
+		{"first emission", 0, ""},
+		{"replay", 2, ""},
+		{"redriven", 0, "t.dlq/1/17"},
+		{"replay of a redriven event", 1, "t.dlq/1/17"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			headers := []string{HeaderSource, "s", HeaderEventID, "1"}
+			if tt.redrivenFrom != "" {
+				headers = append(headers, HeaderRedrivenFrom, tt.redrivenFrom)
+			}
+			r := ingestRecord("s:1", `{}`, headers...)
+			env, err := NewEnvelope(r, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.Replay = tt.replay
+			ev, err := EventRecord("t.events", r, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := make(map[string]string)
+			for _, hd := range ev.Headers {
+				h[hd.Key] = string(hd.Value)
+			}
+			wantReplay := ""
+			if tt.replay > 0 {
+				wantReplay = strconv.Itoa(tt.replay)
+			}
+			if h[HeaderReplay] != wantReplay || h[HeaderRedrivenFrom] != tt.redrivenFrom {
+				t.Errorf("headers: got %s=%q %s=%q, want %q and %q", HeaderReplay, h[HeaderReplay],
+					HeaderRedrivenFrom, h[HeaderRedrivenFrom], wantReplay, tt.redrivenFrom)
+			}
+			var got struct {
+				SchemaVersion string `json:"schema_version"`
+				Replay        *int   `json:"replay"`
+				RedrivenFrom  string `json:"redriven_from"`
+			}
+			if err := json.Unmarshal(ev.Value, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.SchemaVersion != EnvelopeSchemaVersion {
+				t.Errorf("schema_version: got %q, want %q", got.SchemaVersion, EnvelopeSchemaVersion)
+			}
+			if (got.Replay == nil) != (tt.replay == 0) || got.Replay != nil && *got.Replay != tt.replay {
+				t.Errorf("replay: got %s, want %d (absent when 0)", ev.Value, tt.replay)
+			}
+			if got.RedrivenFrom != tt.redrivenFrom {
+				t.Errorf("redriven_from: got %q, want %q", got.RedrivenFrom, tt.redrivenFrom)
+			}
+			back, err := ParseEnvelope(ev.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.Replay != tt.replay || back.RedrivenFrom != tt.redrivenFrom || back.SchemaVersion != EnvelopeSchemaVersion {
+				t.Errorf("ParseEnvelope: got replay %d redriven_from %q version %q", back.Replay, back.RedrivenFrom, back.SchemaVersion)
+			}
+		})
+	}
 }

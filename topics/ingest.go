@@ -20,6 +20,9 @@ type IngestRecord struct {
 	// RequestID is the receiver's request id; written only when set.
 	RequestID   string
 	ContentType string
+	// RedrivenFrom names the dead letter this record was redriven from,
+	// if any (see HeaderRedrivenFrom).
+	RedrivenFrom string
 	// Provider are the provider headers carried, each keyed
 	// ProviderHeaderKey(name), in the order they were carried.
 	Provider []kgo.RecordHeader
@@ -47,6 +50,9 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRequestID, Value: []byte(ir.RequestID)})
 	}
 	headers = append(headers, kgo.RecordHeader{Key: HeaderContentType, Value: []byte(ir.ContentType)})
+	if ir.RedrivenFrom != "" {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderRedrivenFrom, Value: []byte(ir.RedrivenFrom)})
+	}
 	headers = append(headers, ir.Provider...)
 	return &kgo.Record{Topic: string(topic), Key: []byte(IngestKey(ir.Source, ir.EventID)), Value: ir.Body, Headers: headers}
 }
@@ -55,7 +61,8 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 // r is not one: hs-source or hs-event-id missing, a key that is not
 // <source>:<event-id>, an hs-received-at that is not RFC 3339, or an empty
 // value. Of a header written twice the last counts; headers it does not
-// know (hs-redriven-from, hs-truncated) are skipped. A missing
+// know (hs-truncated, hs-error and the other dead-letter headers) are
+// skipped. A missing
 // hs-received-at or hs-event-type is left zero.
 func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 	ir := &IngestRecord{Body: r.Value}
@@ -71,6 +78,8 @@ func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 			ir.RequestID = string(h.Value)
 		case h.Key == HeaderContentType:
 			ir.ContentType = string(h.Value)
+		case h.Key == HeaderRedrivenFrom:
+			ir.RedrivenFrom = string(h.Value)
 		case h.Key == HeaderReceivedAt:
 			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
 			if err != nil {

@@ -75,7 +75,12 @@ const (
 	HeaderAttempts      = "hs-attempts"
 	HeaderLastStatus    = "hs-last-status"
 	HeaderDueAt         = "hs-due-at"
-	HeaderRedrivenFrom  = "hs-redriven-from"
+	// HeaderRedrivenFrom names the dead letter a redriven record copies,
+	// <dlq topic>/<partition>/<offset>; events records carry it on.
+	HeaderRedrivenFrom = "hs-redriven-from"
+	// HeaderReplay marks an events record that re-emits an event: how many
+	// times it was emitted again after its first emission.
+	HeaderReplay = "hs-replay"
 	// HeaderTruncated marks a record cut to fit the record size limit; its
 	// value is the original size of the record's value in bytes.
 	HeaderTruncated = "hs-truncated"
@@ -87,7 +92,7 @@ func isOwnHeader(key string) bool {
 	switch key {
 	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
 		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
-		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderTruncated:
+		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated:
 		return true
 	}
 	return false

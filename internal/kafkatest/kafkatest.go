@@ -87,7 +87,10 @@ func (e *Env) Admin(t testing.TB) *kadm.Client {
 }
 
 // Records reads every committed record of topic up to its current end.
-// Its clients are closed before it returns, so it can be polled.
+// Its clients are closed before it returns, so it can be polled. Every
+// record of the events topic must be an envelope as schemas/envelope.json
+// describes it (see CheckEnvelope): each test that reads events checks the
+// schema against what the code writes.
 func (e *Env) Records(t testing.TB, topic topics.Topic) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -128,6 +131,9 @@ func (e *Env) Records(t testing.TB, topic topics.Topic) []*kgo.Record {
 				return
 			}
 			if !r.Attrs.IsControl() {
+				if topic == e.Names.Events {
+					CheckEnvelope(t, r)
+				}
 				out = append(out, r)
 			}
 			if r.Offset+1 >= end {
