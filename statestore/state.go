@@ -65,6 +65,10 @@ type State struct {
 	Offset    int64     `json:"offset"`     // its ingest offset
 	FirstSeen time.Time `json:"first_seen"` // UTC
 	Expires   time.Time `json:"expires"`    // UTC; after this the key is forgotten
+	// Replays counts the times the event was emitted again after its first
+	// emission (its ingest record re-read after an offset reset); written
+	// only when not 0.
+	Replays uint32 `json:"replays,omitempty"`
 }
 
 // MarshalJSON encodes s in the canonical changelog form, field order fixed
@@ -72,6 +76,7 @@ type State struct {
 //
 //	{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z"}
 //
+// with ,"replays":N before the closing brace when Replays is not 0.
 // It fails on an unknown status or a time outside the years 0 to 9999, which
 // RFC 3339 cannot express.
 func (s State) MarshalJSON() ([]byte, error) {
@@ -93,6 +98,10 @@ func (s State) MarshalJSON() ([]byte, error) {
 	b = append(b, `,"expires":`...)
 	if b, err = appendTime(b, s.Expires); err != nil {
 		return nil, fmt.Errorf("statestore: encode state: expires: %w", err)
+	}
+	if s.Replays != 0 {
+		b = append(b, `,"replays":`...)
+		b = strconv.AppendUint(b, uint64(s.Replays), 10)
 	}
 	return append(b, '}'), nil
 }
@@ -133,6 +142,7 @@ func parseAny(b []byte) (State, error) {
 		Offset    int64     `json:"offset"`
 		FirstSeen time.Time `json:"first_seen"`
 		Expires   time.Time `json:"expires"`
+		Replays   uint32    `json:"replays"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return State{}, fmt.Errorf("statestore: decode state: %w", err)
@@ -146,6 +156,7 @@ func parseAny(b []byte) (State, error) {
 		Offset:    v.Offset,
 		FirstSeen: v.FirstSeen.UTC(),
 		Expires:   v.Expires.UTC(),
+		Replays:   v.Replays,
 	}, nil
 }
 
@@ -191,7 +202,17 @@ func parseCanonical(b []byte) (st State, ok bool) {
 	if st.Expires, ok = p.time(); !ok {
 		return st, false
 	}
-	if !p.lit(`"}`) || p.i != len(p.b) {
+	if !p.lit(`"`) {
+		return st, false
+	}
+	if p.lit(`,"replays":`) {
+		n, ok := p.int(0, math.MaxUint32)
+		if !ok || n == 0 { // 0 is written by omission
+			return st, false
+		}
+		st.Replays = uint32(n)
+	}
+	if !p.lit(`}`) || p.i != len(p.b) {
 		return st, false
 	}
 	return st, true
@@ -310,17 +331,20 @@ func daysIn(month, year int) int {
 }
 
 // The stored value of a key is a fixed binary form, not the changelog JSON:
-// Get and Apply decode it on every call. Version 1, 38 bytes:
+// Get and Apply decode it on every call. Version 2, 42 bytes:
 //
 //	[0] version  [1] status  [2:6] partition  [6:14] offset
 //	[14:22] first_seen Unix seconds  [22:26] nanoseconds
 //	[26:34] expires Unix seconds     [34:38] nanoseconds
+//	[38:42] replays
 //
 // all big-endian. Seconds and nanoseconds keep every time.Time exactly,
-// including the zero time.
+// including the zero time. Version 1, written before replays were counted,
+// is the first 38 bytes; it still reads, with no replays.
 const (
-	valueVersion = 1
-	valueLen     = 38
+	valueVersion = 2
+	valueLen     = 42
+	valueLenV1   = 38
 )
 
 func appendValue(b []byte, s *State) []byte {
@@ -330,11 +354,12 @@ func appendValue(b []byte, s *State) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(s.FirstSeen.Unix()))
 	b = binary.BigEndian.AppendUint32(b, uint32(s.FirstSeen.Nanosecond()))
 	b = binary.BigEndian.AppendUint64(b, uint64(s.Expires.Unix()))
-	return binary.BigEndian.AppendUint32(b, uint32(s.Expires.Nanosecond()))
+	b = binary.BigEndian.AppendUint32(b, uint32(s.Expires.Nanosecond()))
+	return binary.BigEndian.AppendUint32(b, s.Replays)
 }
 
 func decodeValue(b []byte) (State, error) {
-	if len(b) != valueLen || b[0] != valueVersion {
+	if !(len(b) == valueLen && b[0] == valueVersion || len(b) == valueLenV1 && b[0] == 1) {
 		return State{}, fmt.Errorf("%w: stored value: %d bytes, version %d", ErrCorrupt, len(b), firstByte(b))
 	}
 	st := State{
@@ -345,6 +370,9 @@ func decodeValue(b []byte) (State, error) {
 	var ok1, ok2 bool
 	st.FirstSeen, ok1 = decodeTime(b[14:26])
 	st.Expires, ok2 = decodeTime(b[26:38])
+	if len(b) == valueLen {
+		st.Replays = binary.BigEndian.Uint32(b[38:42])
+	}
 	if !st.Status.valid() || !ok1 || !ok2 {
 		return State{}, fmt.Errorf("%w: stored value: invalid status or time", ErrCorrupt)
 	}

@@ -17,7 +17,7 @@ var (
 // sameState reports whether a and b are equal, comparing times with Equal
 // and requiring UTC.
 func sameState(a, b State) bool {
-	return a.Status == b.Status && a.Partition == b.Partition && a.Offset == b.Offset &&
+	return a.Status == b.Status && a.Partition == b.Partition && a.Offset == b.Offset && a.Replays == b.Replays &&
 		a.FirstSeen.Equal(b.FirstSeen) && a.Expires.Equal(b.Expires) &&
 		a.FirstSeen.Location() == time.UTC && a.Expires.Location() == time.UTC
 }
@@ -39,13 +39,18 @@ func TestStateJSONRoundTrip(t *testing.T) {
 			json: `{"status":"failed","partition":0,"offset":0,"first_seen":"2026-11-21T10:00:00Z","expires":"2026-11-28T10:00:00Z"}`,
 		},
 		{
+			name: "replayed",
+			st:   State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0, Expires: t1, Replays: 2},
+			json: `{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z","replays":2}`,
+		},
+		{
 			name: "zero times",
 			st:   State{Status: Done, Partition: 1, Offset: 7},
 			json: `{"status":"done","partition":1,"offset":7,"first_seen":"0001-01-01T00:00:00Z","expires":"0001-01-01T00:00:00Z"}`,
 		},
 		{
 			name: "extremes",
-			st: State{Status: Done, Partition: math.MaxInt32, Offset: math.MaxInt64,
+			st: State{Status: Done, Partition: math.MaxInt32, Offset: math.MaxInt64, Replays: math.MaxUint32,
 				FirstSeen: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), Expires: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
 		},
 		{
@@ -109,6 +114,8 @@ func TestStateUnmarshalFallback(t *testing.T) {
 		{"time zone offset", `{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T12:00:00.123456789+02:00","expires":"2026-11-28T10:00:00.123456789Z"}`, want},
 		{"minus zero", `{"status":"done","partition":-0,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z"}`,
 			State{Status: Done, Offset: 42, FirstSeen: t0, Expires: t1}},
+		{"replays first", `{"replays":4,"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z"}`,
+			State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0, Expires: t1, Replays: 4}},
 		{"missing fields", `{"status":"failed"}`, State{Status: Failed, FirstSeen: time.Time{}, Expires: time.Time{}}},
 		{"short fraction", `{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.5Z","expires":"2026-11-28T10:00:00.123456789Z"}`,
 			State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0.Truncate(time.Second).Add(500 * time.Millisecond), Expires: t1}},
@@ -220,7 +227,8 @@ func TestDecodeValueErrors(t *testing.T) {
 		{"empty", nil},
 		{"short", good[:len(good)-1]},
 		{"long", append(append([]byte{}, good...), 0)},
-		{"version", append([]byte{2}, good[1:]...)},
+		{"version", append([]byte{3}, good[1:]...)},
+		{"version 1 of version 2's length", append([]byte{1}, good[1:]...)},
 		{"status", append([]byte{valueVersion, 0}, good[2:]...)},
 		{"nanoseconds", append(append([]byte{}, good[:22]...), 0xff, 0xff, 0xff, 0xff, good[26], good[27], good[28], good[29], good[30], good[31], good[32], good[33], good[34], good[35], good[36], good[37])},
 	} {
@@ -230,6 +238,21 @@ func TestDecodeValueErrors(t *testing.T) {
 				t.Errorf("decodeValue: errors.Is(%v, ErrCorrupt): got %v, want %v", err, got, want)
 			}
 		})
+	}
+}
+
+// TestDecodeValueVersion1: a store written before states counted replays
+// reads as is, with no replays.
+func TestDecodeValueVersion1(t *testing.T) {
+	want := State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0, Expires: t1}
+	v2 := appendValue(nil, &want)
+	v1 := append([]byte{1}, v2[1:38]...)
+	got, err := decodeValue(v1)
+	if err != nil {
+		t.Fatalf("decodeValue: %v", err)
+	}
+	if !sameState(got, want) {
+		t.Errorf("decodeValue: got %+v, want %+v", got, want)
 	}
 }
 
@@ -270,6 +293,8 @@ func FuzzState(f *testing.F) {
 		`{"status":"failed","partition":0,"offset":0,"first_seen":"0001-01-01T00:00:00Z","expires":"0001-01-01T00:00:00Z"}`,
 		`{"expires":"2026-11-28T10:00:00+01:00","status":"done","partition":-1,"offset":-0}`,
 		`{"status":"done","partition":2147483647,"offset":-9223372036854775808,"first_seen":"2000-02-29T23:59:59.5Z","expires":"9999-12-31T23:59:59.999999999Z"}`,
+		`{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00Z","expires":"2026-11-28T10:00:00Z","replays":7}`,
+		`{"status":"done","replays":-1}`,
 		`{"status":"d\u006fne"}`,
 		`null`,
 		``,
