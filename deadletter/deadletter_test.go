@@ -248,6 +248,19 @@ func TestProcessorRedrive(t *testing.T) {
 	if n := countKeys(t, fx.env, names.Events)["shop:r1"]; n != 1 {
 		t.Errorf("events after the second redrive: shop:r1 written %d times, want 1", n)
 	}
+
+	// The event says where it came from, in its header and its envelope.
+	events := redriven(t, fx.env, names.Events)
+	if len(events[from]) != 1 {
+		t.Fatalf("%s: got records marked redriven %v, want shop:r1 from %s", names.Events, events, from)
+	}
+	e, err := topics.ParseEnvelope(events[from][0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "shop:r1" || e.RedrivenFrom != from || e.Replay != 0 {
+		t.Errorf("envelope: got id %s redriven_from %q replay %d, want shop:r1 redriven from %s, no replay", e.ID, e.RedrivenFrom, e.Replay, from)
+	}
 }
 
 // healing is a subscriber that answers 500 until healed, then 200, and

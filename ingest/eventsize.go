@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -30,7 +31,8 @@ const (
 // built only when a cheap upper bound says the record might not fit, so
 // typical bodies pay nothing. receivedAt stands in for the processor's
 // processed_at; the bytes they can differ by are within the framing
-// allowance of topics.RecordBytes.
+// allowance of topics.RecordBytes. The record counts the largest replay
+// mark, so the event can also be emitted again.
 func (h *Handler) eventFits(rec *kgo.Record, isJSON bool, receivedAt time.Time) error {
 	limit := topics.MaxRecordBytes(h.cfg.MaxBody)
 	if eventBytesBound(rec, isJSON) <= limit {
@@ -40,6 +42,7 @@ func (h *Handler) eventFits(rec *kgo.Record, isJSON bool, receivedAt time.Time) 
 	if err != nil {
 		return fmt.Errorf("ingest: envelope of %s: %w", rec.Key, err)
 	}
+	env.Replay = math.MaxInt32 // a replay's marks must fit too
 	// The topic's name is no part of a record's size.
 	ev, err := topics.EventRecord("", rec, env)
 	if err != nil {

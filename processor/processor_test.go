@@ -386,29 +386,70 @@ func TestRebuildAndReplay(t *testing.T) {
 	})
 
 	t.Run("replay", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		adm := env.Admin(t)
-		starts, err := adm.ListStartOffsets(ctx, string(env.Names.Ingest))
+		for replay := 1; replay <= 2; replay++ {
+			replayFromStart(t, env)
+			in := start(t, env, options{name: "a", stateDir: dir})
+			kafkatest.WaitFor(t, time.Minute, func() error {
+				if n := in.count("replayed"); n < distinct+1 {
+					return fmt.Errorf("replay %d: replayed %d, want %d", replay, n, distinct+1)
+				}
+				return nil
+			})
+			in.stop(t)
+			got := events(t, env)
+			exactlyOnce(t, got, distinct+1, replay+1)
+			if n := in.count("duplicate"); n != 3 {
+				t.Errorf("duplicates dropped in replay %d: got %d, want 3 (e0, e1 and the second e5)", replay, n)
+			}
+			checkReplayMarks(t, env)
+		}
+	})
+}
+
+// replayFromStart resets the processor group to the start of the ingest
+// topic, as `hookstream replay --group processor --to-earliest` does.
+func replayFromStart(t *testing.T, env *kafkatest.Env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := env.Admin(t)
+	starts, err := adm.ListStartOffsets(ctx, string(env.Names.Ingest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), starts.Offsets()); err != nil {
+		t.Fatalf("reset offsets: %v", err)
+	}
+}
+
+// checkReplayMarks checks that the n-th events record of each key, in
+// its partition's order, carries the replay mark n-1 in its hs-replay
+// header and its envelope, and the first none.
+func checkReplayMarks(t *testing.T, env *kafkatest.Env) {
+	t.Helper()
+	seen := make(map[string]int)
+	bad := 0
+	for _, r := range env.Records(t, env.Names.Events) {
+		want := seen[string(r.Key)]
+		seen[string(r.Key)]++
+		e, err := topics.ParseEnvelope(r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), starts.Offsets()); err != nil {
-			t.Fatalf("reset offsets: %v", err)
+		header, wantHeader := kafkatest.Headers(r)[topics.HeaderReplay], ""
+		if want > 0 {
+			wantHeader = fmt.Sprint(want)
 		}
-		in := start(t, env, options{name: "a", stateDir: dir})
-		kafkatest.WaitFor(t, time.Minute, func() error {
-			if n := in.count("replayed"); n < distinct+1 {
-				return fmt.Errorf("replayed %d, want %d", n, distinct+1)
+		if e.Replay != want || header != wantHeader {
+			if bad < 5 {
+				t.Errorf("%s emission %d: got replay %d and %s=%q, want %d and %q", r.Key, want+1, e.Replay, topics.HeaderReplay, header, want, wantHeader)
 			}
-			return nil
-		})
-		got := events(t, env)
-		exactlyOnce(t, got, distinct+1, 2)
-		if n := in.count("duplicate"); n != 3 {
-			t.Errorf("duplicates dropped in the replay: got %d, want 3 (e0, e1 and the second e5)", n)
+			bad++
 		}
-	})
+	}
+	if bad > 0 {
+		t.Errorf("%d events records with a wrong replay mark", bad)
+	}
 }
 
 func TestFailedEventsGoToDLQAndHeal(t *testing.T) {

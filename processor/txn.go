@@ -196,6 +196,9 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		if ok && now.Before(old.Expires) {
 			st.FirstSeen = old.FirstSeen
 		}
+		if outcome == outcomeReplayed {
+			st.Replays = old.Replays + 1
+		}
 		outcome, err = t.process(ctx, pd, r, st, outcome, now, s.n == strikeIsolate)
 		if err != nil {
 			t.fail(err)
@@ -211,7 +214,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 // its key names no event.
 func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, now time.Time, isolate bool) (string, error) {
 	ref := refOf(r)
-	ev, evErr := t.p.event(r, now)
+	ev, evErr := t.p.event(r, st.Replays, now)
 	if errors.Is(evErr, topics.ErrDecode) {
 		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, evErr, now))
 		return outcomeFailed, nil
@@ -252,12 +255,14 @@ func decide(old statestore.State, ok bool, r *kgo.Record, now time.Time) string 
 	}
 }
 
-// event builds the events record of r, within the record size limit.
-func (p *Processor) event(r *kgo.Record, now time.Time) (*kgo.Record, error) {
+// event builds the events record of r, emitted again for the replays-th
+// time (0: its first emission), within the record size limit.
+func (p *Processor) event(r *kgo.Record, replays uint32, now time.Time) (*kgo.Record, error) {
 	env, err := topics.NewEnvelope(r, now)
 	if err != nil {
 		return nil, err
 	}
+	env.Replay = int(replays)
 	ev, err := topics.EventRecord(p.cfg.Names.Events, r, env)
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
