@@ -160,33 +160,6 @@ func startProcessor(t *testing.T, fx *fixture) {
 	})
 }
 
-// waitCommitted waits until group has committed every record of topic. A
-// transaction's commit marker follows its last record and is never
-// committed past by a consumer that saw no record after it, so the target
-// is the offset after the last record, not the end offset.
-func waitCommitted(t *testing.T, env *kafkatest.Env, group topics.Group, topic topics.Topic) {
-	t.Helper()
-	want := make(map[int32]int64)
-	for _, r := range env.Records(t, topic) {
-		want[r.Partition] = max(want[r.Partition], r.Offset+1)
-	}
-	adm := env.Admin(t)
-	kafkatest.WaitFor(t, 30*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		committed, err := adm.FetchOffsets(ctx, string(group))
-		if err != nil {
-			return err
-		}
-		for p, next := range want {
-			if c, ok := committed.Lookup(string(topic), p); !ok || c.At < next {
-				return fmt.Errorf("group %s: partition %d committed %d, want %d", group, p, c.At, next)
-			}
-		}
-		return nil
-	})
-}
-
 // TestProcessorRedrive: a dead letter whose cause was fixed is redriven to
 // ingest, and the running processor writes its event exactly once; the
 // same redrive again copies nothing.
@@ -244,7 +217,7 @@ func TestProcessorRedrive(t *testing.T) {
 	if string(c.Key) != "shop:r1" || string(c.Value) != `{"id":"r1"}` || fmt.Sprint(h) != fmt.Sprint(want) {
 		t.Errorf("redriven copy: got %s=%s headers %v, want shop:r1={\"id\":\"r1\"} headers %v", c.Key, c.Value, h, want)
 	}
-	waitCommitted(t, fx.env, names.ProcessorGroup(), names.Ingest)
+	fx.env.WaitCommitted(t, names.ProcessorGroup(), names.Ingest)
 	if n := countKeys(t, fx.env, names.Events)["shop:r1"]; n != 1 {
 		t.Errorf("events after the second redrive: shop:r1 written %d times, want 1", n)
 	}
@@ -380,7 +353,7 @@ func TestDeliveryRedrive(t *testing.T) {
 	if h[topics.HeaderSubscription] != sub.ID || h[topics.HeaderEventID] != "shop:d1" || h[topics.HeaderAttempts] != "0" || h[topics.HeaderDueAt] == "" {
 		t.Errorf("redriven retry record: got headers %v, want subscription %s, event id shop:d1, attempts 0, a due time", h, sub.ID)
 	}
-	waitCommitted(t, fx.env, names.RetryGroup(), names.DeliveryRetry)
+	fx.env.WaitCommitted(t, names.RetryGroup(), names.DeliveryRetry)
 	if n := sink.delivered("shop:d1"); n != 1 {
 		t.Errorf("subscriber after the second redrive: shop:d1 delivered %d times, want 1", n)
 	}

@@ -144,6 +144,34 @@ func (e *Env) Records(t testing.TB, topic topics.Topic) []*kgo.Record {
 	return out
 }
 
+// WaitCommitted waits until group has committed every record of topic
+// that exists when it is called. A transaction's commit marker follows its
+// last record and is never committed past by a consumer that saw no record
+// after it, so the target is the offset after the last record, not the
+// end offset.
+func (e *Env) WaitCommitted(t testing.TB, group topics.Group, topic topics.Topic) {
+	t.Helper()
+	want := make(map[int32]int64)
+	for _, r := range e.Records(t, topic) {
+		want[r.Partition] = max(want[r.Partition], r.Offset+1)
+	}
+	adm := e.Admin(t)
+	WaitFor(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		committed, err := adm.FetchOffsets(ctx, string(group))
+		if err != nil {
+			return err
+		}
+		for p, next := range want {
+			if c, ok := committed.Lookup(string(topic), p); !ok || c.At < next {
+				return fmt.Errorf("group %s: partition %d committed %d, want %d", group, p, c.At, next)
+			}
+		}
+		return nil
+	})
+}
+
 // WaitFor polls check until it returns nil or timeout passes.
 func WaitFor(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
