@@ -5,8 +5,8 @@
 // It reads with isolation level read_committed (the processor writes in
 // transactions: a read_uncommitted reader would see records of aborted
 // transactions), in a consumer group (scale it up to the topic's partition
-// count, HOOKSTREAM_PARTITIONS), and commits offsets only after the events
-// it polled are handled. Each event is handled once per envelope id:
+// count, HOOKSTREAM_PARTITIONS; a new group starts at the oldest retained
+// event), and commits offsets only after the events it polled are handled. Each event is handled once per envelope id:
 // replays (envelope "replay", header hs-replay) and a group reset that
 // reads records again are skipped by a small Pebble store of handled ids,
 // written in one synced batch with whatever handle puts in it, before the
