@@ -547,6 +547,53 @@ func TestSlowSendersTakeNoSlots(t *testing.T) {
 	})
 }
 
+// TestAcceptedEventCanBeReplayed: the largest form of invalid bytes the
+// receiver accepts makes an events record that still fits the record limit
+// when a replay marks it (hs-replay and the envelope's replay), so a
+// replay re-emits it instead of dead-lettering it.
+func TestAcceptedEventCanBeReplayed(t *testing.T) {
+	const maxBody = 64 << 10
+	env := kafkatest.New(t, 1, maxBody)
+	rc := newReceiver(t, env, ingest.Config{MaxBody: maxBody})
+	post := func(n int) int {
+		header := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Idempotency-Key": {fmt.Sprintf("k%06d", n)}}
+		return rc.post(t, "open", header, strings.Repeat("\xff", n)).status
+	}
+	lo, hi := 1<<10, 63<<10 // accepted, refused
+	if a, b := post(lo), post(hi); a != http.StatusAccepted || b != http.StatusRequestEntityTooLarge {
+		t.Fatalf("forms of %d and %d bytes: got %d and %d, want 202 and 413", lo, hi, a, b)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if post(mid) == http.StatusAccepted {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	key := fmt.Sprintf("open:k%06d", lo)
+	limit := topics.MaxRecordBytes(maxBody)
+	for _, r := range env.Records(t, env.Names.Ingest) {
+		if string(r.Key) != key {
+			continue
+		}
+		e, err := topics.NewEnvelope(r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Replay = 1000
+		ev, err := topics.EventRecord(env.Names.Events, r, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := topics.RecordBytes(ev); n > limit {
+			t.Errorf("form of %d bytes accepted: replayed, its events record takes %d bytes, over the %d-byte limit", lo, n, limit)
+		}
+		return
+	}
+	t.Fatalf("no ingest record %s", key)
+}
+
 // TestEventMustFitARecord: a 202 promises the event can be processed, so a
 // request whose events record could never fit the record limit is refused
 // with 413 and nothing written, while a JSON body at the body limit is
