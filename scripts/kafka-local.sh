@@ -472,8 +472,15 @@ java_opts() {
     "-Dlog4j2.configurationFile=$LOG4J_CONF" "-Dkafka.logs.dir=$1" $KAFKA_JVM_OPTS)
 }
 
-# a random 16-byte UUID in Kafka's URL-safe base64 form (what `kafka-storage random-uuid` prints)
-new_cluster_id() { head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'; }
+# a random 16-byte UUID in Kafka's URL-safe base64 form (what `kafka-storage random-uuid` prints);
+# like Kafka's Uuid.randomUuid, never one that starts with '-', which kafka-storage would take
+# for an option
+new_cluster_id() {
+  local id
+  id="-"
+  while [[ "$id" == -* ]]; do id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"; done
+  printf '%s\n' "$id"
+}
 
 # format_storage CLUSTER_ID PROPS LOG formats the log dir of PROPS; on failure
 # it shows the end of LOG and returns non-zero.
