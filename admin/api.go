@@ -108,6 +108,9 @@ func decode(c *echo.Context) (subscriptionInput, error) {
 	if err := dec.Decode(&in); err != nil {
 		return in, echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
 	}
+	if err := in.Patch.Validate(); err != nil {
+		return in, apiError(err)
+	}
 	return in, nil
 }
 

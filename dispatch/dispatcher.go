@@ -206,7 +206,8 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription
 
 		w := d.workers[id]
 		// Changes to delivery shape restart the worker; others apply live.
-		restart := w != nil && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight)
+		restart := w != nil && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
+			old.BatchMax != s.BatchMax || old.BatchWait != s.BatchWait)
 		if w != nil && (!s.Enabled || restart) {
 			w.stop()
 			delete(d.workers, id)
@@ -243,6 +244,13 @@ func (d *Dispatcher) stopAll() {
 		w.stop()
 		delete(d.workers, id)
 	}
+}
+
+// current returns the subscription as last read.
+func (st *subState) current() Subscription {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.sub
 }
 
 // enabled reports whether the subscription is enabled, as last read.
@@ -298,11 +306,11 @@ func (d *Dispatcher) circuits() (open, disabled []string) {
 	return open, disabled
 }
 
-// attempt makes attempt n of delivering body (an envelope) to st's
+// attempt makes attempt n of delivering m (an event or a batch) to st's
 // subscriber, honouring its circuit and rate limit, and records the
 // outcome. An attempt the open circuit refuses is not made: then retryAt
 // says when to ask again, with the same n.
-func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, body []byte, n int) (res Result, retryAt time.Time) {
+func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n int) (res Result, retryAt time.Time) {
 	st.mu.Lock()
 	sub, limiter := st.sub, st.limiter
 	st.mu.Unlock()
@@ -317,7 +325,7 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, 
 			return Result{Err: err}, time.Time{}
 		}
 	}
-	res = d.client.Deliver(ctx, Delivery{URL: sub.URL, ID: eventID, Keys: sub.Keys(d.now()), Body: body})
+	res = d.client.Deliver(ctx, Delivery{URL: sub.URL, ID: m.id, Keys: sub.Keys(d.now()), Body: m.body})
 	if ctx.Err() != nil && !res.OK() {
 		st.circuit.abandon(probe) // stopping says nothing of the subscriber
 		return res, time.Time{}
@@ -326,7 +334,7 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, 
 	if !res.OK() {
 		outcome = "failure"
 	} else {
-		d.metrics.delivered.Add(1)
+		d.metrics.delivered.Add(int64(len(m.events)))
 	}
 	d.metrics.attempts.WithLabelValues(sub.ID, outcome).Inc()
 	d.metrics.latency.Observe(res.Latency.Seconds())
@@ -337,7 +345,7 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, eventID string, 
 		d.log.Info("circuit closed", "subscription", sub.ID)
 		d.retries.release(sub.ID)
 	}
-	d.record(ctx, st, sub, eventID, n, res)
+	d.record(ctx, st, sub, m.id, n, res)
 	return res, time.Time{}
 }
 
@@ -435,29 +443,41 @@ func (d *Dispatcher) delay(retry int, retryAfter time.Duration) (time.Duration, 
 	return jittered, true
 }
 
-// deadLetter writes an envelope that exhausted its attempts, with the
-// subscriber's last answer. A dead letter too large for the delivery DLQ
-// is cut to fit (HeaderTruncated says so); one the broker keeps refusing
-// for good, even cut, is logged and given up rather than blocking its
-// partition forever.
-func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body []byte, attempts int, last Result, orig *kgo.Record) error {
+// deadLetter writes a message that exhausted its attempts, with the
+// subscriber's last answer: one letter per event, each carrying the batch
+// id when the message is a batch.
+func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, attempts int, last Result) error {
 	cause := "delivery failed"
 	if last.Err != nil {
 		cause = errorText(last.Err)
 	}
-	letter := &topics.DeadLetter{
-		Key:           topics.RetryKey(subID, eventID),
-		Value:         body,
-		Stage:         topics.StageDeliver,
-		Error:         cause,
-		OrigTopic:     orig.Topic,
-		OrigPartition: orig.Partition,
-		OrigOffset:    orig.Offset,
-		FailedAt:      d.now(),
-		Subscription:  subID,
-		Attempts:      attempts,
-		LastStatus:    last.Status,
+	for ; m.lettered < len(m.events); m.lettered++ {
+		letter := &topics.DeadLetter{
+			Stage:        topics.StageDeliver,
+			Error:        cause,
+			FailedAt:     d.now(),
+			Subscription: subID,
+			Attempts:     attempts,
+			LastStatus:   last.Status,
+		}
+		if m.batch {
+			letter.BatchID = m.id
+		}
+		if err := d.writeLetter(ctx, letter, m.events[m.lettered]); err != nil {
+			return err
+		}
 	}
+	d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", m.id, "events", len(m.events), "attempts", attempts, "err", cause)
+	return nil
+}
+
+// writeLetter writes the dead letter of one event. A dead letter too large
+// for the delivery DLQ is cut to fit (HeaderTruncated says so); one the
+// broker keeps refusing for good, even cut, is logged and given up rather
+// than blocking its partition forever.
+func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter, e event) error {
+	letter.Key, letter.Value = topics.RetryKey(letter.Subscription, e.id), e.envelope
+	letter.OrigTopic, letter.OrigPartition, letter.OrigOffset = e.orig.Topic, e.orig.Partition, e.orig.Offset
 	whole := letter.Record(d.cfg.Names.DeliveryDLQ)
 	limit := d.cfg.MaxRecordBytes
 	if limit <= 0 {
@@ -469,15 +489,14 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID, eventID string, body
 		err := d.produce(ctx, &rec)
 		switch {
 		case err == nil:
-			d.metrics.dlq.WithLabelValues(subID).Inc()
+			d.metrics.dlq.WithLabelValues(letter.Subscription).Inc()
 			d.metrics.deadLettered.Add(1)
-			d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", eventID, "attempts", attempts, "err", cause)
 			return nil
 		case !topics.IsPermanentProduceErr(err):
 			return fmt.Errorf("delivery dlq: %w", err)
 		case limit <= minDeadLetterBytes:
-			d.log.Error("delivery dead letter refused for good, given up", "subscription", subID, "event_id", eventID,
-				"attempts", attempts, "cause", cause, "err", err)
+			d.log.Error("delivery dead letter refused for good, given up", "subscription", letter.Subscription, "event_id", e.id,
+				"attempts", letter.Attempts, "cause", letter.Error, "err", err)
 			return nil
 		}
 		// The topic takes less than the configured limit (created by an
@@ -512,15 +531,17 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) error {
 	return d.producer.ProduceSync(ctx, rec).FirstErr()
 }
 
-// scheduleRetry hands a failed delivery to the retry topic.
-func (d *Dispatcher) scheduleRetry(ctx context.Context, subID, eventID string, body []byte, attempts int, wait time.Duration, last Result) error {
+// scheduleRetry hands a failed delivery to the retry topic: a batch goes
+// whole, as one record.
+func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message, attempts int, wait time.Duration, last Result) error {
 	retry := &topics.Retry{
 		Subscription: subID,
-		EventID:      eventID,
+		EventID:      m.id,
+		Batch:        m.batch,
 		Attempts:     attempts,
 		DueAt:        d.now().Add(wait),
 		LastStatus:   last.Status,
-		Body:         body,
+		Body:         m.body,
 	}
 	if last.Err != nil {
 		retry.Error = errorText(last.Err)
@@ -534,19 +555,19 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID, eventID string, b
 
 // fail handles a failed first attempt of an unordered delivery or a failed
 // retry: the next retry if the schedule allows, else the DLQ.
-func (d *Dispatcher) fail(ctx context.Context, subID, eventID string, body []byte, attempts int, last Result, orig *kgo.Record) error {
-	if last.Gone() {
-		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
+func (d *Dispatcher) fail(ctx context.Context, subID string, m *message, attempts int, last Result) error {
+	if last.Gone() || m.lettered > 0 {
+		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
 	wait, ok := d.delay(attempts, last.RetryAfter)
 	if !ok {
-		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
+		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
-	err := d.scheduleRetry(ctx, subID, eventID, body, attempts, wait, last)
+	err := d.scheduleRetry(ctx, subID, m, attempts, wait, last)
 	if topics.IsPermanentProduceErr(err) {
 		// The retry topic will never take it: its retries end here.
-		d.log.Warn("retry cannot be written, dead-lettering", "subscription", subID, "event_id", eventID, "err", err)
-		return d.deadLetter(ctx, subID, eventID, body, attempts, last, orig)
+		d.log.Warn("retry cannot be written, dead-lettering", "subscription", subID, "event_id", m.id, "err", err)
+		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
 	return err
 }

@@ -134,6 +134,9 @@ func apply(subs map[string]Subscription, rec *kgo.Record) error {
 	if err := json.Unmarshal(rec.Value, &s); err != nil {
 		return fmt.Errorf("subscriptions: record %d (%s): %w", rec.Offset, id, err)
 	}
+	if s.BatchMax == 0 {
+		s.BatchMax = 1 // written before batching existed
+	}
 	subs[id] = s
 	return nil
 }
@@ -260,7 +263,7 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 }
 
 // Create fills in the defaults of a new subscription (id, secret, in-flight
-// bound, enabled, timestamps), sets where its consumer group starts (from:
+// bound, batch_max 1, enabled, timestamps), sets where its consumer group starts (from:
 // "" or "latest" for the end of the events topic now, "earliest", or an
 // RFC 3339 time), and writes it. The group's offsets are committed before
 // the subscription is visible, so no dispatcher starts it elsewhere.
@@ -274,6 +277,9 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	}
 	if s.MaxInFlight == 0 {
 		s.MaxInFlight = DefaultMaxInFlight
+	}
+	if s.BatchMax == 0 {
+		s.BatchMax = 1
 	}
 	s.Enabled = true
 	s.CreatedAt, s.UpdatedAt = now, now

@@ -531,6 +531,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	d := r.d
 	retry := topics.ParseRetry(rec)
 	subID, eventID, attempts := retry.Subscription, retry.EventID, retry.Attempts
+	m := retryMessage(retry, rec)
 	st := d.subscription(subID)
 	if st == nil {
 		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)
@@ -539,7 +540,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	if !st.enabled() {
 		return parked, time.Time{}
 	}
-	res, refusedUntil := d.attempt(ctx, st, eventID, rec.Value, attempts+1)
+	res, refusedUntil := d.attempt(ctx, st, m, attempts+1)
 	switch {
 	case ctx.Err() != nil:
 		return stopped, time.Time{}
@@ -549,7 +550,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 		return finished, time.Time{}
 	}
 	if !d.handOff(ctx, subID, func(ctx context.Context) error {
-		return d.fail(ctx, subID, eventID, rec.Value, attempts+1, res, rec)
+		return d.fail(ctx, subID, m, attempts+1, res)
 	}) {
 		return stopped, time.Time{}
 	}

@@ -40,6 +40,13 @@ type Subscription struct {
 	MaxInFlight int `json:"max_in_flight"`
 	// RateLimit bounds deliveries per second; 0 is unlimited.
 	RateLimit float64 `json:"rate_limit,omitempty"`
+	// BatchMax is how many events of one partition a delivery carries at
+	// most, 1 to 1000; default 1: one envelope per delivery, no batch body.
+	BatchMax int `json:"batch_max"`
+	// BatchWait is how long a partial batch waits for more events before
+	// it is sent, at most MaxBatchWait; default 0: a batch takes the events
+	// already read and goes at once.
+	BatchWait Duration `json:"batch_wait,omitempty"`
 	// PreviousSecret keeps signing beside Secret until PreviousSecretUntil,
 	// so subscribers can roll their verification over.
 	PreviousSecret      string    `json:"previous_secret,omitempty"`
@@ -50,6 +57,12 @@ type Subscription struct {
 
 // DefaultMaxInFlight bounds a subscription's concurrent deliveries.
 const DefaultMaxInFlight = 16
+
+// Batching bounds.
+const (
+	MaxBatchMax  = 1000
+	MaxBatchWait = 10 * time.Second
+)
 
 // RotationOverlap is how long a rotated-out secret keeps signing.
 const RotationOverlap = 24 * time.Hour
@@ -93,9 +106,44 @@ func (s *Subscription) Validate() error {
 	if s.RateLimit < 0 {
 		errs = append(errs, fmt.Errorf("rate_limit: %v must not be negative", s.RateLimit))
 	}
+	errs = append(errs, validateBatching(s.BatchMax, s.BatchWait)...)
+	return invalid(errs)
+}
+
+func invalid(errs []error) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
+	return nil
+}
+
+func validateBatching(batchMax int, wait Duration) []error {
+	var errs []error
+	if batchMax < 1 || batchMax > MaxBatchMax {
+		errs = append(errs, fmt.Errorf("batch_max: %d is not between 1 and %d", batchMax, MaxBatchMax))
+	}
+	if wait < 0 || time.Duration(wait) > MaxBatchWait {
+		errs = append(errs, fmt.Errorf("batch_wait: %v is not between 0s and %v", wait, MaxBatchWait))
+	}
+	return errs
+}
+
+// Duration is a time.Duration written in JSON as Go writes it: "500ms",
+// "2s".
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("batch_wait: %q is not a duration such as 500ms or 2s", b)
+	}
+	*d = Duration(v)
 	return nil
 }
 
@@ -168,6 +216,21 @@ type Patch struct {
 	Ordered     *bool     `json:"ordered"`
 	MaxInFlight *int      `json:"max_in_flight"`
 	RateLimit   *float64  `json:"rate_limit"`
+	BatchMax    *int      `json:"batch_max"`
+	BatchWait   *Duration `json:"batch_wait"`
+}
+
+// Validate refuses the values a patch may not set even where a new
+// subscription takes the zero value for the default: batch_max 0, say.
+// Every other check is the subscription's Validate, once applied.
+func (p Patch) Validate() error {
+	if p.BatchMax == nil && p.BatchWait == nil {
+		return nil
+	}
+	batchMax, wait := 1, Duration(0)
+	set(&batchMax, p.BatchMax)
+	set(&wait, p.BatchWait)
+	return invalid(validateBatching(batchMax, wait))
 }
 
 // Apply changes s. Enabling a subscription clears the reason hookstream
@@ -182,6 +245,8 @@ func (p Patch) Apply(s *Subscription) {
 	set(&s.Ordered, p.Ordered)
 	set(&s.MaxInFlight, p.MaxInFlight)
 	set(&s.RateLimit, p.RateLimit)
+	set(&s.BatchMax, p.BatchMax)
+	set(&s.BatchWait, p.BatchWait)
 	if p.Enabled != nil && *p.Enabled {
 		s.DisabledReason = ""
 	}

@@ -168,14 +168,25 @@ func (w *worker) push(pw *partWorker, recs []*kgo.Record) {
 	}
 }
 
-// drain delivers a partition's queue until ctx ends.
+// drain delivers a partition's queue until ctx ends, as messages of one
+// event or batches. A partial batch waits up to batch_wait for more events
+// (measured from when the batches before it were sent); records are marked
+// only once the messages that carry them are done.
 func (w *worker) drain(ctx context.Context, pw *partWorker) {
+	var pending []*kgo.Record // read, not yet marked
+	var since time.Time       // when the partial batch at the end of pending began to wait
+	wait := time.Duration(w.sub.BatchWait)
+	maxBytes := 0
+	if w.d.cfg.MaxRecordBytes > 0 {
+		// A failed batch goes to the retry topic whole.
+		maxBytes = int(w.d.cfg.MaxRecordBytes - topics.HandOffHeadroom)
+	}
 	for {
 		pw.mu.Lock()
-		batch := pw.queue
+		pending = append(pending, pw.queue...)
 		pw.queue = nil
 		pw.mu.Unlock()
-		if len(batch) == 0 {
+		if len(pending) == 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -183,35 +194,65 @@ func (w *worker) drain(ctx context.Context, pw *partWorker) {
 				continue
 			}
 		}
-		for len(batch) > 0 {
-			n := min(len(batch), max(1, w.sub.MaxInFlight))
+		flush := wait <= 0 || !since.IsZero() && time.Since(since) >= wait
+		msgs, covered := cut(w.st.current(), pending, maxBytes, flush)
+		if covered == 0 {
+			if since.IsZero() {
+				since = time.Now()
+			}
+			t := time.NewTimer(time.Until(since.Add(wait)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-pw.wake:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		for len(msgs) > 0 {
+			n := min(len(msgs), max(1, w.sub.MaxInFlight))
 			if w.sub.Ordered {
 				n = 1
 			}
-			if !w.deliverChunk(ctx, batch[:n]) {
+			if !w.deliverChunk(ctx, msgs[:n]) {
 				return // stopping: nothing past the last mark is committed
 			}
-			pw.cl.MarkCommitRecords(batch[n-1])
-			batch = batch[n:]
-			pw.mu.Lock()
-			if pw.paused && len(pw.queue)+len(batch) < queueLow {
-				pw.paused = false
-				pw.cl.ResumeFetchPartitions(map[string][]int32{string(w.d.cfg.Names.Events): {pw.id}})
-			}
-			pw.mu.Unlock()
+			pw.cl.MarkCommitRecords(pending[msgs[n-1].upto-1])
+			w.resume(pw, len(pending)-msgs[n-1].upto)
+			msgs = msgs[n:]
 		}
+		pw.cl.MarkCommitRecords(pending[covered-1]) // filtered records after the last message
+		pending = slices.Delete(pending, 0, covered)
+		since = time.Time{}
+		if len(pending) > 0 {
+			since = time.Now()
+		}
+		w.resume(pw, len(pending))
 	}
 }
 
-// deliverChunk delivers records concurrently (one, when ordered) and
+// resume resumes a paused partition's fetches once its queue and the
+// records still pending delivery fall below queueLow.
+func (w *worker) resume(pw *partWorker, pending int) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if pw.paused && len(pw.queue)+pending < queueLow {
+		pw.paused = false
+		pw.cl.ResumeFetchPartitions(map[string][]int32{string(w.d.cfg.Names.Events): {pw.id}})
+	}
+}
+
+// deliverChunk delivers messages concurrently (one, when ordered) and
 // reports whether every one reached a final state for this consumer.
-func (w *worker) deliverChunk(ctx context.Context, recs []*kgo.Record) bool {
-	if len(recs) == 1 {
-		return w.deliverRecord(ctx, recs[0])
+func (w *worker) deliverChunk(ctx context.Context, msgs []*message) bool {
+	if len(msgs) == 1 {
+		return w.deliver(ctx, msgs[0])
 	}
 	var wg sync.WaitGroup
-	ok := make([]bool, len(recs))
-	for i, r := range recs {
+	ok := make([]bool, len(msgs))
+	for i, m := range msgs {
 		select {
 		case w.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -220,7 +261,7 @@ func (w *worker) deliverChunk(ctx context.Context, recs []*kgo.Record) bool {
 		}
 		wg.Go(func() {
 			defer func() { <-w.sem }()
-			ok[i] = w.deliverRecord(ctx, r)
+			ok[i] = w.deliver(ctx, m)
 		})
 	}
 	wg.Wait()
@@ -232,20 +273,13 @@ func (w *worker) deliverChunk(ctx context.Context, recs []*kgo.Record) bool {
 	return true
 }
 
-// deliverRecord takes one events record to a final state: filtered out,
-// delivered, handed to the retry topic, or (ordered) retried in place and
-// finally dead-lettered. It returns false only when ctx ended first.
-func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
-	source, eventType := topics.EventSourceType(r)
-	w.st.mu.Lock()
-	sub := w.st.sub
-	w.st.mu.Unlock()
-	if !sub.Matches(source, eventType) {
-		return true
-	}
-	eventID := string(r.Key)
+// deliver takes a message to a final state: delivered, handed to the
+// retry topic, or (ordered) retried in place and finally dead-lettered. It
+// returns false only when ctx ended first.
+func (w *worker) deliver(ctx context.Context, m *message) bool {
+	subID := w.sub.ID
 	for attempt := 1; ; {
-		res, refusedUntil := w.d.attempt(ctx, w.st, eventID, r.Value, attempt)
+		res, refusedUntil := w.d.attempt(ctx, w.st, m, attempt)
 		if ctx.Err() != nil {
 			return false
 		}
@@ -260,14 +294,14 @@ func (w *worker) deliverRecord(ctx context.Context, r *kgo.Record) bool {
 			return true
 		}
 		if !w.sub.Ordered {
-			return w.d.handOff(ctx, sub.ID, func(ctx context.Context) error {
-				return w.d.fail(ctx, sub.ID, eventID, r.Value, attempt, res, r)
+			return w.d.handOff(ctx, subID, func(ctx context.Context) error {
+				return w.d.fail(ctx, subID, m, attempt, res)
 			})
 		}
 		wait, more := w.d.delay(attempt, res.RetryAfter)
 		if !more || res.Gone() {
-			return w.d.handOff(ctx, sub.ID, func(ctx context.Context) error {
-				return w.d.deadLetter(ctx, sub.ID, eventID, r.Value, attempt, res, r)
+			return w.d.handOff(ctx, subID, func(ctx context.Context) error {
+				return w.d.deadLetter(ctx, subID, m, attempt, res)
 			})
 		}
 		select {

@@ -32,12 +32,14 @@ type DeadLetter struct {
 	Subscription string
 	Attempts     int
 	LastStatus   int
+	// BatchID is the batch the event was delivered in, if any.
+	BatchID string
 }
 
 // errorHeaders are the headers a DeadLetter adds to its original.
 var errorHeaders = []string{
 	HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
-	HeaderSubscription, HeaderAttempts, HeaderLastStatus,
+	HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderBatchID,
 }
 
 func isErrorHeader(h kgo.RecordHeader) bool { return slices.Contains(errorHeaders, h.Key) }
@@ -81,6 +83,9 @@ func (l *DeadLetter) Record(topic Topic) *kgo.Record {
 			kgo.RecordHeader{Key: HeaderLastStatus, Value: []byte(strconv.Itoa(l.LastStatus))},
 		)
 	}
+	if l.BatchID != "" {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderBatchID, Value: []byte(l.BatchID)})
+	}
 	return &kgo.Record{Topic: string(topic), Key: l.Key, Value: l.Value, Headers: headers}
 }
 
@@ -114,6 +119,8 @@ func ParseDeadLetter(r *kgo.Record) *DeadLetter {
 			l.Attempts, _ = strconv.Atoi(v)
 		case HeaderLastStatus:
 			l.LastStatus, _ = strconv.Atoi(v)
+		case HeaderBatchID:
+			l.BatchID = v
 		default:
 			l.Headers = append(l.Headers, h)
 		}

@@ -13,15 +13,16 @@ import (
 // and that unwrapping it gives back the original record without error
 // headers. Invariants: never panics; ParseDeadLetter(l.Record(t)) == l.
 func FuzzDeadLetter(f *testing.F) {
-	f.Add([]byte("github:1"), []byte(`{}`), HeaderSource, "github", "process", "boom", int32(3), int64(42), int64(1e18), "", 0, 0)
-	f.Add([]byte("sub_1:e"), []byte(nil), HeaderError, "old", "deliver", "", int32(-1), int64(-5), int64(-1), "sub_1", 7, 503)
-	f.Add([]byte(nil), []byte("x"), HeaderRedrivenFrom, "t/0/1", "decode", "\xff", int32(0), int64(0), int64(0), "s", -2, -1)
-	f.Fuzz(func(t *testing.T, key, value []byte, hkey, hvalue, stage, cause string, partition int32, offset, nanos int64, sub string, attempts, status int) {
+	f.Add([]byte("github:1"), []byte(`{}`), HeaderSource, "github", "process", "boom", int32(3), int64(42), int64(1e18), "", 0, 0, "")
+	f.Add([]byte("sub_1:e"), []byte(nil), HeaderError, "old", "deliver", "", int32(-1), int64(-5), int64(-1), "sub_1", 7, 503, "batch_1f")
+	f.Add([]byte(nil), []byte("x"), HeaderRedrivenFrom, "t/0/1", "decode", "\xff", int32(0), int64(0), int64(0), "s", -2, -1, "")
+	f.Add([]byte("sub_1:e"), []byte("x"), HeaderBatchID, "batch_old", "deliver", "", int32(0), int64(0), int64(0), "s", 1, 500, "batch_new")
+	f.Fuzz(func(t *testing.T, key, value []byte, hkey, hvalue, stage, cause string, partition int32, offset, nanos int64, sub string, attempts, status int, batchID string) {
 		orig := &kgo.Record{Topic: "t.ingest", Partition: partition, Offset: offset, Key: key, Value: value,
 			Headers: []kgo.RecordHeader{{Key: hkey, Value: []byte(hvalue)}}}
 		l := NewDeadLetter(orig, stage, cause, time.Unix(0, nanos).UTC())
 		if sub != "" {
-			l.Subscription, l.Attempts, l.LastStatus = sub, attempts, status
+			l.Subscription, l.Attempts, l.LastStatus, l.BatchID = sub, attempts, status, batchID
 		}
 		rec := l.Record("t.dlq")
 		if RecordBytes(rec) < int64(len(key)+len(value)) {
@@ -32,7 +33,7 @@ func FuzzDeadLetter(f *testing.F) {
 			!slices.EqualFunc(got.Headers, l.Headers, equalHeader) ||
 			got.Stage != l.Stage || got.Error != l.Error || got.OrigTopic != l.OrigTopic ||
 			got.OrigPartition != l.OrigPartition || got.OrigOffset != l.OrigOffset || !got.FailedAt.Equal(l.FailedAt) ||
-			got.Subscription != l.Subscription || got.Attempts != l.Attempts || got.LastStatus != l.LastStatus {
+			got.Subscription != l.Subscription || got.Attempts != l.Attempts || got.LastStatus != l.LastStatus || got.BatchID != l.BatchID {
 			t.Fatalf("decoded: got %+v, want %+v", got, l)
 		}
 		back := got.Unwrap("t.ingest")

@@ -8,12 +8,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Retry is a record of <prefix>.delivery-retry: a delivery of one event to
-// one subscription, due again at DueAt. Its key is RetryKey(Subscription,
-// EventID) and its value the envelope.
+// Retry is a record of <prefix>.delivery-retry: a delivery of one event,
+// or of one batch of events, to one subscription, due again at DueAt. Its
+// key is RetryKey(Subscription, EventID) and its value the envelope, or
+// the batch body.
 type Retry struct {
 	Subscription string
-	EventID      string
+	// EventID is the event's id, or the batch id when Batch is set.
+	EventID string
+	// Batch says the body is a batch, {"events":[envelope,...]}, retried
+	// as a unit (HeaderBatchID holds its id).
+	Batch bool
 	// Attempts is how many attempts were made; 0 for a redriven letter,
 	// which starts the schedule again.
 	Attempts int
@@ -50,7 +55,7 @@ func SplitRetryKey(key, subscription string) (sub, eventID string, ok bool) {
 // Record encodes the retry as a record of topic. RecordBytes of the
 // result is its whole size on the wire.
 func (r *Retry) Record(topic Topic) *kgo.Record {
-	headers := make([]kgo.RecordHeader, 0, 7)
+	headers := make([]kgo.RecordHeader, 0, 8)
 	headers = append(headers,
 		kgo.RecordHeader{Key: HeaderSubscription, Value: []byte(r.Subscription)},
 		kgo.RecordHeader{Key: HeaderEventID, Value: []byte(r.EventID)},
@@ -65,6 +70,9 @@ func (r *Retry) Record(topic Topic) *kgo.Record {
 	}
 	if r.RedrivenFrom != "" {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRedrivenFrom, Value: []byte(r.RedrivenFrom)})
+	}
+	if r.Batch {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderBatchID, Value: []byte(r.EventID)})
 	}
 	return &kgo.Record{Topic: string(topic), Key: RetryKey(r.Subscription, r.EventID), Value: r.Body, Headers: headers}
 }
@@ -87,6 +95,7 @@ func ParseRetry(rec *kgo.Record) *Retry {
 		EventID:      value(HeaderEventID),
 		Error:        value(HeaderError),
 		RedrivenFrom: value(HeaderRedrivenFrom),
+		Batch:        value(HeaderBatchID) != "",
 		Body:         rec.Value,
 	}
 	r.Attempts, _ = strconv.Atoi(value(HeaderAttempts))

@@ -81,6 +81,9 @@ const (
 	// HeaderReplay marks an events record that re-emits an event: how many
 	// times it was emitted again after its first emission.
 	HeaderReplay = "hs-replay"
+	// HeaderBatchID is the webhook-id of the batch a retry carries whole,
+	// or a delivery dead letter was part of.
+	HeaderBatchID = "hs-batch-id"
 	// HeaderTruncated marks a record cut to fit the record size limit; its
 	// value is the original size of the record's value in bytes.
 	HeaderTruncated = "hs-truncated"
@@ -92,7 +95,7 @@ func isOwnHeader(key string) bool {
 	switch key {
 	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
 		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
-		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated:
+		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated, HeaderBatchID:
 		return true
 	}
 	return false

@@ -22,6 +22,8 @@ type subscriptionFlags struct {
 	ordered                  bool
 	maxInFlight              int
 	rateLimit                float64
+	batchMax                 int
+	batchWait                time.Duration
 }
 
 func (f *subscriptionFlags) register(cmd *cobra.Command) {
@@ -34,6 +36,8 @@ func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.ordered, "ordered", false, "deliver one event at a time per partition, retrying in place")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", dispatch.DefaultMaxInFlight, "concurrent deliveries (unordered)")
 	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "deliveries per second (0: unlimited)")
+	fs.IntVar(&f.batchMax, "batch-max", 1, "events per delivery, 1 to 1000; above 1 the body is {\"events\":[envelope,...]}")
+	fs.DurationVar(&f.batchWait, "batch-wait", 0, "how long a partial batch waits for more events, at most 10s (0: sends what was read)")
 }
 
 // patch holds the flags that were set.
@@ -51,6 +55,8 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) dispatch.Patch {
 		{"ordered", func() { p.Ordered = &f.ordered }},
 		{"max-in-flight", func() { p.MaxInFlight = &f.maxInFlight }},
 		{"rate-limit", func() { p.RateLimit = &f.rateLimit }},
+		{"batch-max", func() { p.BatchMax = &f.batchMax }},
+		{"batch-wait", func() { p.BatchWait = (*dispatch.Duration)(&f.batchWait) }},
 	}
 	for _, field := range fields {
 		if cmd.Flags().Changed(field.flag) {
@@ -90,15 +96,20 @@ dispatchers follow every change.`,
 		Use:   "add",
 		Short: "Create a subscription and print it, secret included",
 		Example: `  hookstream subscriptions add --url https://example.com/hooks
-  hookstream subscriptions add --url https://ci.example.com/hook --source github --event-type 'pull_request*' --from earliest`,
+  hookstream subscriptions add --url https://ci.example.com/hook --source github --event-type 'pull_request*' --from earliest
+  hookstream subscriptions add --url https://example.com/hooks --batch-max 100 --batch-wait 1s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			p := add.patch(cmd)
+			if err := p.Validate(); err != nil {
+				return err
+			}
 			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
 				var s dispatch.Subscription
-				add.patch(cmd).Apply(&s)
+				p.Apply(&s)
 				if s.URL == "" {
 					return fmt.Errorf("--url is required")
 				}
@@ -156,11 +167,15 @@ dispatchers follow every change.`,
 	}
 
 	// change edits one subscription and prints it.
+	var upd subscriptionFlags
 	change := func(use, short, example string, args cobra.PositionalArgs, edit func(cmd *cobra.Command, s *dispatch.Subscription)) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, Example: example, Args: args,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if err := checkOutput(output); err != nil {
+					return err
+				}
+				if err := upd.patch(cmd).Validate(); err != nil {
 					return err
 				}
 				return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
@@ -176,8 +191,8 @@ dispatchers follow every change.`,
 			},
 		}
 	}
-	var upd subscriptionFlags
-	update := change("update ID", "Change a subscription's fields", "  hookstream subscriptions update sub_abc --url https://new.example.com/hook",
+	update := change("update ID", "Change a subscription's fields", `  hookstream subscriptions update sub_abc --url https://new.example.com/hook
+  hookstream subscriptions update sub_abc --batch-max 100 --batch-wait 500ms`,
 		cobra.ExactArgs(1), func(cmd *cobra.Command, s *dispatch.Subscription) { upd.patch(cmd).Apply(s) })
 	upd.register(update)
 	enable := change("enable ID", "Resume deliveries", "  hookstream subscriptions enable sub_abc", cobra.ExactArgs(1),
@@ -250,13 +265,17 @@ func printSubscriptions(w io.Writer, output string, subs []dispatch.Subscription
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tURL\tENABLED\tORDERED\tSOURCES\tEVENT TYPES\tSECRET")
+	fmt.Fprintln(tw, "ID\tURL\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
 	for _, s := range subs {
 		enabled := fmt.Sprint(s.Enabled)
 		if s.DisabledReason != "" {
 			enabled += " (" + s.DisabledReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", s.ID, s.URL, enabled, s.Ordered,
+		batch := "1"
+		if s.BatchMax > 1 {
+			batch = fmt.Sprintf("%d, wait %v", s.BatchMax, s.BatchWait)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.URL, enabled, s.Ordered, batch,
 			orAll(s.Sources), orAll(s.EventTypes), s.Secret)
 	}
 	return tw.Flush()
