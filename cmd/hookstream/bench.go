@@ -15,14 +15,17 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/signature"
 )
 
 func newBenchCommand() *cobra.Command {
 	var (
-		cfg    loadgen.Config
-		base   string
-		sink   string
-		output string
+		cfg       loadgen.Config
+		base      string
+		sink      string
+		batchMax  int
+		batchWait time.Duration
+		output    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -35,11 +38,13 @@ hidden.
 
 With --sink ADDR it also runs a subscriber on ADDR, subscribes it (from now
 on) through the cluster of --brokers, and reports end-to-end latency: from
-an event's POST to its signed delivery. The subscription is removed at the
-end.`,
+an event's POST to its signed delivery, each signature verified. The
+subscription is removed at the end; --sink-batch-max and --sink-batch-wait
+make it a batched one, and the sink counts each event of a batch.`,
 		Example: `  hookstream bench --rate 2000 --duration 30s
   hookstream bench --rate 0 --concurrency 64 --scheme github --secret s3cret
-  hookstream bench --rate 1000 --sink 127.0.0.1:9100 --output json`,
+  hookstream bench --rate 1000 --sink 127.0.0.1:9100 --output json
+  hookstream bench --rate 5000 --sink 127.0.0.1:9100 --sink-batch-max 100 --sink-batch-wait 100ms`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
@@ -52,8 +57,18 @@ end.`,
 			}, Timeout: 30 * time.Second}
 			var s *loadgen.Sink
 			if sink != "" {
+				var batch dispatch.Patch
+				if cmd.Flags().Changed("sink-batch-max") {
+					batch.BatchMax = &batchMax
+				}
+				if cmd.Flags().Changed("sink-batch-wait") {
+					batch.BatchWait = ptr(dispatch.Duration(batchWait))
+				}
+				if err := batch.Validate(); err != nil {
+					return err
+				}
 				s = loadgen.NewSink()
-				stop, err := runSink(cmd, sink, s)
+				stop, err := runSink(cmd, sink, s, batch)
 				if err != nil {
 					return err
 				}
@@ -91,22 +106,33 @@ end.`,
 	f.StringVar(&cfg.Scheme, "scheme", "none", "signature scheme: none, github or standard")
 	f.StringVar(&cfg.Secret, "secret", "", "secret of the signature scheme")
 	f.StringVar(&sink, "sink", "", "run a subscriber on this address and measure end-to-end latency")
+	f.IntVar(&batchMax, "sink-batch-max", 1, "batch_max of the sink's subscription (events per delivery)")
+	f.DurationVar(&batchWait, "sink-batch-wait", 0, "batch_wait of the sink's subscription")
 	addOutputFlag(cmd, &output)
 	return cmd
 }
 
-// runSink serves s on addr and subscribes it; stop removes both.
-func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink) (stop func(), err error) {
+// runSink serves s on addr and subscribes it, batched as batch says, with
+// s verifying its signatures; stop removes both.
+func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch dispatch.Patch) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--sink: %w", err)
 	}
+	secret := signature.NewSecret()
+	key, err := signature.DecodeSecret(secret)
+	if err != nil {
+		return nil, err
+	}
+	s.Keys = [][]byte{key}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var id string
 	err = withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
-		sub := dispatch.Subscription{URL: "http://" + ln.Addr().String() + "/", Description: "hookstream bench sink", MaxInFlight: 64}
+		sub := dispatch.Subscription{URL: "http://" + ln.Addr().String() + "/", Description: "hookstream bench sink", MaxInFlight: 64,
+			Secret: secret}
+		batch.Apply(&sub)
 		if err := r.Create(ctx, &sub, "latest"); err != nil {
 			return err
 		}

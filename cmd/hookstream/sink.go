@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,8 +23,8 @@ func newSinkCommand() *cobra.Command {
 		Short: "Run a local subscriber that verifies and prints every delivery",
 		Long: `Sink is a subscriber endpoint for development: it accepts deliveries on
 POST /, checks their Standard Webhooks signature when --secret is given,
-prints one line per delivery and answers 204 (401 when the signature does
-not verify).`,
+prints one line per event (each event of a batch, with the batch id and
+its place in it) and answers 204 (401 when the signature does not verify).`,
 		Example: `  hookstream sink --addr 127.0.0.1:9000 --secret whsec_...`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -36,32 +37,7 @@ not verify).`,
 				keys = [][]byte{key}
 			}
 			out := cmd.OutOrStdout()
-			srv := &http.Server{
-				ReadHeaderTimeout: 10 * time.Second,
-				Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-					if err != nil || r.Method != http.MethodPost {
-						http.Error(w, "POST an event", http.StatusBadRequest)
-						return
-					}
-					id := r.Header.Get(signature.HeaderID)
-					verdict := "unverified"
-					if keys != nil {
-						if _, err := signature.VerifyRequest(r.Header, keys, body, time.Now(), 5*time.Minute); err != nil {
-							fmt.Fprintf(out, "REJECTED %s: %v\n", id, err)
-							w.WriteHeader(http.StatusUnauthorized)
-							return
-						}
-						verdict = "signature ok"
-					}
-					typ := ""
-					if env, err := topics.ParseEnvelope(body); err == nil {
-						typ = env.Type
-					}
-					fmt.Fprintf(out, "%s %s type=%s bytes=%d (%s)\n", time.Now().UTC().Format(time.RFC3339), id, typ, len(body), verdict)
-					w.WriteHeader(http.StatusNoContent)
-				}),
-			}
+			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: sinkHandler(out, keys)}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("--addr: %w", err)
@@ -82,4 +58,48 @@ not verify).`,
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9000", "listen address")
 	cmd.Flags().StringVar(&secret, "secret", "", "the subscription's secret, to verify signatures")
 	return cmd
+}
+
+// sinkHandler verifies each delivery with keys (when any) and prints one
+// line per event to out.
+func sinkHandler(out io.Writer, keys [][]byte) http.Handler {
+	var mu sync.Mutex // one delivery's lines together
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		if err != nil || r.Method != http.MethodPost {
+			http.Error(w, "POST an event", http.StatusBadRequest)
+			return
+		}
+		id := r.Header.Get(signature.HeaderID)
+		mu.Lock()
+		defer mu.Unlock()
+		verdict := "unverified"
+		if keys != nil {
+			if _, err := signature.VerifyRequest(r.Header, keys, body, time.Now(), 5*time.Minute); err != nil {
+				fmt.Fprintf(out, "REJECTED %s: %v\n", id, err)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			verdict = "signature ok"
+		}
+		now := time.Now().UTC().Format(time.RFC3339)
+		envelopes, err := topics.SplitBatch(body)
+		if err != nil { // one event
+			typ := ""
+			if env, err := topics.ParseEnvelope(body); err == nil {
+				typ = env.Type
+			}
+			fmt.Fprintf(out, "%s %s type=%s bytes=%d (%s)\n", now, id, typ, len(body), verdict)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		for i, e := range envelopes {
+			eventID, typ := "?", ""
+			if env, err := topics.ParseEnvelope(e); err == nil {
+				eventID, typ = env.ID, env.Type
+			}
+			fmt.Fprintf(out, "%s %s type=%s bytes=%d batch %s %d/%d (%s)\n", now, eventID, typ, len(e), id, i+1, len(envelopes), verdict)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 }

@@ -4,7 +4,7 @@
 // histograms measured from each request's intended start, so a stalled
 // server cannot hide its stalls (no coordinated omission). Its Sink is a
 // subscriber endpoint that measures end-to-end latency, POST to delivery,
-// by event id.
+// by event id, each event of a batched delivery counted.
 package loadgen
 
 import (
@@ -13,6 +13,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // Config is one load run.
@@ -220,8 +222,14 @@ func sign(req *http.Request, scheme string, key []byte, id string, body []byte) 
 }
 
 // Sink is a subscriber endpoint that measures end-to-end latency: the time
-// from an event's first POST to its first delivery, matched by webhook-id.
+// from an event's first POST to its first delivery, matched by webhook-id,
+// or by each envelope's id in a batch.
 type Sink struct {
+	// Keys, when set, verify every delivery's signature (Standard
+	// Webhooks); one that does not verify is answered 401 and counts
+	// nothing.
+	Keys [][]byte
+
 	mu    sync.Mutex
 	start map[string]time.Time
 	seen  map[string]bool
@@ -249,16 +257,39 @@ func (s *Sink) delivered() int64 {
 	return s.count.Load()
 }
 
-// ServeHTTP records a delivery and answers 204.
+// ServeHTTP records a delivery, each event of a batch, and answers 204.
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading the body", http.StatusBadRequest)
+		return
+	}
 	now := time.Now()
-	id := r.Header.Get(signature.HeaderID)
+	if s.Keys != nil {
+		if _, err := signature.VerifyRequest(r.Header, s.Keys, body, now, 5*time.Minute); err != nil {
+			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			return
+		}
+	}
+	ids := []string{r.Header.Get(signature.HeaderID)}
+	if envelopes, err := topics.SplitBatch(body); err == nil {
+		ids = ids[:0]
+		for _, e := range envelopes {
+			var env struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(e, &env) == nil {
+				ids = append(ids, env.ID)
+			}
+		}
+	}
 	s.mu.Lock()
-	if at, ok := s.start[id]; ok && !s.seen[id] {
-		s.seen[id] = true
-		_ = s.hist.RecordValue(max(1, now.Sub(at).Microseconds()))
-		s.count.Add(1)
+	for _, id := range ids {
+		if at, ok := s.start[id]; ok && !s.seen[id] {
+			s.seen[id] = true
+			_ = s.hist.RecordValue(max(1, now.Sub(at).Microseconds()))
+			s.count.Add(1)
+		}
 	}
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

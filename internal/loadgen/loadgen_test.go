@@ -8,9 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookstream/hookstream/signature"
 )
 
 // TestRunCountsAndSigns runs a short open-loop load against a receiver
@@ -88,5 +91,41 @@ func TestRunRefusesBadConfig(t *testing.T) {
 				t.Errorf("got %v, want an error starting %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSinkCountsBatchedEvents: a signed batch counts each of its events;
+// with keys, a delivery whose signature does not verify is refused with 401
+// and counts nothing.
+func TestSinkCountsBatchedEvents(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	sink := NewSink()
+	sink.Keys = [][]byte{key}
+	now := time.Now()
+	for _, id := range []string{"bench:1", "bench:2", "bench:3"} {
+		sink.sent(id, now)
+	}
+	deliver := func(id string, keys [][]byte, body string) int {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		signature.SignRequest(req.Header, keys, id, time.Now(), []byte(body))
+		rec := httptest.NewRecorder()
+		sink.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	batch := `{"events":[{"id":"bench:1","type":"t"},{"id":"bench:2","type":"t"}]}`
+	if code := deliver("batch_x", [][]byte{[]byte("another key, not the sink's one!")}, batch); code != http.StatusUnauthorized {
+		t.Errorf("wrongly signed batch: got %d, want 401", code)
+	}
+	if sink.Missing() != 3 {
+		t.Errorf("after a refused batch: %d missing, want 3", sink.Missing())
+	}
+	if code := deliver("batch_x", [][]byte{key}, batch); code != http.StatusNoContent {
+		t.Errorf("batch: got %d, want 204", code)
+	}
+	if code := deliver("bench:3", [][]byte{key}, `{"id":"bench:3","type":"t"}`); code != http.StatusNoContent {
+		t.Errorf("single event: got %d, want 204", code)
+	}
+	if sink.Missing() != 0 || sink.delivered() != 3 {
+		t.Errorf("got %d missing, %d delivered; want every event of the batch and the single one counted", sink.Missing(), sink.delivered())
 	}
 }
