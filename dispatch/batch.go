@@ -75,14 +75,20 @@ func newMessage(sub Subscription, recs []*kgo.Record) *message {
 	return m
 }
 
-// retryMessage is the message a retry record carries. The events of a
-// batch are read from its body; one that cannot be split (written by
-// something else) is dead-lettered whole, as one event.
-func retryMessage(retry *topics.Retry, rec *kgo.Record) *message {
+// retryMessage is the message a retry record carries for sub: the same
+// message as its first attempt. One event for a subscription that batches
+// (a redriven dead letter, or a retry from before it batched) goes as a
+// batch of one, whose id the retry record derives. The events of a batch
+// are read from its body; one that cannot be split (written by something
+// else) is dead-lettered whole, as one event.
+func retryMessage(retry *topics.Retry, rec *kgo.Record, sub Subscription) *message {
 	m := &message{id: retry.EventID, body: rec.Value, batch: retry.Batch}
 	envelopes, err := topics.SplitBatch(rec.Value)
 	if !retry.Batch || err != nil {
 		m.events = []event{{id: retry.EventID, envelope: rec.Value, orig: rec}}
+		if !retry.Batch && sub.BatchMax > 1 {
+			m.id, m.body, m.batch = batchID(sub.ID, rec, rec), topics.BatchBody([][]byte{rec.Value}), true
+		}
 		return m
 	}
 	m.events = make([]event, len(envelopes))

@@ -283,3 +283,27 @@ func TestOrderedBatchesHoldTheirPartition(t *testing.T) {
 		t.Errorf("successful deliveries: got %v, want the order written %v", delivered, ids)
 	}
 }
+
+// TestRedrivenEventBatchedForBatchingSubscription: one event redriven to
+// the retry topic of a subscription that batches reaches it as a batch of
+// one, as all its deliveries are.
+func TestRedrivenEventBatchedForBatchingSubscription(t *testing.T) {
+	h := onePartition(t, dispatch.Config{})
+	sink := newSubscriber(t, nil)
+	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 50})
+	e := &topics.Envelope{ID: "shop:redriven", Source: "shop", EventID: "redriven", Type: "order",
+		ReceivedAt: time.Now().UTC(), ProcessedAt: time.Now().UTC(), Data: []byte(`{}`)}
+	v, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := &topics.Retry{Subscription: sub.ID, EventID: e.ID, DueAt: time.Now(), RedrivenFrom: "dlq/0/0", Body: v}
+	if err := h.cl.ProduceSync(t.Context(), retry.Record(h.env.Names.DeliveryRetry)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitForBatched(t, []string{e.ID}, 30*time.Second)
+	posts := sink.posts(t)
+	if len(posts) != 1 || !strings.HasPrefix(posts[0].id, "batch_") || !slices.Equal(posts[0].events, []string{e.ID}) {
+		t.Errorf("posts: got %v, want one batch of the redriven event", posts)
+	}
+}

@@ -20,20 +20,30 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// countingSink answers 204 and counts deliveries.
+// countingSink answers 204 and counts events delivered: one per POST, or
+// each event of a batch.
 func countingSink(b *testing.B) (*httptest.Server, *atomic.Int64) {
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		n.Add(1)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if events, err := topics.SplitBatch(body); err == nil {
+			n.Add(int64(len(events)))
+		} else {
+			n.Add(1)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	b.Cleanup(srv.Close)
 	return srv, &n
 }
 
-// BenchmarkDelivery measures deliveries per second from the events topic
-// to a fast local subscriber, with 1 and 10 subscriptions, beside its
+// BenchmarkDelivery measures deliveries (events) per second from the
+// events topic to a fast local subscriber, with 1 and 10 subscriptions,
+// and with one subscription batching 100 events per POST, beside its
 // ceiling in the same run: a raw loop of HTTP POSTs (16 concurrent, the
 // default in-flight bound) of the same body to the same kind of sink.
 // b.N is the number of events; run with -benchtime=20000x.
@@ -66,8 +76,13 @@ func BenchmarkDelivery(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
 	})
-	for _, subs := range []int{1, 10} {
-		b.Run(fmt.Sprintf("dispatcher-%d-subscriptions", subs), func(b *testing.B) {
+	for _, c := range []struct{ subs, batchMax int }{{1, 1}, {10, 1}, {1, 100}} {
+		name := fmt.Sprintf("dispatcher-%d-subscriptions", c.subs)
+		if c.batchMax > 1 {
+			name += fmt.Sprintf("-batch-%d", c.batchMax)
+		}
+		subs := c.subs
+		b.Run(name, func(b *testing.B) {
 			env := kafkatest.New(b, 12, 1<<20)
 			cl := env.Client(b, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
 			ctx := context.Background()
@@ -86,7 +101,7 @@ func BenchmarkDelivery(b *testing.B) {
 			registry := dispatch.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(b))
 			srv, n := countingSink(b)
 			for range subs {
-				s := dispatch.Subscription{URL: srv.URL}
+				s := dispatch.Subscription{URL: srv.URL, BatchMax: c.batchMax}
 				if err := registry.Create(ctx, &s, "earliest"); err != nil {
 					b.Fatal(err)
 				}

@@ -531,7 +531,6 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	d := r.d
 	retry := topics.ParseRetry(rec)
 	subID, eventID, attempts := retry.Subscription, retry.EventID, retry.Attempts
-	m := retryMessage(retry, rec)
 	st := d.subscription(subID)
 	if st == nil {
 		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)
@@ -540,6 +539,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	if !st.enabled() {
 		return parked, time.Time{}
 	}
+	m := retryMessage(retry, rec, st.current())
 	res, refusedUntil := d.attempt(ctx, st, m, attempts+1)
 	switch {
 	case ctx.Err() != nil:
