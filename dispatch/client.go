@@ -66,12 +66,13 @@ type ClientConfig struct {
 // Delivery is one attempt.
 type Delivery struct {
 	URL string
-	// ID is the webhook-id: the event id, stable across retries and replays.
+	// ID is the webhook-id: the event id, stable across retries and
+	// replays, or a batch's id, stable across its retries.
 	ID string
 	// Keys are the signing keys, current first; several during a secret
 	// rotation, each giving one v1 signature in webhook-signature.
 	Keys [][]byte
-	// Body is the envelope JSON.
+	// Body is the envelope JSON, or a batch of envelopes.
 	Body []byte
 }
 

@@ -1,10 +1,11 @@
 // Package dispatch delivers events to subscribers: subscriptions kept in a
 // compacted topic, one consumer group per subscription on the events
-// topic, signed HTTP POSTs (Standard Webhooks) through an SSRF-guarded
-// client, retries through the delivery-retry topic on a schedule, a circuit
-// breaker per subscription, and the delivery DLQ. Offsets are committed
-// only once an event is delivered, handed to the retry topic, or dead-
-// lettered: delivery is at least once, never zero.
+// topic, signed HTTP POSTs (Standard Webhooks) of one event or of a batch
+// of one partition's events through an SSRF-guarded client, retries
+// through the delivery-retry topic on a schedule, a circuit breaker per
+// subscription, and the delivery DLQ. Offsets are committed only once an
+// event is delivered, handed to the retry topic, or dead-lettered:
+// delivery is at least once, never zero.
 //
 // It owns subscriptions and delivery; it does not own the events topic's
 // content (the processor does) nor the admin API's HTTP surface.

@@ -60,7 +60,7 @@ func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState) *
 			d.log.Error("subscription consumer stopped", "subscription", id, "err", err)
 		}
 	}()
-	d.log.Info("subscription started", "subscription", id, "group", d.cfg.Names.SubscriptionGroup(id), "ordered", sub.Ordered)
+	d.log.Info("subscription started", "subscription", id, "group", d.cfg.Names.SubscriptionGroup(id), "ordered", sub.Ordered, "batch_max", sub.BatchMax)
 	return w
 }
 
