@@ -114,34 +114,39 @@ func TestOperatorCLIAgainstRunningBinary(t *testing.T) {
 }
 
 // TestBenchAgainstRunningBinary runs `hookstream bench --sink` against a
-// running `hookstream run`: every request is answered, and every distinct
-// event comes back through the built-in subscriber with its end-to-end
-// latency.
+// running `hookstream run`, without and with batched delivery: every
+// request is answered, and every distinct event comes back through the
+// built-in subscriber with its end-to-end latency.
 func TestBenchAgainstRunningBinary(t *testing.T) {
 	t.Parallel()
 	d := newEmbedded(t)
 	proc := d.run(t, "hookstream run")
-	out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr},
-		"bench", "--target", "http://"+d.httpAddr, "--rate", "200", "--duration", "2s", "--duplicates", "0.2",
-		"--sink", kafkatest.FreeAddr(t), "--output", "json")
-	if code != 0 {
-		t.Fatalf("bench: exit %d, stderr %q", code, errOut)
-	}
-	var r struct {
-		Sent, Completed, Errors int64
-		Status                  map[string]int64
-		Latency                 struct{ Count int64 }
-		EndToEnd                *struct{ Count int64 } `json:"end_to_end"`
-		Undelivered             int
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("bench output %q: %v", out, err)
-	}
-	if r.Sent < 200 || r.Completed != r.Sent || r.Errors != 0 || r.Status["202"] == 0 || r.Status["202"]+r.Status["200"] != r.Completed {
-		t.Errorf("bench report: got %+v, want every request answered 202 (or 200 for a duplicate)", r)
-	}
-	if r.EndToEnd == nil || r.EndToEnd.Count == 0 || r.EndToEnd.Count > r.Status["202"] || r.Undelivered != 0 {
-		t.Errorf("end to end: got %+v with %d undelivered, want every distinct event delivered and measured (%d accepted)", r.EndToEnd, r.Undelivered, r.Status["202"])
+	// One event per delivery, then batches of up to 20, each verified and
+	// each of their events counted by the sink.
+	for _, batching := range [][]string{nil, {"--sink-batch-max", "20", "--sink-batch-wait", "200ms"}} {
+		args := append([]string{"bench", "--target", "http://" + d.httpAddr, "--rate", "200", "--duration", "2s", "--duplicates", "0.2",
+			"--sink", kafkatest.FreeAddr(t), "--output", "json"}, batching...)
+		out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr}, args...)
+		if code != 0 {
+			t.Fatalf("bench %v: exit %d, stderr %q", batching, code, errOut)
+		}
+		var r struct {
+			Sent, Completed, Errors int64
+			Status                  map[string]int64
+			Latency                 struct{ Count int64 }
+			EndToEnd                *struct{ Count int64 } `json:"end_to_end"`
+			Undelivered             int
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("bench output %q: %v", out, err)
+		}
+		if r.Sent < 200 || r.Completed != r.Sent || r.Errors != 0 || r.Status["202"] == 0 || r.Status["202"]+r.Status["200"] != r.Completed {
+			t.Errorf("bench %v report: got %+v, want every request answered 202 (or 200 for a duplicate)", batching, r)
+		}
+		if r.EndToEnd == nil || r.EndToEnd.Count == 0 || r.EndToEnd.Count > r.Status["202"] || r.Undelivered != 0 {
+			t.Errorf("bench %v end to end: got %+v with %d undelivered, want every distinct event delivered and measured (%d accepted)",
+				batching, r.EndToEnd, r.Undelivered, r.Status["202"])
+		}
 	}
 	if code := proc.stop(t, 20*time.Second); code != 0 {
 		t.Errorf("hookstream run exit code: got %d, want 0", code)
