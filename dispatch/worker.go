@@ -194,7 +194,10 @@ func (w *worker) drain(ctx context.Context, pw *partWorker) {
 				continue
 			}
 		}
-		flush := wait <= 0 || !since.IsZero() && time.Since(since) >= wait
+		// A partial batch waits no longer than batch_wait, nor while the
+		// records behind it pile up past the queue bound (a filter that
+		// takes few of them): pending stays bounded as the queue is.
+		flush := wait <= 0 || len(pending) >= queueHigh || !since.IsZero() && time.Since(since) >= wait
 		msgs, covered := cut(w.st.current(), pending, maxBytes, flush)
 		if covered == 0 {
 			if since.IsZero() {

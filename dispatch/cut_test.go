@@ -1,0 +1,76 @@
+package dispatch
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// TestCut: filters apply before batching, a batch holds at most batch_max
+// events and maxBytes of body, a partial batch waits unless flushed, and
+// covered accounts for filtered records only up to where a waiting batch
+// begins.
+func TestCut(t *testing.T) {
+	// Records of partition 3 at offsets 10, 11, ...; "x" is filtered out.
+	recs := func(sources ...string) []*kgo.Record {
+		out := make([]*kgo.Record, len(sources))
+		for i, s := range sources {
+			out[i] = &kgo.Record{Partition: 3, Offset: int64(10 + i), Key: fmt.Appendf(nil, "%s:%d", s, i),
+				Value:   []byte(`{"id":"` + fmt.Sprintf("%s:%d", s, i) + `"}`),
+				Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte(s)}, {Key: topics.HeaderEventType, Value: []byte("t")}}}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		batchMax int
+		maxBytes int
+		recs     []*kgo.Record
+		flush    bool
+		want     [][]string // event ids per message
+		covered  int
+	}{
+		{"one per message, filtered skipped", 1, 0, recs("a", "x", "a"), false, [][]string{{"a:0"}, {"a:2"}}, 3},
+		{"full batches; the partial waits", 2, 0, recs("a", "x", "a", "a", "x"), false, [][]string{{"a:0", "a:2"}}, 3},
+		{"the partial flushed", 2, 0, recs("a", "x", "a", "a", "x"), true, [][]string{{"a:0", "a:2"}, {"a:3"}}, 5},
+		{"only filtered: all covered", 5, 0, recs("x", "x"), false, nil, 2},
+		{"filtered before a waiting batch covered", 5, 0, recs("x", "a", "x"), false, nil, 1},
+		{"bytes bound a batch", 10, topics.BatchBodyBytes(2*len(`{"id":"a:0"}`), 2), recs("a", "a", "a"), true,
+			[][]string{{"a:0", "a:1"}, {"a:2"}}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub := Subscription{ID: "sub_a", Sources: []string{"a"}, BatchMax: tt.batchMax}
+			msgs, covered := cut(sub, tt.recs, tt.maxBytes, tt.flush)
+			var got [][]string
+			for _, m := range msgs {
+				var ids []string
+				for _, e := range m.events {
+					ids = append(ids, e.id)
+				}
+				got = append(got, ids)
+				if m.batch != (tt.batchMax > 1) {
+					t.Errorf("message %s: batch %v with batch_max %d", m.id, m.batch, tt.batchMax)
+				}
+			}
+			if !slices.EqualFunc(got, tt.want, slices.Equal) || covered != tt.covered {
+				t.Errorf("got %v covering %d, want %v covering %d", got, covered, tt.want, tt.covered)
+			}
+		})
+	}
+	// A batch's id depends on where it is and what it holds, nothing else.
+	r := recs("a", "a", "a")
+	sub := Subscription{ID: "sub_a", BatchMax: 2}
+	first, _ := cut(sub, r, 0, false)
+	again, _ := cut(sub, r, 0, false)
+	other, _ := cut(Subscription{ID: "sub_b", BatchMax: 2}, r, 0, false)
+	shifted, _ := cut(sub, r[1:], 0, false)
+	if first[0].id != again[0].id || first[0].id == other[0].id || first[0].id == shifted[0].id {
+		t.Errorf("batch ids: %s, again %s, other subscription %s, other offsets %s; want the same twice, else different",
+			first[0].id, again[0].id, other[0].id, shifted[0].id)
+	}
+}
