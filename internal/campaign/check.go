@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,11 +92,15 @@ func lags(ctx context.Context, bin string, env []string) ([]groups.GroupLag, err
 
 // outcome is the verdict of the invariants at one point.
 type outcome struct {
-	Accepted    int            `json:"accepted"`
-	Lost        int            `json:"lost"`
-	Duplicated  int            `json:"duplicated_on_events"`
-	LostSample  []string       `json:"lost_sample,omitempty"`
-	DupSample   []string       `json:"duplicated_sample,omitempty"`
+	Accepted   int      `json:"accepted"`
+	Lost       int      `json:"lost"`
+	Duplicated int      `json:"duplicated_on_events"`
+	LostSample []string `json:"lost_sample,omitempty"`
+	DupSample  []string `json:"duplicated_sample,omitempty"`
+	// Replayed counts the events records a processor replay re-emitted;
+	// BadReplays the ones whose replay mark is wrong.
+	Replayed    int            `json:"replayed_on_events"`
+	BadReplays  []string       `json:"bad_replay_marks,omitempty"`
 	Undelivered map[string]int `json:"undelivered"`
 	// UndeliveredSample names a few events per subscription that reached
 	// neither the subscriber nor the delivery DLQ.
@@ -113,6 +118,9 @@ func (o outcome) failures() []string {
 	}
 	if o.Duplicated > 0 {
 		f = append(f, fmt.Sprintf("invariant 1: %d events more than once on events, e.g. %v", o.Duplicated, o.DupSample))
+	}
+	if len(o.BadReplays) > 0 {
+		f = append(f, fmt.Sprintf("invariant 1: %d re-emitted events with a wrong or repeated replay mark, e.g. %v", len(o.BadReplays), o.BadReplays[:min(len(o.BadReplays), 10)]))
 	}
 	for sub, n := range o.Undelivered {
 		if n > 0 {
@@ -148,12 +156,30 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	if err != nil {
 		return o, err
 	}
+	// First emissions count once each; a re-emission by a processor
+	// replay carries its replay count, and each count appears at most
+	// once per event, never above the replays injected.
 	count := make(map[string]int, len(events))
+	marks := make(map[string]map[string]bool)
+	procReplays := c.replayCounts()["processor"]
 	for _, r := range events {
 		if header(r, topics.HeaderSource) == "hookstream" || strings.HasPrefix(string(r.Key), "hookstream:") {
 			continue // operational events
 		}
-		count[string(r.Key)]++
+		k, mark := string(r.Key), header(r, topics.HeaderReplay)
+		if mark == "" {
+			count[k]++
+			continue
+		}
+		if n, err := strconv.Atoi(mark); err != nil || n < 1 || n > procReplays || marks[k][mark] {
+			o.BadReplays = append(o.BadReplays, fmt.Sprintf("%s %s=%q (processor replays %d)", k, topics.HeaderReplay, mark, procReplays))
+			continue
+		}
+		if marks[k] == nil {
+			marks[k] = make(map[string]bool)
+		}
+		marks[k][mark] = true
+		o.Replayed++
 	}
 	for _, k := range accepted {
 		if count[k] == 0 {

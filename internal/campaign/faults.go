@@ -25,6 +25,7 @@ const (
 	faultPoison  = "poison"         // bodies and records that cannot be processed
 	faultToggle  = "toggle"         // a subscription disabled and re-enabled with the CLI
 	faultReplay  = "replay"         // a subscription's group rewound with `hookstream replay`
+	faultReplayP = "procreplay"     // the processor group rewound with `hookstream replay`: events re-emitted, marked
 	faultRedrive = "redrive"        // `hookstream dlq redrive` of both DLQs
 	faultCrash   = "crash"          // not injected: a process the campaign found dead
 	stopFor      = 20 * time.Second // past the processors' 10s session timeout
@@ -50,7 +51,7 @@ type planner struct {
 }
 
 func newPlanner(seed uint64, brokerKind string, procs, processors []string, nodes int, gap [2]time.Duration) *planner {
-	base := []string{faultKill, faultKill, faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultPoison, faultToggle, faultReplay, faultRedrive}
+	base := []string{faultKill, faultKill, faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive}
 	if brokerKind == "kafka3" {
 		base = append(base, faultBroker)
 	}
@@ -139,7 +140,9 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 		_, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "enable", id)
 		return err
 	case faultReplay:
-		return c.replay(ctx)
+		return c.replay(ctx, "dispatcher", "sub:"+c.subs.byKind[subHealthy].id)
+	case faultReplayP:
+		return c.replay(ctx, "processor", "processor")
 	case faultRedrive:
 		if _, err := cli(ctx, c.bin, c.cliEnv, "dlq", "redrive", "--all", "--execute"); err != nil {
 			return err
@@ -156,22 +159,23 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 	return fmt.Errorf("unknown fault %q", f.Kind)
 }
 
-// replay rewinds the healthy subscription's group by 30s: its
-// dispatchers stop (replay refuses a group with members), the offsets are
-// reset with the CLI, and the dispatchers start again.
-func (c *campaign) replay(ctx context.Context) error {
-	var disp []*proc
+// replay rewinds a group by 30s: the processes of role that are its
+// members stop (replay refuses a group with members), the offsets are
+// reset with the CLI, and the processes start again. The healthy
+// subscription's group delivers the last 30s again; the processor group
+// re-emits them, each re-emission marked with its replay count.
+func (c *campaign) replay(ctx context.Context, role, group string) error {
+	var members []*proc
 	for _, p := range c.procs {
-		if p.roles == "dispatcher" {
-			disp = append(disp, p)
+		if p.roles == role {
+			members = append(members, p)
 		}
 	}
-	for _, p := range disp {
+	for _, p := range members {
 		if _, err := p.stop(30 * time.Second); err != nil {
-			c.finding("replay: %v", err)
+			c.finding("replay of %s: %v", group, err)
 		}
 	}
-	group := "sub:" + c.subs.byKind[subHealthy].id
 	deadline := time.Now().Add(60 * time.Second)
 	var err error
 	for time.Now().Before(deadline) {
@@ -182,15 +186,15 @@ func (c *campaign) replay(ctx context.Context) error {
 	}
 	if err == nil {
 		c.mu.Lock()
-		c.replays++
+		c.replays[role]++
 		c.mu.Unlock()
 	}
-	for _, p := range disp {
+	for _, p := range members {
 		if e := p.start(c.bin); e != nil {
 			return e
 		}
 	}
-	for _, p := range disp {
+	for _, p := range members {
 		if e := p.waitReady(ctx, 90*time.Second); e != nil {
 			return e
 		}

@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -91,8 +92,14 @@ type campaign struct {
 	findings   []string
 	poisonList []poisonInput
 	poisonN    int
-	replays    int
+	replays    map[string]int // role -> replays of its group
 	crashes    int
+}
+
+func (c *campaign) replayCounts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.replays)
 }
 
 func (c *campaign) finding(format string, args ...any) {
@@ -183,6 +190,7 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		names:      topics.NewNames(fmt.Sprintf("cmp%d-%d", cfg.seed, time.Now().Unix()%100000)),
 		procByName: make(map[string]*proc),
 		subs:       newSubscribers(),
+		replays:    make(map[string]int),
 	}
 
 	c.bin = cfg.bin
@@ -495,7 +503,9 @@ type summary struct {
 	// DuplicateDeliveries is the at-least-once excess per subscriber.
 	DuplicateDeliveries map[string]int `json:"duplicate_deliveries"`
 	Delivered           map[string]int `json:"delivered_distinct"`
-	Replays             int            `json:"replays"`
+	// Replays counts the replays of the processor's group and of a
+	// subscription's (by the role that stopped for it).
+	Replays map[string]int `json:"replays"`
 
 	FaultsByKind   map[string]int     `json:"faults_by_kind"`
 	RecoveryByKind map[string]string  `json:"recovery_max_by_kind"`
@@ -519,7 +529,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		Accepted: o.Accepted, Lost: o.Lost, Duplicated: o.Duplicated, Outcome: o,
 		DuplicateDeliveries: map[string]int{}, Delivered: map[string]int{},
 		FaultsByKind: map[string]int{}, RecoveryByKind: map[string]string{}, Faults: results,
-		PeakRSSMiB: map[string]float64{}, MaxRSSMiB: float64(cfg.maxRSS >> 20), Replays: c.replays,
+		PeakRSSMiB: map[string]float64{}, MaxRSSMiB: float64(cfg.maxRSS >> 20), Replays: c.replayCounts(),
 	}
 	for _, r := range reports {
 		s.Sent += r.Sent
