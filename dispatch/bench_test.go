@@ -93,7 +93,9 @@ func BenchmarkDelivery(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cl.Produce(ctx, &kgo.Record{Topic: string(env.Names.Events), Key: []byte(e.ID), Value: v}, nil)
+				// With the headers the processor writes: filters read them.
+				cl.Produce(ctx, &kgo.Record{Topic: string(env.Names.Events), Key: []byte(e.ID), Value: v, Headers: []kgo.RecordHeader{
+					{Key: topics.HeaderSource, Value: []byte(e.Source)}, {Key: topics.HeaderEventType, Value: []byte(e.Type)}}}, nil)
 			}
 			if err := cl.Flush(ctx); err != nil {
 				b.Fatal(err)
