@@ -267,8 +267,9 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		// Topics just created may not be known to every broker yet: poll.
 		var out []byte
 		for try := 0; ; try++ {
-			out, err = cli(ctx, c.bin, c.cliEnv, "subscriptions", "add", "--url", "http://"+ln.Addr().String()+"/sub/"+k,
-				"--from", "earliest", "--description", "campaign "+k, "--output", "json")
+			args := append([]string{"subscriptions", "add", "--url", "http://" + ln.Addr().String() + "/sub/" + k,
+				"--from", "earliest", "--description", "campaign " + k, "--output", "json"}, addFlags[k]...)
+			out, err = cli(ctx, c.bin, c.cliEnv, args...)
 			if err == nil {
 				break
 			}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -18,9 +20,13 @@ const (
 	subFlap    = "flap"    // down and up in turns while faults run, then up
 	subGone    = "gone"    // 410: the subscription is disabled at once
 	subToggled = "toggled" // 204; disabled and re-enabled with the CLI during the run
+	subBatched = "batched" // 204; batches of up to 20 events ({"events":[...]}), flaky like subFlaky
 )
 
-var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled}
+var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched}
+
+// addFlags are the `subscriptions add` flags of a kind beyond the common ones.
+var addFlags = map[string][]string{subBatched: {"--batch-max", "20", "--batch-wait", "200ms"}}
 
 // subscriber is a loopback endpoint with one behaviour. It counts the
 // deliveries it answered with 2xx by webhook-id.
@@ -44,8 +50,19 @@ func newSubscriber(kind string) *subscriber {
 }
 
 func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	id := r.Header.Get("webhook-id")
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	id := r.Header.Get("webhook-id") // the event's key, or a batch's id
+	ids := []string{id}
+	if s.kind == subBatched {
+		if ids, err = batchIDs(body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+	}
 	now := time.Now()
 	s.mu.Lock()
 	s.requests++
@@ -57,7 +74,7 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch s.kind {
 	case subSlow:
 		time.Sleep(250 * time.Millisecond) // the behaviour under test: a slow endpoint
-	case subFlaky:
+	case subFlaky, subBatched:
 		if try <= 2 {
 			status = http.StatusServiceUnavailable
 		}
@@ -74,12 +91,34 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if status < 300 {
-		s.got[id]++
+		for _, id := range ids {
+			s.got[id]++
+		}
 	} else {
 		s.failures++
 	}
 	s.mu.Unlock()
 	w.WriteHeader(status)
+}
+
+// batchIDs returns the event keys of a batch body, {"events":[envelope,...]}.
+func batchIDs(body []byte) ([]string, error) {
+	var b struct {
+		Events []struct {
+			ID string `json:"id"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	if len(b.Events) == 0 {
+		return nil, errors.New("a batch without events")
+	}
+	ids := make([]string, len(b.Events))
+	for i, e := range b.Events {
+		ids[i] = e.ID
+	}
+	return ids, nil
 }
 
 // received reports whether key was delivered with a 2xx answer.
