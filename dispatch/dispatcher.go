@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
 	"github.com/hookstream/hookstream/topics"
@@ -50,6 +52,11 @@ type Config struct {
 	// DisableAfter disables a subscription whose real attempts have all
 	// failed, with no success, for this long. Default: the sum of Schedule.
 	DisableAfter time.Duration
+	// InstanceID is this dispatcher's stable identity (group.instance.id
+	// of its consumers): a dispatcher restarted after a crash takes its
+	// predecessor's place in every group at once. Unique per process.
+	// Default empty: dynamic members only.
+	InstanceID string
 }
 
 // Dispatcher runs one consumer group per enabled subscription and the
@@ -72,6 +79,9 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	subs    map[string]*subState
 	workers map[string]*worker
+	// running counts the workers' goroutines, stopped ones still closing
+	// included.
+	running sync.WaitGroup
 }
 
 // subState is what the dispatcher knows of one subscription at runtime.
@@ -171,7 +181,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // reconcile starts workers for enabled subscriptions and stops the others.
 // Enabling a subscription again resets its failure clock and circuit and
-// brings its paused retries back.
+// brings its paused retries back. It never waits for a worker to stop: a
+// consumer can take seconds to leave its group, and nothing else (the
+// retries, readiness, the next change) waits on that. A worker started
+// in a stopping one's place waits for it.
 func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription) {
 	defer d.loadedOnce.Do(func() { close(d.loaded) })
 	d.mu.Lock()
@@ -206,16 +219,13 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription
 
 		w := d.workers[id]
 		// Changes to delivery shape restart the worker; others apply live.
-		restart := w != nil && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
+		restart := w != nil && !w.stopped && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
 			old.BatchMax != s.BatchMax || old.BatchWait != s.BatchWait)
-		if w != nil && (!s.Enabled || restart) {
+		if w != nil && !w.stopped && (!s.Enabled || restart) {
 			w.stop()
-			delete(d.workers, id)
-			w = nil
 		}
-		if w == nil && s.Enabled {
-			w = d.startWorker(ctx, id, st)
-			d.workers[id] = w
+		if s.Enabled && (w == nil || w.stopped) {
+			d.workers[id] = d.startWorker(ctx, id, st, w)
 		}
 	}
 	for id, w := range d.workers {
@@ -223,6 +233,72 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription
 			w.stop()
 			delete(d.workers, id)
 		}
+	}
+}
+
+// closeGrace bounds how long a stopping consumer takes to commit and
+// leave its group. Close waits for a JoinGroup under way, which a group
+// stuck rebalancing (waiting for a dead member) holds until the client's
+// own deadline, the rebalance timeout plus 10 s; past the grace the
+// client's context ends, the join and final commit with it (what was
+// delivered and not committed is delivered again).
+const closeGrace = 5 * time.Second
+
+// leaveTimeout bounds a static member's leave after its close.
+const leaveTimeout = 2 * time.Second
+
+// consumer builds a client in group with the dispatcher's options and
+// extra, a static member when InstanceID is set. Its close returns within
+// closeGrace plus leaveTimeout, and leaves the group even as a static
+// member: a crashed dispatcher's restart takes its predecessor's place,
+// but a stopped consumer (a disabled or deleted subscription, a
+// dispatcher stopped for good or for a replay) hands its partitions on
+// at once.
+func (d *Dispatcher) consumer(ctx context.Context, group topics.Group, extra ...kgo.Opt) (*kgo.Client, func(), error) {
+	ctx = context.WithoutCancel(ctx)
+	clientCtx, cancel := context.WithCancel(ctx)
+	opts := slices.Concat(d.opts, []kgo.Opt{kgo.WithContext(clientCtx), kgo.ConsumerGroup(string(group))}, extra)
+	if d.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(d.cfg.InstanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return cl, func() {
+		defer cancel()
+		cut := time.AfterFunc(closeGrace, cancel)
+		defer cut.Stop()
+		member, _ := cl.GroupMetadata()
+		cl.Close()
+		if d.cfg.InstanceID != "" && member != "" {
+			ctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+			defer cancel()
+			d.leave(ctx, group, member)
+		}
+	}, nil
+}
+
+// leave takes this dispatcher's static member out of group. The member id
+// keeps a stale process from taking out its successor (the broker fences
+// it).
+func (d *Dispatcher) leave(ctx context.Context, group topics.Group, member string) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = string(group)
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID, m.InstanceID = member, &d.cfg.InstanceID
+	m.Reason = kmsg.StringPtr("hookstream dispatcher stopping")
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, d.producer)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err == nil && len(resp.Members) > 0 {
+		err = kerr.ErrorForCode(resp.Members[0].ErrorCode)
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		d.log.Warn("could not leave the group; its partitions wait for the session timeout", "group", group, "err", err)
 	}
 }
 
@@ -237,13 +313,14 @@ func (d *Dispatcher) newSubState(s Subscription) *subState {
 	return &subState{sub: s, limiter: newLimiter(s.RateLimit), circuit: newCircuit(d.cfg.BreakerFailures, d.cfg.BreakerCooldown)}
 }
 
+// stopAll stops every worker and waits for them all, closing at once.
 func (d *Dispatcher) stopAll() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, w := range d.workers {
+	for _, w := range d.workers {
 		w.stop()
-		delete(d.workers, id)
 	}
+	d.mu.Unlock()
+	d.running.Wait()
 }
 
 // current returns the subscription as last read.

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -130,8 +129,7 @@ func (r *retries) run(ctx context.Context) error {
 	case <-d.loaded:
 	}
 	topic := string(d.cfg.Names.DeliveryRetry)
-	cl, err := kgo.NewClient(append(slices.Clone(d.opts),
-		kgo.ConsumerGroup(string(d.cfg.Names.RetryGroup())),
+	cl, closeClient, err := d.consumer(ctx, d.cfg.Names.RetryGroup(),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Redrives write the retry topic in transactions; an aborted
@@ -150,12 +148,12 @@ func (r *retries) run(ctx context.Context) error {
 			r.drain(lost[topic], 0)
 			r.forget(lost[topic])
 		}),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("dispatcher: retry client: %w", err)
 	}
 	r.cl = cl
-	defer cl.Close()
+	defer closeClient()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

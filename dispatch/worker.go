@@ -24,6 +24,8 @@ type worker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	sem    chan struct{} // bounds concurrent deliveries (unordered)
+	// stopped is set, under the dispatcher's mu, once it is told to stop.
+	stopped bool
 
 	mu    sync.Mutex
 	parts map[int32]*partWorker
@@ -47,32 +49,42 @@ type partWorker struct {
 	done   chan struct{}
 }
 
-func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState) *worker {
+// startWorker starts a worker for subscription id once prev (the worker
+// it replaces, nil for none) has left the group: a process is one member
+// of it, and a static one at that.
+func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState, prev *worker) *worker {
 	ctx, cancel := context.WithCancel(ctx)
 	st.mu.Lock()
 	sub := st.sub
 	st.mu.Unlock()
 	w := &worker{d: d, st: st, sub: sub, cancel: cancel, done: make(chan struct{}),
 		sem: make(chan struct{}, max(1, sub.MaxInFlight)), parts: make(map[int32]*partWorker)}
-	go func() {
+	d.running.Go(func() {
 		defer close(w.done)
+		if prev != nil {
+			<-prev.done // within closeGrace and leaveTimeout
+		}
+		if ctx.Err() != nil {
+			return
+		}
 		if err := w.run(ctx); err != nil {
 			d.log.Error("subscription consumer stopped", "subscription", id, "err", err)
 		}
-	}()
+	})
 	d.log.Info("subscription started", "subscription", id, "group", d.cfg.Names.SubscriptionGroup(id), "ordered", sub.Ordered, "batch_max", sub.BatchMax)
 	return w
 }
 
+// stop tells the worker to stop, under the dispatcher's mu; done closes
+// once its consumer has left the group.
 func (w *worker) stop() {
+	w.stopped = true
 	w.cancel()
-	<-w.done
 }
 
 func (w *worker) run(ctx context.Context) error {
 	names := w.d.cfg.Names
-	cl, err := kgo.NewClient(append(slices.Clone(w.d.opts),
-		kgo.ConsumerGroup(string(names.SubscriptionGroup(w.sub.ID))),
+	cl, closeClient, err := w.d.consumer(ctx, names.SubscriptionGroup(w.sub.ID),
 		kgo.ConsumeTopics(string(names.Events)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// A group with no offsets starts at the end: Create commits the
@@ -98,13 +110,13 @@ func (w *worker) run(ctx context.Context) error {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 			w.stopPartitions(lost[string(names.Events)])
 		}),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	// The partitions are stopped and their marks committed before the
 	// client leaves the group.
-	defer cl.Close()
+	defer closeClient()
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {

@@ -187,6 +187,9 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			BreakerCooldown: cfg.Delivery.BreakerCooldown,
 			DisableAfter:    cfg.Delivery.DisableAfter,
 			MaxRecordBytes:  topics.MaxHandOffBytes(cfg.MaxBody),
+			// Only an instance id given is sure to be unique: two
+			// dispatchers under one would fence each other.
+			InstanceID: cfg.InstanceID,
 		}, kafkaOpts(cfg, log), producer, registry, log, reg)
 		srv.AddCheck("dispatcher", d.Ready)
 		api.Dispatcher = d

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -262,6 +263,46 @@ func Embedded(t testing.TB, prefix string, partitions int32, maxBody int64) *Env
 	e := &Env{Seeds: []string{addr}, Names: topics.NewNames(prefix), Cluster: broker.Cluster()}
 	e.Ensure(t, partitions, maxBody)
 	return e
+}
+
+// Plug carries the broker connections of one simulated process. Pull is
+// that process's kill -9 as the broker sees it: every connection dialed
+// through the plug closes, and no new one opens, while the process's
+// goroutines go on unaware.
+type Plug struct {
+	mu     sync.Mutex
+	pulled bool
+	conns  []net.Conn
+}
+
+// Dial is the client option that dials through the plug.
+func (p *Plug) Dial() kgo.Opt {
+	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.pulled {
+			c.Close()
+			return nil, errors.New("kafkatest: plug pulled")
+		}
+		p.conns = append(p.conns, c)
+		return c, nil
+	})
+}
+
+// Pull closes every connection of the plug and refuses new ones.
+func (p *Plug) Pull() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pulled = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
 
 // IngestRecord is a record as the receiver writes it, with one provider
