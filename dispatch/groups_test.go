@@ -164,7 +164,7 @@ func TestKilledDispatchersRestartInPlace(t *testing.T) {
 	b = h.proc(t, "b")
 	members = h.joined(t, group, members)
 	b.plug.Pull()
-	b = h.proc(t, "b")
+	h.proc(t, "b")
 	h.joined(t, group, members)
 	a.plug.Pull()
 	h.proc(t, "a")
