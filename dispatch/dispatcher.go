@@ -42,6 +42,15 @@ type Config struct {
 	// (nor count against MaxPendingRetries); the retry consumer reads them
 	// again as they come near. Default 1 minute.
 	RetryHorizon time.Duration
+	// RetryReappendAfter bounds how far back a retry that waits long (its
+	// subscription disabled, or due beyond RetryHorizon) holds its retry
+	// topic partition's committed offset: once this many finished retries,
+	// and at least as many as the partition's waiting ones, sit after it,
+	// the retry is written again, unchanged, at the end of the topic and
+	// committed past. A restart then delivers again about that many
+	// retries at most, and re-appending costs at most one record per
+	// finished retry. Default 1000.
+	RetryReappendAfter int
 	// MaxRecordBytes is the largest retry or dead-letter record the
 	// producer (its ProducerBatchMaxBytes) and the delivery topics take:
 	// topics.MaxHandOffBytes of the body limit. A hand-off over it, or
@@ -136,6 +145,9 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, l
 	}
 	if cfg.RetryHorizon == 0 {
 		cfg.RetryHorizon = time.Minute
+	}
+	if cfg.RetryReappendAfter == 0 {
+		cfg.RetryReappendAfter = 1000
 	}
 	if cfg.DisableAfter == 0 {
 		for _, s := range cfg.Schedule {

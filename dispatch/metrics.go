@@ -12,6 +12,7 @@ type metrics struct {
 	latency        prometheus.Histogram
 	dlq            *prometheus.CounterVec
 	retriesPending prometheus.Gauge
+	reappended     prometheus.Counter
 
 	delivered, deadLettered atomic.Int64
 }
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 			Name: "hookstream_delivery_retries_pending",
 			Help: "Retries read from the retry topic and waiting for their due time.",
 		}),
+		reappended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_delivery_retries_reappended_total",
+			Help: "Retries waiting long (subscription disabled, or due beyond the horizon) written anew, unchanged, at the end of the retry topic so that its committed offset moves past them.",
+		}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_delivery_open_circuits",
@@ -59,6 +64,6 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, open, disabled)
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.reappended, open, disabled)
 	return m
 }

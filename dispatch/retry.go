@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +31,14 @@ import (
 // subscriptions, are spilled: the consumer keeps their offset and due
 // time, and reads their partition again from the oldest of them as they
 // come near (or as their subscription is enabled).
+//
+// A spilled retry may wait for hours, or for as long as its subscription
+// stays disabled: it must not hold its partition's committed offset back
+// that long, or every restart delivers again all the retries finished
+// after it. Once RetryReappendAfter finished retries sit after it, it is
+// read again and written anew, unchanged, at the end of the topic (its
+// due time, attempt number and subscription are in its headers), and the
+// original is finished; the copy, read at the end, waits as it did.
 type retries struct {
 	d  *Dispatcher
 	cl *kgo.Client
@@ -46,6 +56,10 @@ type retries struct {
 	rewind  chan struct{} // asks for spilled retries to be read again now
 	wake    chan struct{}
 	sem     chan struct{}
+
+	// reappendAt: no spilled retry is re-appended before; the last write
+	// of one failed.
+	reappendAt time.Time
 }
 
 // spill is a pending retry not held in memory.
@@ -56,6 +70,9 @@ type spill struct {
 	waiting bool
 	// parked: its subscription is disabled; it waits for enable.
 	parked bool
+	// reappend: it holds back its partition's committed offset; read
+	// again, it is written anew at the end of the topic.
+	reappend bool
 }
 
 // inFlight tracks the retries of one partition under way.
@@ -73,6 +90,10 @@ type retryItem struct {
 	// waiting: the item waits for its subscription (an open circuit, or
 	// disabled) and is due again as soon as that ends.
 	waiting bool
+	// reappend, when set, makes the item no attempt but the write of a
+	// spilled retry anew at the end of the topic; it is what the retry
+	// was spilled as, and is spilled as again if the write fails.
+	reappend *spill
 }
 
 type retryHeap []*retryItem
@@ -195,7 +216,7 @@ func (r *retries) signal() {
 
 // add takes a record read from the retry topic into the heap, or spills
 // it when it is due beyond the horizon. A record read again (a rewind)
-// is taken only if it is spilled and now near.
+// is taken only if it is spilled and now near, or to be re-appended.
 func (r *retries) add(rec *kgo.Record) {
 	retry := topics.ParseRetry(rec) // an unreadable due time is due now, and the attempt decides
 	due := retry.DueAt
@@ -205,11 +226,16 @@ func (r *retries) add(rec *kgo.Record) {
 	it := &retryItem{rec: rec, sub: retry.Subscription, due: due, gen: r.gen[p]}
 	if rec.Offset < r.next[p] {
 		sp, ok := r.spilled[p][rec.Offset]
-		if !ok || sp.parked || r.far(sp.due) {
-			return // finished, held, or still waiting
+		held := ok && r.held(sp)
+		if !ok || held && !sp.reappend {
+			return // finished, or still waiting
 		}
 		r.unspillLocked(p, rec.Offset)
 		it.due = sp.due
+		if held {
+			sp.reappend = false
+			it.due, it.reappend = r.d.now(), &sp
+		}
 		heap.Push(&r.heap, it)
 		r.pauseLocked()
 		return
@@ -231,6 +257,11 @@ func (r *retries) add(rec *kgo.Record) {
 // far reports whether due is beyond the horizon.
 func (r *retries) far(due time.Time) bool {
 	return due.After(r.d.now().Add(r.d.cfg.RetryHorizon))
+}
+
+// held reports whether a spilled retry still waits: parked, or far.
+func (r *retries) held(sp spill) bool {
+	return sp.parked || r.far(sp.due)
 }
 
 func (r *retries) spillLocked(it *retryItem, sp spill) {
@@ -324,17 +355,22 @@ func (r *retries) release(sub string) {
 	}
 	r.signal()
 	if rewind {
-		select {
-		case r.rewind <- struct{}{}:
-		default:
-		}
+		r.rewindNow()
+	}
+}
+
+// rewindNow asks for spilled retries to be read again now.
+func (r *retries) rewindNow() {
+	select {
+	case r.rewind <- struct{}{}:
+	default:
 	}
 }
 
 // rewinds reads partitions again from their oldest spilled retry that
 // came within the horizon, every quarter of the horizon or when asked.
 func (r *retries) rewinds(ctx context.Context) {
-	t := time.NewTicker(max(r.d.cfg.RetryHorizon/4, 10*time.Millisecond))
+	t := time.NewTicker(r.rewindEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -349,8 +385,14 @@ func (r *retries) rewinds(ctx context.Context) {
 	}
 }
 
+// rewindEvery is how often spilled retries are looked at again.
+func (r *retries) rewindEvery() time.Duration {
+	return max(r.d.cfg.RetryHorizon/4, 10*time.Millisecond)
+}
+
 // rewindOffsets returns, per partition, the oldest spilled retry now
-// within the horizon; none while the consumer is paused at its limit.
+// within the horizon or to be re-appended; none while the consumer is
+// paused at its limit.
 func (r *retries) rewindOffsets() map[int32]kgo.EpochOffset {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -360,7 +402,7 @@ func (r *retries) rewindOffsets() map[int32]kgo.EpochOffset {
 	}
 	for p, spilled := range r.spilled {
 		for off, sp := range spilled {
-			if sp.parked || r.far(sp.due) {
+			if r.held(sp) && !sp.reappend {
 				continue
 			}
 			if at, ok := offsets[p]; !ok || off < at.Offset {
@@ -489,6 +531,12 @@ func (r *retries) schedule(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Go(func() {
 				defer func() { <-r.sem }()
 				defer end()
+				// A deleted subscription's retry is not written anew:
+				// its attempt drops it.
+				if it.reappend != nil && r.d.subscription(it.sub) != nil {
+					r.reappendRetry(ictx, it)
+					return
+				}
 				switch out, until := r.retry(ictx, it.rec); out {
 				case finished:
 					r.finish(it)
@@ -555,6 +603,31 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	return finished, time.Time{}
 }
 
+// reappendRetry writes a spilled retry anew, unchanged, at the end of the
+// retry topic, and then finishes the original: the copy is read there
+// and waits as the original did, and the committed offset moves past the
+// original. One whose copy is not written is spilled again as it was,
+// still holding the committed offset, until a later try.
+func (r *retries) reappendRetry(ctx context.Context, it *retryItem) {
+	rec := it.rec
+	copied := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+	if err := r.d.producer.ProduceSync(ctx, copied).FirstErr(); err != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ctx.Err() == nil {
+			r.d.log.Warn("retry not written anew: it holds back its partition's committed offset", "subscription", it.sub,
+				"partition", rec.Partition, "offset", rec.Offset, "err", err)
+			r.reappendAt = r.d.now().Add(r.rewindEvery())
+		}
+		if it.gen == r.gen[rec.Partition] {
+			r.spillLocked(it, *it.reappend)
+		}
+		return
+	}
+	r.d.metrics.reappended.Inc()
+	r.finish(it)
+}
+
 // finish marks a retry record done.
 func (r *retries) finish(it *retryItem) {
 	r.mu.Lock()
@@ -567,18 +640,24 @@ func (r *retries) finish(it *retryItem) {
 	r.pauseLocked()
 }
 
-// commit commits each partition up to its oldest unfinished record.
+// commit commits each partition up to its oldest unfinished record, and
+// has spilled retries that hold that too far back re-appended.
 func (r *retries) commit(ctx context.Context) {
 	r.mu.Lock()
 	offsets := make(map[int32]kgo.EpochOffset, len(r.next))
+	rewind := false
 	for p, next := range r.next {
 		at := next
 		for o := range r.pending[p] {
 			at = min(at, o)
 		}
 		offsets[p] = kgo.EpochOffset{Epoch: r.epoch[p], Offset: at}
+		rewind = r.pinnedLocked(p, at) || rewind
 	}
 	r.mu.Unlock()
+	if rewind {
+		r.rewindNow()
+	}
 	if len(offsets) == 0 {
 		return
 	}
@@ -589,4 +668,39 @@ func (r *retries) commit(ctx context.Context) {
 				r.d.log.Warn("retry offsets commit", "err", err)
 			}
 		})
+}
+
+// pinnedLocked flags for re-append the spilled retries that hold
+// partition p's committed offset at at: from its oldest unfinished record
+// on, each waiting spilled retry with enough finished records after it:
+// RetryReappendAfter, and no fewer than the partition's spilled retries,
+// so that re-appending writes at most one record per finished one. It
+// reports whether it flagged any.
+func (r *retries) pinnedLocked(p int32, at int64) bool {
+	if r.d.now().Before(r.reappendAt) {
+		return false
+	}
+	spilled, pending := r.spilled[p], r.pending[p]
+	bound := int64(max(r.d.cfg.RetryReappendAfter, len(spilled)))
+	// enough reports whether enough records after off are finished: the
+	// records after it, less the unfinished ones from it on.
+	enough := func(off int64, unfinished int) bool { return r.next[p]-off-int64(unfinished) >= bound }
+	// Most of the time the oldest is not pinning, or already flagged:
+	// nothing to sort.
+	if sp, ok := spilled[at]; !ok || !r.held(sp) || sp.reappend || !enough(at, len(pending)) {
+		return false
+	}
+	flagged := false
+	offsets := slices.Sorted(maps.Keys(pending))
+	for i, off := range offsets {
+		sp, ok := spilled[off]
+		if !ok || !r.held(sp) || !enough(off, len(offsets)-i) {
+			break
+		}
+		if !sp.reappend {
+			sp.reappend = true
+			spilled[off], flagged = sp, true
+		}
+	}
+	return flagged
 }
