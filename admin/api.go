@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
@@ -24,10 +25,11 @@ import (
 type API struct {
 	// Registry reads and writes subscriptions.
 	Registry *dispatch.Registry
-	// Dispatcher, when this process runs one, knows delivery attempts.
-	Dispatcher *dispatch.Dispatcher
+	// Attempts follows the delivery attempts: the subscriptions' totals
+	// and the delivery counts of /api/stats.
+	Attempts *attempts.Tally
 	// Ingest and Processor, when this process runs them, count for
-	// /api/stats with the Dispatcher.
+	// /api/stats.
 	Ingest    *ingest.Handler
 	Processor *processor.Processor
 	// Kafka answers lag and dead-letter queries; Opts build its readers.
@@ -70,6 +72,26 @@ func timeout(c *echo.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Request().Context(), 30*time.Second)
 }
 
+// subscriptionView is a subscription as the API shows it: secrets
+// redacted, with its delivery totals from the attempts topic.
+type subscriptionView struct {
+	dispatch.Subscription
+	attempts.Totals
+}
+
+// view is the API form of s, its totals read once the tally caught up.
+func (a API) view(s dispatch.Subscription) subscriptionView {
+	return subscriptionView{Subscription: s.Redacted(), Totals: a.Attempts.Totals(s.ID)}
+}
+
+// catchUp waits until the tally has read every attempt written so far.
+func (a API) catchUp(ctx context.Context) error {
+	if err := a.Attempts.CatchUp(ctx, a.Kafka); err != nil {
+		return apiError(err)
+	}
+	return nil
+}
+
 func (a API) listSubscriptions(c *echo.Context) error {
 	ctx, cancel := timeout(c)
 	defer cancel()
@@ -77,9 +99,12 @@ func (a API) listSubscriptions(c *echo.Context) error {
 	if err != nil {
 		return apiError(err)
 	}
-	out := make([]dispatch.Subscription, 0, len(subs))
+	if err := a.catchUp(ctx); err != nil {
+		return err
+	}
+	out := make([]subscriptionView, 0, len(subs))
 	for _, s := range subs {
-		out = append(out, s.Redacted())
+		out = append(out, a.view(s))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -91,7 +116,10 @@ func (a API) getSubscription(c *echo.Context) error {
 	if err != nil {
 		return apiError(err)
 	}
-	return c.JSON(http.StatusOK, s.Redacted())
+	if err := a.catchUp(ctx); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, a.view(s))
 }
 
 // subscriptionInput is the writable JSON of a subscription.
@@ -188,27 +216,40 @@ func (a API) deleteSubscription(c *echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// attempts lists a subscription's attempts from the attempts topic,
+// newest first.
 func (a API) attempts(c *echo.Context) error {
-	limit, err := strconv.Atoi(c.QueryParamOr("limit", "50"))
-	if err != nil || limit < 1 || limit > 1000 {
+	q := attempts.Query{Subscription: c.Param("id"), EventID: c.QueryParam("event"), Status: c.QueryParam("status")}
+	var err error
+	if q.Limit, err = strconv.Atoi(c.QueryParamOr("limit", "50")); err != nil || q.Limit < 1 || q.Limit > 1000 {
 		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 1 to 1000")
+	}
+	if !attempts.ValidStatus(q.Status) {
+		return echo.NewHTTPError(http.StatusBadRequest, "status: want delivered, failed, retrying, dead_lettered or an HTTP status")
+	}
+	if since := c.QueryParam("since"); since != "" {
+		if q.Since, err = time.Parse(time.RFC3339, since); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "since: want an RFC 3339 time")
+		}
 	}
 	ctx, cancel := timeout(c)
 	defer cancel()
-	if _, err := a.Registry.Get(ctx, c.Param("id")); err != nil {
+	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
 		return apiError(err)
 	}
-	if a.Dispatcher == nil {
-		return echo.NewHTTPError(http.StatusNotFound, "this instance runs no dispatcher; ask one that does")
+	out, err := attempts.List(ctx, a.Kafka, a.Opts, a.Names, q)
+	if err != nil {
+		return apiError(err)
 	}
-	out := a.Dispatcher.Attempts(c.Param("id"), limit)
 	if out == nil {
-		out = []dispatch.Attempt{}
+		out = []attempts.Attempt{}
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// stats are this instance's counters, per source where they have one.
+// stats are this instance's ingest and processor counters, per source
+// where they have one, and the deployment's deliveries from the attempts
+// topic.
 type stats struct {
 	Accepted       int64              `json:"accepted"`
 	Duplicates     int64              `json:"duplicates"`
@@ -241,13 +282,13 @@ func (a API) stats(c *echo.Context) error {
 		out.Duplicates += st.Duplicates
 		out.Failed = st.Failed
 	}
-	if a.Dispatcher != nil {
-		st := a.Dispatcher.Stats()
-		out.Delivered = st.Delivered
-		out.DeliveryFailed = st.DeadLettered
-	}
 	ctx, cancel := timeout(c)
 	defer cancel()
+	if err := a.catchUp(ctx); err != nil {
+		return err
+	}
+	deliveries := a.Attempts.Sum()
+	out.Delivered, out.DeliveryFailed = deliveries.Delivered, deliveries.DeadLettered
 	lag, err := groups.Lag(ctx, a.Kafka, a.Names, "")
 	if err != nil {
 		return apiError(err)

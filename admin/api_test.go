@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/topics"
@@ -24,35 +26,68 @@ import (
 const token = "t0ken"
 
 type apiHarness struct {
-	srv *httptest.Server
-	env *kafkatest.Env
-	cl  *kgo.Client
+	srv      *httptest.Server
+	env      *kafkatest.Env
+	cl       *kgo.Client
+	registry *dispatch.Registry
+	reg      *prometheus.Registry
+	api      admin.API
 }
 
 // newAPI serves the admin API with a running dispatcher on a test broker.
 func newAPI(t *testing.T) *apiHarness {
 	t.Helper()
 	env := kafkatest.New(t, 2, 1<<20)
+	h := serveAPI(t, env, nil)
+	stop := h.runDispatcher(t, nil)
+	t.Cleanup(stop)
+	return h
+}
+
+// serveAPI serves the admin API of a process on env, with the dispatcher d
+// when not nil.
+func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarness {
+	t.Helper()
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
-	reg := prometheus.NewRegistry()
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	registry := dispatch.NewRegistry(cl, opts, env.Names, log)
-	d := dispatch.New(dispatch.Config{Names: env.Names, Client: dispatch.ClientConfig{AllowPrivate: true}}, opts, cl, registry, log, reg)
+	h := &apiHarness{env: env, cl: cl, registry: dispatch.NewRegistry(cl, opts, env.Names, log), reg: prometheus.NewRegistry()}
+	tally := attempts.NewTally(opts, env.Names, log)
+	h.run(t, "attempts tally", tally.Run)
+	s := admin.New(admin.Config{Token: token}, h.reg, log)
+	h.api = admin.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}
+	s.MountAPI(h.api)
+	h.srv = httptest.NewServer(s)
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// runDispatcher runs a dispatcher with schedule (nil: the default) until
+// the returned stop is called.
+func (h *apiHarness) runDispatcher(t *testing.T, schedule []time.Duration) (stop func()) {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...)}
+	d := dispatch.New(dispatch.Config{Names: h.env.Names, Client: dispatch.ClientConfig{AllowPrivate: true}, Schedule: schedule, DisableAfter: time.Hour},
+		opts, h.cl, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
+	return h.run(t, "dispatcher", d.Run)
+}
+
+// run runs fn until the returned stop is called, or the test ends.
+func (h *apiHarness) run(t *testing.T, name string, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dispatcher: %v", err)
-		}
-	})
-	s := admin.New(admin.Config{Token: token}, reg, log)
-	s.MountAPI(admin.API{Registry: registry, Dispatcher: d, Kafka: cl, Opts: opts, Names: env.Names})
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return &apiHarness{srv: srv, env: env, cl: cl}
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // call sends a request with the token and decodes the JSON answer into out.
@@ -156,10 +191,13 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 		}
 		return nil
 	})
-	var attempts []dispatch.Attempt
-	if status := h.call(t, "GET", "/api/subscriptions/"+created.ID+"/attempts?limit=5", bearer, nil, &attempts); status != 200 || len(attempts) != 1 || attempts[0].Status != 204 || attempts[0].EventID != "shop:1" {
-		t.Errorf("attempts: got %d %+v, want one 204 for shop:1", status, attempts)
-	}
+	var tried []attempts.Attempt
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if status := h.call(t, "GET", "/api/subscriptions/"+created.ID+"/attempts?limit=5", bearer, nil, &tried); status != 200 || len(tried) != 1 || tried[0].Status != 204 || tried[0].EventID != "shop:1" {
+			return fmt.Errorf("attempts: got %d %+v, want one 204 for shop:1", status, tried)
+		}
+		return nil
+	})
 
 	var got dispatch.Subscription
 	if status := h.call(t, "GET", "/api/subscriptions/"+created.ID, bearer, nil, &got); status != 200 || got.Secret == created.Secret || got.Description != "ci" {

@@ -103,22 +103,8 @@ type subState struct {
 	// failingSince is when the first real attempt failed since the last
 	// success; zero while the subscriber is healthy.
 	failingSince time.Time
-	disabling    bool      // a disable is being written
-	attempts     []Attempt // ring of the last attemptsKept
-	next         int
+	disabling    bool // a disable is being written
 }
-
-// Attempt is one recorded delivery attempt.
-type Attempt struct {
-	At        time.Time `json:"at"`
-	EventID   string    `json:"event_id"`
-	Attempt   int       `json:"attempt"`
-	Status    int       `json:"status"`
-	LatencyMS float64   `json:"latency_ms"`
-	Error     string    `json:"error,omitempty"`
-}
-
-const attemptsKept = 100
 
 // errSuperseded stops the dispatcher's disable of a subscription an
 // operator changed since the dispatcher judged it.
@@ -188,6 +174,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	d.stopAll()
+	d.flushAttempts()
 	return err
 }
 
@@ -356,22 +343,6 @@ func (d *Dispatcher) subscription(id string) *subState {
 	return d.subs[id]
 }
 
-// Attempts returns up to limit of the most recent attempts of a
-// subscription, newest first.
-func (d *Dispatcher) Attempts(id string, limit int) []Attempt {
-	st := d.subscription(id)
-	if st == nil {
-		return nil
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]Attempt, 0, min(limit, len(st.attempts)))
-	for i := 1; i <= len(st.attempts) && len(out) < limit; i++ {
-		out = append(out, st.attempts[(st.next-i+len(st.attempts))%len(st.attempts)])
-	}
-	return out
-}
-
 // Ready reports open circuits and disabled subscriptions for /readyz; the
 // dispatcher itself is always ready.
 func (d *Dispatcher) Ready(context.Context) (bool, any) {
@@ -422,8 +393,6 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 	outcome := "success"
 	if !res.OK() {
 		outcome = "failure"
-	} else {
-		d.metrics.delivered.Add(int64(len(m.events)))
 	}
 	d.metrics.attempts.WithLabelValues(sub.ID, outcome).Inc()
 	d.metrics.latency.Observe(res.Latency.Seconds())
@@ -434,28 +403,26 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 		d.log.Info("circuit closed", "subscription", sub.ID)
 		d.retries.release(sub.ID)
 	}
-	d.record(ctx, st, sub, m.id, n, res)
+	d.record(ctx, st, sub, m, n, res)
 	return res, time.Time{}
 }
 
-// record keeps the attempt for the API and tracks the subscription's health:
-// 410 Gone disables it at once; real attempts all failing, with no success,
-// for DisableAfter disable it too.
-func (d *Dispatcher) record(ctx context.Context, st *subState, sub Subscription, eventID string, n int, res Result) {
+// record writes the attempt to the attempts topic, once for each event of
+// m, and tracks the subscription's health: 410 Gone disables it at once;
+// real attempts all failing, with no success, for DisableAfter disable it
+// too.
+func (d *Dispatcher) record(ctx context.Context, st *subState, sub Subscription, m *message, n int, res Result) {
 	now := d.now()
-	a := Attempt{At: now.UTC(), EventID: eventID, Attempt: n, Status: res.Status, LatencyMS: float64(res.Latency.Microseconds()) / 1000}
-	if res.Err != nil {
-		a.Error = res.Err.Error()
+	a := topics.Attempt{Subscription: sub.ID, N: n, Outcome: topics.OutcomeDelivered, Status: res.Status, Latency: res.Latency, At: now}
+	if !res.OK() {
+		a.Outcome = topics.OutcomeFailed
 	}
+	if res.Err != nil {
+		a.Error = errorText(res.Err)
+	}
+	d.noteEach(a, m)
 	var disable string
 	st.mu.Lock()
-	if len(st.attempts) < attemptsKept {
-		st.attempts = append(st.attempts, a)
-		st.next = len(st.attempts) % attemptsKept
-	} else {
-		st.attempts[st.next] = a
-		st.next = (st.next + 1) % attemptsKept
-	}
 	switch {
 	case res.OK():
 		st.failingSince = time.Time{}
@@ -579,7 +546,8 @@ func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter,
 		switch {
 		case err == nil:
 			d.metrics.dlq.WithLabelValues(letter.Subscription).Inc()
-			d.metrics.deadLettered.Add(1)
+			d.note(topics.Attempt{Subscription: letter.Subscription, EventID: e.id, N: letter.Attempts, Outcome: topics.OutcomeDeadLettered,
+				Status: letter.LastStatus, Error: letter.Error, At: letter.FailedAt})
 			return nil
 		case !topics.IsPermanentProduceErr(err):
 			return fmt.Errorf("delivery dlq: %w", err)
@@ -623,12 +591,13 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) error {
 // scheduleRetry hands a failed delivery to the retry topic: a batch goes
 // whole, as one record.
 func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message, attempts int, wait time.Duration, last Result) error {
+	now := d.now() // decided now: before the retry can be read and tried
 	retry := &topics.Retry{
 		Subscription: subID,
 		EventID:      m.id,
 		Batch:        m.batch,
 		Attempts:     attempts,
-		DueAt:        d.now().Add(wait),
+		DueAt:        now.Add(wait),
 		LastStatus:   last.Status,
 		Body:         m.body,
 	}
@@ -639,6 +608,7 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 	if err := d.produce(ctx, rec); err != nil {
 		return fmt.Errorf("delivery retry: %w", err)
 	}
+	d.noteEach(topics.Attempt{Subscription: subID, N: attempts, Outcome: topics.OutcomeRetrying, Status: last.Status, Error: retry.Error, At: now, DueAt: retry.DueAt}, m)
 	return nil
 }
 

@@ -1,10 +1,6 @@
 package dispatch
 
-import (
-	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	attempts       *prometheus.CounterVec
@@ -13,19 +9,8 @@ type metrics struct {
 	dlq            *prometheus.CounterVec
 	retriesPending prometheus.Gauge
 	reappended     prometheus.Counter
-
-	delivered, deadLettered atomic.Int64
-}
-
-// Stats are the dispatcher's deliveries since it started.
-type Stats struct {
-	Delivered    int64 // successful attempts
-	DeadLettered int64 // deliveries written to the delivery DLQ
-}
-
-// Stats returns the dispatcher's deliveries since it started.
-func (d *Dispatcher) Stats() Stats {
-	return Stats{Delivered: d.metrics.delivered.Load(), DeadLettered: d.metrics.deadLettered.Load()}
+	// attemptWriteErrors counts attempts the attempts topic did not take.
+	attemptWriteErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
@@ -55,6 +40,10 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 			Name: "hookstream_delivery_retries_reappended_total",
 			Help: "Retries waiting long (subscription disabled, or due beyond the horizon) written anew, unchanged, at the end of the retry topic so that its committed offset moves past them.",
 		}),
+		attemptWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_delivery_attempt_write_errors_total",
+			Help: "Delivery attempts the delivery-attempts topic did not take: missing from the attempts API and the ledger.",
+		}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_delivery_open_circuits",
@@ -64,6 +53,6 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.reappended, open, disabled)
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.reappended, m.attemptWriteErrors, open, disabled)
 	return m
 }

@@ -68,6 +68,19 @@ func Specs(n Names, partitions int32, maxBody int64) []Spec {
 		{Topic: n.Subscriptions, Partitions: 1, Configs: compact},
 		{Topic: n.DeliveryRetry, Partitions: partitions, Configs: handOff(14 * day)},
 		{Topic: n.DeliveryDLQ, Partitions: partitions, Configs: handOff(30 * day)},
+		// Attempts are read with their event's partition, so they share
+		// its number; kept as long as an event id is remembered (SetRetention).
+		{Topic: n.DeliveryAttempts, Partitions: partitions, Configs: del(7 * day), CoPartitioned: true},
+	}
+}
+
+// SetRetention sets the retention of topic in specs: the delivery attempts
+// are kept HOOKSTREAM_DEDUP_TTL.
+func SetRetention(specs []Spec, topic Topic, retention time.Duration) {
+	for _, s := range specs {
+		if s.Topic == topic {
+			s.Configs["retention.ms"] = strconv.FormatInt(retention.Milliseconds(), 10)
+		}
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package topics owns hookstream's Kafka vocabulary: typed topic and group
 // names derived from one prefix, the record header keys, the codec of every
-// record hookstream writes (IngestRecord, Envelope, DeadLetter, Retry) with
+// record hookstream writes (IngestRecord, Envelope, DeadLetter, Retry, Attempt) with
 // its size on the wire (RecordBytes, Fit), the topic specs (partitions and
 // configs) with their idempotent creation, and the embedded development
 // broker. It imports nothing else of hookstream and holds no business
@@ -23,19 +23,23 @@ type Names struct {
 	Subscriptions Topic // subscriptions, compacted
 	DeliveryRetry Topic // failed deliveries awaiting their retry
 	DeliveryDLQ   Topic // deliveries that exhausted their attempts
+	// DeliveryAttempts holds every delivery attempt, keyed by event and
+	// co-partitioned with Ingest and Events.
+	DeliveryAttempts Topic
 }
 
 // NewNames derives every name from prefix.
 func NewNames(prefix string) Names {
 	return Names{
-		Prefix:        prefix,
-		Ingest:        Topic(prefix + ".ingest"),
-		Events:        Topic(prefix + ".events"),
-		DLQ:           Topic(prefix + ".dlq"),
-		Changelog:     Topic(prefix + ".dedup-changelog"),
-		Subscriptions: Topic(prefix + ".subscriptions"),
-		DeliveryRetry: Topic(prefix + ".delivery-retry"),
-		DeliveryDLQ:   Topic(prefix + ".delivery-dlq"),
+		Prefix:           prefix,
+		Ingest:           Topic(prefix + ".ingest"),
+		Events:           Topic(prefix + ".events"),
+		DLQ:              Topic(prefix + ".dlq"),
+		Changelog:        Topic(prefix + ".dedup-changelog"),
+		Subscriptions:    Topic(prefix + ".subscriptions"),
+		DeliveryRetry:    Topic(prefix + ".delivery-retry"),
+		DeliveryDLQ:      Topic(prefix + ".delivery-dlq"),
+		DeliveryAttempts: Topic(prefix + ".delivery-attempts"),
 	}
 }
 

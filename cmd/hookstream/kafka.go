@@ -137,7 +137,9 @@ func ensureTopics(ctx context.Context, cfg *config.Config, cl *kgo.Client, log *
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	names := topics.NewNames(cfg.TopicPrefix)
-	res, err := topics.Ensure(ctx, cl, topics.Specs(names, cfg.Partitions, cfg.MaxBody), cfg.ReplicationFactor)
+	specs := topics.Specs(names, cfg.Partitions, cfg.MaxBody)
+	topics.SetRetention(specs, names.DeliveryAttempts, cfg.DedupTTL)
+	res, err := topics.Ensure(ctx, cl, specs, cfg.ReplicationFactor)
 	if err != nil {
 		return fmt.Errorf("%w (brokers %s)", err, strings.Join(cfg.SeedBrokers(), ","))
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
@@ -133,9 +134,11 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
-	api := admin.API{Registry: registry, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
+	tally := attempts.NewTally(kafkaOpts(cfg, log), names, log)
+	api := admin.API{Registry: registry, Attempts: tally, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
 
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return tally.Run(ctx) })
 	if slices.Contains(roles, "ingest") {
 		icfg := ingest.Config{
 			Addr:       cfg.HTTPAddr,
@@ -192,7 +195,6 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			InstanceID: cfg.InstanceID,
 		}, kafkaOpts(cfg, log), producer, registry, log, reg)
 		srv.AddCheck("dispatcher", d.Ready)
-		api.Dispatcher = d
 		g.Go(func() error { return d.Run(ctx) })
 	}
 	srv.MountAPI(api)

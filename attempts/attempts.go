@@ -1,0 +1,174 @@
+// Package attempts reads <prefix>.delivery-attempts, the durable history
+// of every delivery attempt the dispatchers made: a subscription's
+// attempts, newest first, by a bounded scan (List), and each
+// subscription's totals, followed from the topic's start (Tally).
+//
+// The topic keeps attempts as long as an event id is remembered
+// (HOOKSTREAM_DEDUP_TTL), so what this package answers survives restarts
+// of every process but covers that window only. It refuses to write
+// attempts (the dispatcher does) or to judge them.
+package attempts
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Attempt is one record of the attempts topic as the API shows it.
+type Attempt struct {
+	EventID      string `json:"event_id"`
+	Subscription string `json:"subscription"`
+	Attempt      int    `json:"attempt"`
+	// Outcome is delivered, failed, retrying or dead_lettered.
+	Outcome   string     `json:"outcome"`
+	Status    int        `json:"status"`
+	LatencyMS float64    `json:"latency_ms"`
+	Error     string     `json:"error,omitempty"`
+	At        time.Time  `json:"at"`
+	DueAt     *time.Time `json:"due_at,omitempty"`
+}
+
+// FromRecord is the API form of an attempts record.
+func FromRecord(a *topics.Attempt) Attempt {
+	out := Attempt{
+		EventID:      a.EventID,
+		Subscription: a.Subscription,
+		Attempt:      a.N,
+		Outcome:      a.Outcome,
+		Status:       a.Status,
+		LatencyMS:    float64(a.Latency.Microseconds()) / 1000,
+		Error:        a.Error,
+		At:           a.At,
+	}
+	if !a.DueAt.IsZero() {
+		due := a.DueAt
+		out.DueAt = &due
+	}
+	return out
+}
+
+// Query selects attempts.
+type Query struct {
+	Subscription string
+	// EventID keeps the attempts of one event key; only its partition is
+	// read.
+	EventID string
+	// Status keeps an outcome (delivered, failed, retrying,
+	// dead_lettered) or, given as a number, an HTTP status.
+	Status string
+	// Since starts the scan at the first record written at or after it
+	// (ListOffsets by time).
+	Since time.Time
+	// Limit keeps the newest Limit attempts; 0 means 50.
+	Limit int
+}
+
+// MaxScan bounds the records List reads per partition, counted back from
+// the end: narrow a query on a busy topic with Since or EventID.
+const MaxScan = 100_000
+
+// ValidStatus reports whether s can be a Query's Status.
+func ValidStatus(s string) bool {
+	switch s {
+	case "", topics.OutcomeDelivered, topics.OutcomeFailed, topics.OutcomeRetrying, topics.OutcomeDeadLettered:
+		return true
+	}
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n < 1000
+}
+
+func (q Query) match(a *topics.Attempt) bool {
+	switch {
+	case q.Subscription != "" && a.Subscription != q.Subscription,
+		q.EventID != "" && a.EventID != q.EventID,
+		!q.Since.IsZero() && a.At.Before(q.Since):
+		return false
+	case q.Status == "":
+		return true
+	case q.Status == a.Outcome:
+		return true
+	}
+	n, err := strconv.Atoi(q.Status)
+	return err == nil && n == a.Status && (a.Outcome == topics.OutcomeDelivered || a.Outcome == topics.OutcomeFailed)
+}
+
+// List returns the newest attempts q selects, newest first. cl answers
+// offset queries; the reader is built from opts and closed before List
+// returns.
+func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, q Query) ([]Attempt, error) {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	topic := string(names.DeliveryAttempts)
+	ranges, err := scanRanges(ctx, cl, topic, q)
+	if err != nil {
+		return nil, err
+	}
+	var out []Attempt
+	err = topics.ReadRanges(ctx, opts, names.DeliveryAttempts, ranges, func(r *kgo.Record) {
+		a, err := topics.ParseAttempt(r)
+		if err == nil && q.match(a) {
+			out = append(out, FromRecord(a))
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b Attempt) int {
+		return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.Attempt, a.Attempt))
+	})
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// scanRanges is what List reads of topic: from Since (or the start), at
+// most MaxScan records back from each partition's end, of the event's
+// partition only when q names one.
+func scanRanges(ctx context.Context, cl *kgo.Client, topic string, q Query) (map[int32]topics.Range, error) {
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attempts: end offsets of %s: %w", topic, err)
+	}
+	var from kadm.ListedOffsets
+	if q.Since.IsZero() {
+		from, err = adm.ListStartOffsets(ctx, topic)
+	} else {
+		from, err = adm.ListOffsetsAfterMilli(ctx, q.Since.UnixMilli(), topic)
+	}
+	if err == nil {
+		err = from.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attempts: offsets of %s: %w", topic, err)
+	}
+	only := int32(-1)
+	if q.EventID != "" {
+		only = topics.PartitionOf([]byte(q.EventID), len(ends[topic]))
+	}
+	ranges := make(map[int32]topics.Range)
+	ends.Each(func(end kadm.ListedOffset) {
+		if only >= 0 && end.Partition != only {
+			return
+		}
+		start, _ := from.Lookup(topic, end.Partition)
+		if at := max(start.Offset, end.Offset-MaxScan); at < end.Offset {
+			ranges[end.Partition] = topics.Range{From: at, To: end.Offset}
+		}
+	})
+	return ranges, nil
+}
