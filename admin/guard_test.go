@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 )
@@ -26,7 +27,7 @@ func guardedAPI(t *testing.T, tok string) *httptest.Server {
 	reg := prometheus.NewRegistry()
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	s := admin.New(admin.Config{Token: tok}, reg, log)
-	s.MountAPI(admin.API{Registry: dispatch.NewRegistry(cl, opts, env.Names, log), Kafka: cl, Opts: opts, Names: env.Names})
+	s.MountAPI(admin.API{Registry: dispatch.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log), Kafka: cl, Opts: opts, Names: env.Names})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv

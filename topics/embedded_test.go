@@ -95,7 +95,7 @@ func TestEnsureRefusesPartitionMismatch(t *testing.T) {
 	if err == nil {
 		t.Fatal("Ensure with mismatched partitions: got nil error")
 	}
-	want := fmt.Sprintf("topics: partition counts differ (%s has 6, %s has 3, %s has 3)", env.Names.Changelog, env.Names.Events, env.Names.Ingest)
+	want := fmt.Sprintf("topics: partition counts differ (%s has 6, %s has 3, %s has 3, %s has 3)", env.Names.Changelog, env.Names.DeliveryAttempts, env.Names.Events, env.Names.Ingest)
 	if got := err.Error(); len(got) < len(want) || got[:len(want)] != want {
 		t.Errorf("error: got %q, want prefix %q", got, want)
 	}

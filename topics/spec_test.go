@@ -118,8 +118,8 @@ func TestEnsureReplication(t *testing.T) {
 			if int(got.Replicas) != tt.wantRF {
 				t.Errorf("Replicas: got %d, want %d", got.Replicas, tt.wantRF)
 			}
-			if len(got.Created) != 7 || len(got.UnderReplicated) != 0 {
-				t.Errorf("got created %v and under-replicated %v, want all 7 created and none under-replicated", got.Created, got.UnderReplicated)
+			if len(got.Created) != 8 || len(got.UnderReplicated) != 0 {
+				t.Errorf("got created %v and under-replicated %v, want all 8 created and none under-replicated", got.Created, got.UnderReplicated)
 			}
 			checkReplication(t, adm, names, tt.wantRF, tt.wantMinISR)
 		})
@@ -157,8 +157,8 @@ func TestEnsureReportsUnderReplicatedTopics(t *testing.T) {
 	if want := map[topics.Topic]int{names.Ingest: 1}; len(got.UnderReplicated) != 1 || got.UnderReplicated[names.Ingest] != 1 {
 		t.Errorf("UnderReplicated: got %v, want %v", got.UnderReplicated, want)
 	}
-	if len(got.Created) != 6 {
-		t.Errorf("Created: got %v, want the 6 other topics", got.Created)
+	if len(got.Created) != 7 {
+		t.Errorf("Created: got %v, want the 7 other topics", got.Created)
 	}
 }
 
