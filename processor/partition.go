@@ -38,7 +38,7 @@ func (p *Processor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map
 	if len(ids) == 0 {
 		return
 	}
-	cl.PauseFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): ids})
+	cl.PauseFetchPartitions(p.fetchesOf(ids...))
 	p.log.Info("partitions assigned", "partitions", ids)
 	for _, id := range ids {
 		p.startRestore(cl, id)
@@ -135,8 +135,14 @@ func (p *Processor) drop(id int32) {
 func (p *Processor) rebuild(cl *kgo.Client, id int32, cause error) {
 	p.log.Error("state store failed; partition paused until its store is restored", "partition", id, "err", cause)
 	p.metrics.storeErrors.Inc()
-	cl.PauseFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): {id}})
+	cl.PauseFetchPartitions(p.fetchesOf(id))
 	p.startRestore(cl, id)
+}
+
+// fetchesOf names partitions ids of the topics a partition's store takes:
+// ingest and delivery attempts.
+func (p *Processor) fetchesOf(ids ...int32) map[string][]int32 {
+	return map[string][]int32{string(p.cfg.Names.Ingest): ids, string(p.cfg.Names.DeliveryAttempts): ids}
 }
 
 func (p *Processor) closeAll() {
@@ -163,7 +169,7 @@ func (p *Processor) restoreLoop(ctx context.Context, cl *kgo.Client, part *parti
 	for {
 		err := p.restore(ctx, part)
 		if err == nil {
-			cl.ResumeFetchPartitions(map[string][]int32{string(p.cfg.Names.Ingest): {part.id}})
+			cl.ResumeFetchPartitions(p.fetchesOf(part.id))
 			return
 		}
 		if ctx.Err() != nil {
@@ -310,8 +316,9 @@ func (p *Processor) changelogChange(r *kgo.Record) (statestore.Change, bool) {
 	case len(r.Key) == 0:
 		err = errors.New("no key")
 	case r.Value != nil:
-		c.State = new(statestore.State)
-		err = c.State.UnmarshalJSON(r.Value)
+		var st statestore.State
+		st, err = statestore.DecodeChangelog(r.Value)
+		c.State = &st
 	}
 	if err != nil {
 		p.metrics.changelogSkipped.Inc()

@@ -186,7 +186,10 @@ func (p *Processor) session(ctx context.Context) error {
 	// last one unregistered its collectors when it closed).
 	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, topics.Instrument(p.reg, "hookstream-processor"), []kgo.Opt{
 		kgo.ConsumerGroup(string(p.cfg.Names.ProcessorGroup())),
-		kgo.ConsumeTopics(string(p.cfg.Names.Ingest)),
+		kgo.ConsumeTopics(string(p.cfg.Names.Ingest), string(p.cfg.Names.DeliveryAttempts)),
+		// Partition p of the attempts topic goes with ingest partition p:
+		// its state store takes both.
+		kgo.Balancers(newCopartitioned(string(p.cfg.Names.Ingest), string(p.cfg.Names.DeliveryAttempts))),
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		// The transactional id is also the instance's static member id: a
 		// crashed instance restarted under it takes its partitions back at
@@ -299,7 +302,11 @@ func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession
 		more = tx.sweep(ctx)
 	}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if len(fp.Records) > 0 {
+		switch {
+		case len(fp.Records) == 0:
+		case fp.Topic == string(p.cfg.Names.DeliveryAttempts):
+			tx.attempts(ctx, fp.Partition, fp.Records)
+		default:
 			tx.partition(ctx, fp.Partition, fp.Records)
 		}
 	})

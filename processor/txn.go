@@ -179,6 +179,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		now := t.p.now().UTC()
 		outcome := decide(old, ok, r, now)
 		if outcome == outcomeDuplicate {
+			t.duplicate(ctx, pd, old, r, now)
 			t.outcomes[outcome]++
 			continue
 		}
@@ -192,13 +193,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			t.outcomes[outcomeFailed]++
 			continue
 		}
-		st := &statestore.State{Status: statestore.Done, Partition: r.Partition, Offset: r.Offset, FirstSeen: now, Expires: now.Add(t.p.cfg.TTL)}
-		if ok && now.Before(old.Expires) {
-			st.FirstSeen = old.FirstSeen
-		}
-		if outcome == outcomeReplayed {
-			st.Replays = old.Replays + 1
-		}
+		st := t.claim(old, ok, r, outcome, now)
 		outcome, err = t.process(ctx, pd, r, st, outcome, now, s.n == strikeIsolate)
 		if err != nil {
 			t.fail(err)
@@ -220,10 +215,10 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 		return outcomeFailed, nil
 	}
 	if evErr != nil {
-		st.Status = statestore.Failed
+		failed(st, topics.StageProcess, evErr)
 		outcome = outcomeFailed
 	}
-	value, err := st.MarshalJSON()
+	value, err := st.MarshalBinary()
 	if err != nil {
 		return "", fmt.Errorf("encode state of %s: %w", r.Key, err)
 	}

@@ -57,18 +57,58 @@ func (s *Status) UnmarshalText(b []byte) error {
 
 func (s Status) valid() bool { return s == Done || s == Failed }
 
-// State is what the store remembers of one event key. Its JSON form is the
-// value of a changelog record.
+// State is what the store remembers of one event key: the dedup state and
+// the event's ledger (ledger.go). Its binary form (MarshalBinary) is the
+// value of a changelog record; the JSON form, without the ledger, is the
+// value older versions wrote, still read at restore (DecodeChangelog).
 type State struct {
 	Status    Status    `json:"status"`
 	Partition int32     `json:"partition"`  // ingest partition of the record that claimed the key
 	Offset    int64     `json:"offset"`     // its ingest offset
-	FirstSeen time.Time `json:"first_seen"` // UTC
+	FirstSeen time.Time `json:"first_seen"` // UTC; when it was first processed
 	Expires   time.Time `json:"expires"`    // UTC; after this the key is forgotten
 	// Replays counts the times the event was emitted again after its first
 	// emission (its ingest record re-read after an offset reset); written
 	// only when not 0.
 	Replays uint32 `json:"replays,omitempty"`
+
+	// ReceivedAt is when ingest accepted the record that claimed the key.
+	ReceivedAt time.Time `json:"-"`
+	// LastReplayAt is when it was last emitted again.
+	LastReplayAt time.Time `json:"-"`
+	// Duplicates counts records of the key dropped as duplicates.
+	Duplicates      uint32    `json:"-"`
+	LastDuplicateAt time.Time `json:"-"`
+	// FailStage and FailError say why the last processing failed
+	// (Status Failed), the error cut to MaxLedgerError bytes.
+	FailStage string `json:"-"`
+	FailError string `json:"-"`
+	// Deliveries are the event's deliveries, one per subscription, in the
+	// order of their first attempt.
+	Deliveries []Delivery `json:"-"`
+}
+
+// MarshalBinary encodes s as a changelog value: the stored binary form.
+func (s *State) MarshalBinary() ([]byte, error) {
+	if !s.Status.valid() {
+		return nil, fmt.Errorf("statestore: encode state: unknown status %d", uint8(s.Status))
+	}
+	return appendValue(nil, s), nil
+}
+
+// DecodeChangelog decodes a changelog value: the binary form, or the JSON
+// form of older versions (which starts with '{'), whose ledger is empty.
+func DecodeChangelog(b []byte) (State, error) {
+	if len(b) > 0 && b[0] == '{' {
+		var st State
+		err := st.UnmarshalJSON(b)
+		return st, err
+	}
+	st, err := decodeValue(b)
+	if err != nil {
+		return State{}, fmt.Errorf("statestore: decode state: %w", err)
+	}
+	return st, nil
 }
 
 // MarshalJSON encodes s in the canonical changelog form, field order fixed
@@ -330,21 +370,22 @@ func daysIn(month, year int) int {
 	return 31
 }
 
-// The stored value of a key is a fixed binary form, not the changelog JSON:
-// Get and Apply decode it on every call. Version 2, 42 bytes:
+// The stored value of a key, also the changelog value, is a binary form:
+// Get and Apply decode it on every call. Version 3, the fixed part of 38
+// bytes and then the ledger (appendLedger):
 //
 //	[0] version  [1] status  [2:6] partition  [6:14] offset
 //	[14:22] first_seen Unix seconds  [22:26] nanoseconds
 //	[26:34] expires Unix seconds     [34:38] nanoseconds
-//	[38:42] replays
 //
 // all big-endian. Seconds and nanoseconds keep every time.Time exactly,
-// including the zero time. Version 1, written before replays were counted,
-// is the first 38 bytes; it still reads, with no replays.
+// including the zero time. Version 1 (the fixed part alone, 38 bytes) and
+// version 2 (42 bytes: then the replays, big-endian uint32) still read,
+// with what they have.
 const (
-	valueVersion = 2
-	valueLen     = 42
-	valueLenV1   = 38
+	valueVersion = 3
+	valueLen     = 38 // the fixed part
+	valueLenV2   = 42
 )
 
 func appendValue(b []byte, s *State) []byte {
@@ -355,11 +396,11 @@ func appendValue(b []byte, s *State) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(s.FirstSeen.Nanosecond()))
 	b = binary.BigEndian.AppendUint64(b, uint64(s.Expires.Unix()))
 	b = binary.BigEndian.AppendUint32(b, uint32(s.Expires.Nanosecond()))
-	return binary.BigEndian.AppendUint32(b, s.Replays)
+	return appendLedger(b, s)
 }
 
 func decodeValue(b []byte) (State, error) {
-	if !(len(b) == valueLen && b[0] == valueVersion || len(b) == valueLenV1 && b[0] == 1) {
+	if !(len(b) == valueLen && b[0] == 1 || len(b) == valueLenV2 && b[0] == 2 || len(b) >= valueLen && b[0] == valueVersion) {
 		return State{}, fmt.Errorf("%w: stored value: %d bytes, version %d", ErrCorrupt, len(b), firstByte(b))
 	}
 	st := State{
@@ -370,11 +411,16 @@ func decodeValue(b []byte) (State, error) {
 	var ok1, ok2 bool
 	st.FirstSeen, ok1 = decodeTime(b[14:26])
 	st.Expires, ok2 = decodeTime(b[26:38])
-	if len(b) == valueLen {
+	if b[0] == 2 {
 		st.Replays = binary.BigEndian.Uint32(b[38:42])
 	}
 	if !st.Status.valid() || !ok1 || !ok2 {
 		return State{}, fmt.Errorf("%w: stored value: invalid status or time", ErrCorrupt)
+	}
+	if b[0] == valueVersion {
+		if err := decodeLedger(b[valueLen:], &st); err != nil {
+			return State{}, err
+		}
 	}
 	return st, nil
 }

@@ -227,7 +227,7 @@ func TestDecodeValueErrors(t *testing.T) {
 		{"empty", nil},
 		{"short", good[:len(good)-1]},
 		{"long", append(append([]byte{}, good...), 0)},
-		{"version", append([]byte{3}, good[1:]...)},
+		{"version", append([]byte{valueVersion + 1}, good[1:]...)},
 		{"version 1 of version 2's length", append([]byte{1}, good[1:]...)},
 		{"status", append([]byte{valueVersion, 0}, good[2:]...)},
 		{"nanoseconds", append(append([]byte{}, good[:22]...), 0xff, 0xff, 0xff, 0xff, good[26], good[27], good[28], good[29], good[30], good[31], good[32], good[33], good[34], good[35], good[36], good[37])},

@@ -1,0 +1,250 @@
+package statestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The ledger: besides the dedup decision, a key's State is its event's
+// story, carried by the changelog like the rest of the state.
+//
+// Deliveries keep, per subscription, exact counts and the last RecentTries
+// real attempts, errors cut to MaxLedgerError bytes, so an entry stays
+// small: about 90 bytes, plus about 40 per subscription and 25 per kept
+// attempt with its error.
+
+// RecentTries is how many real attempts a Delivery keeps.
+const RecentTries = 4
+
+// MaxLedgerError bounds an error kept in the ledger, in bytes.
+const MaxLedgerError = 120
+
+// Delivery is what the ledger knows of an event's delivery to one
+// subscription.
+type Delivery struct {
+	Subscription string
+	// Attempts counts real attempts; Recent holds the last RecentTries,
+	// oldest first.
+	Attempts uint32
+	Recent   []Try
+	// Outcome is the last word of the dispatcher: delivered, failed,
+	// retrying or dead_lettered (topics.Outcome*).
+	Outcome        string
+	Status         int // the subscriber's last HTTP status, 0 without one
+	DueAt          time.Time
+	DeliveredAt    time.Time
+	DeadLetteredAt time.Time
+}
+
+// Try is one real delivery attempt.
+type Try struct {
+	N       uint32
+	Outcome string // delivered or failed
+	Status  int
+	At      time.Time
+	Latency time.Duration
+	Error   string
+}
+
+// outcomes are the outcome names in their encoded order (index = code).
+var outcomes = []string{"", "delivered", "failed", "retrying", "dead_lettered"}
+
+func outcomeCode(s string) byte {
+	for i, o := range outcomes {
+		if o == s {
+			return byte(i)
+		}
+	}
+	return 0
+}
+
+// Cut returns s cut to MaxLedgerError bytes of valid UTF-8.
+func Cut(s string) string {
+	if len(s) <= MaxLedgerError {
+		return s
+	}
+	i := MaxLedgerError
+	for i > 0 && s[i]&0xC0 == 0x80 { // not in the middle of a rune
+		i--
+	}
+	return s[:i]
+}
+
+// appendLedger appends the ledger fields of s (value version 2).
+func appendLedger(b []byte, s *State) []byte {
+	b = appendVarTime(b, s.ReceivedAt)
+	b = binary.AppendUvarint(b, uint64(s.Replays))
+	b = appendVarTime(b, s.LastReplayAt)
+	b = binary.AppendUvarint(b, uint64(s.Duplicates))
+	b = appendVarTime(b, s.LastDuplicateAt)
+	b = appendString(b, s.FailStage)
+	b = appendString(b, s.FailError)
+	b = binary.AppendUvarint(b, uint64(len(s.Deliveries)))
+	for i := range s.Deliveries {
+		d := &s.Deliveries[i]
+		b = appendString(b, d.Subscription)
+		b = binary.AppendUvarint(b, uint64(d.Attempts))
+		b = append(b, outcomeCode(d.Outcome))
+		b = binary.AppendUvarint(b, uint64(d.Status))
+		b = appendVarTime(b, d.DueAt)
+		b = appendVarTime(b, d.DeliveredAt)
+		b = appendVarTime(b, d.DeadLetteredAt)
+		b = binary.AppendUvarint(b, uint64(len(d.Recent)))
+		for _, t := range d.Recent {
+			b = binary.AppendUvarint(b, uint64(t.N))
+			b = append(b, outcomeCode(t.Outcome))
+			b = binary.AppendUvarint(b, uint64(t.Status))
+			b = appendVarTime(b, t.At)
+			b = binary.AppendUvarint(b, uint64(t.Latency.Microseconds()))
+			b = appendString(b, t.Error)
+		}
+	}
+	return b
+}
+
+// decodeLedger reads what appendLedger wrote into s.
+func decodeLedger(b []byte, s *State) error {
+	r := reader{b: b}
+	s.ReceivedAt = r.time()
+	s.Replays = r.u32()
+	s.LastReplayAt = r.time()
+	s.Duplicates = r.u32()
+	s.LastDuplicateAt = r.time()
+	s.FailStage = r.string()
+	s.FailError = r.string()
+	n := r.count()
+	if n > 0 {
+		s.Deliveries = make([]Delivery, n)
+	}
+	for i := range n {
+		d := &s.Deliveries[i]
+		d.Subscription = r.string()
+		d.Attempts = r.u32()
+		d.Outcome = r.outcome()
+		d.Status = int(r.u32())
+		d.DueAt = r.time()
+		d.DeliveredAt = r.time()
+		d.DeadLetteredAt = r.time()
+		if m := r.count(); m > 0 {
+			d.Recent = make([]Try, m)
+			for j := range d.Recent {
+				t := &d.Recent[j]
+				t.N = r.u32()
+				t.Outcome = r.outcome()
+				t.Status = int(r.u32())
+				t.At = r.time()
+				t.Latency = time.Duration(r.u32()) * time.Microsecond
+				t.Error = r.string()
+			}
+		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.err = fmt.Errorf("%d bytes left over", len(r.b))
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w: stored value: ledger: %v", ErrCorrupt, r.err)
+	}
+	return nil
+}
+
+// appendVarTime writes the zero time as one byte 0, any other as
+// 1+nanoseconds (uvarint) and Unix seconds (varint).
+func appendVarTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(t.Nanosecond())+1)
+	return binary.AppendVarint(b, t.Unix())
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// reader decodes the ledger; its first error sticks and zeroes the rest.
+type reader struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated")
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errShort
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	v := r.uvarint()
+	if v > 1<<32-1 {
+		r.err = errors.New("number out of range")
+		return 0
+	}
+	return uint32(v)
+}
+
+// count reads a length that must fit in what is left.
+func (r *reader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.err = errShort
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) string() string {
+	n := r.count()
+	if r.err != nil {
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) outcome() string {
+	if r.err != nil || len(r.b) == 0 {
+		r.err = errShort
+		return ""
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	if int(c) >= len(outcomes) {
+		r.err = fmt.Errorf("unknown outcome %d", c)
+		return ""
+	}
+	return outcomes[c]
+}
+
+func (r *reader) time() time.Time {
+	ns := r.uvarint()
+	if r.err != nil || ns == 0 {
+		return time.Time{}
+	}
+	if ns > 1e9 {
+		r.err = errors.New("nanoseconds out of range")
+		return time.Time{}
+	}
+	if r.err != nil {
+		return time.Time{}
+	}
+	sec, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errShort
+		return time.Time{}
+	}
+	r.b = r.b[n:]
+	return time.Unix(sec, int64(ns-1)).UTC()
+}
