@@ -42,6 +42,7 @@ type API struct {
 func (s *Server) MountAPI(api API) {
 	g := s.api
 	g.GET("/stats", api.stats)
+	g.GET("/events/*", api.event)
 	g.GET("/subscriptions", api.listSubscriptions)
 	g.POST("/subscriptions", api.createSubscription)
 	g.GET("/subscriptions/:id", api.getSubscription)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,8 +21,11 @@ type partition struct {
 	id int32
 	// store is set by the restore before ready turns true, and used by the
 	// processing loop only while ready.
-	store  *statestore.Store
-	ready  atomic.Bool
+	store *statestore.Store
+	ready atomic.Bool
+	// query is held by Lookup while it reads the store, and by drop
+	// while it closes it.
+	query  sync.RWMutex
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the restore goroutine ends
 }
@@ -121,6 +125,8 @@ func (p *Processor) drop(id int32) {
 	}
 	part.cancel()
 	<-part.done
+	part.query.Lock()
+	defer part.query.Unlock()
 	part.ready.Store(false)
 	if part.store != nil {
 		if err := part.store.Close(); err != nil {

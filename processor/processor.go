@@ -65,6 +65,9 @@ type Config struct {
 	// SessionTimeout is how long a crashed instance keeps its partitions
 	// before the group moves them. Default 10s.
 	SessionTimeout time.Duration
+	// AdminAddr is this instance's admin listener (host:port), advertised
+	// to the group for interactive queries; empty: none.
+	AdminAddr string
 }
 
 // Processor is the processor role.
@@ -184,7 +187,7 @@ func (p *Processor) session(ctx context.Context) error {
 	defer cancel()
 	// A kprom collector serves one client: each session gets its own (the
 	// last one unregistered its collectors when it closed).
-	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, topics.Instrument(p.reg, "hookstream-processor"), []kgo.Opt{
+	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, topics.Instrument(p.reg, ClientID(p.cfg.AdminAddr)), []kgo.Opt{
 		kgo.ConsumerGroup(string(p.cfg.Names.ProcessorGroup())),
 		kgo.ConsumeTopics(string(p.cfg.Names.Ingest), string(p.cfg.Names.DeliveryAttempts)),
 		// Partition p of the attempts topic goes with ingest partition p:

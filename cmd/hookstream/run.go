@@ -224,6 +224,7 @@ func processorConfig(cfg *config.Config, names topics.Names) (processor.Config, 
 		TTL:             cfg.DedupTTL,
 		MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
 		TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
+		AdminAddr:       cfg.AdminAddr,
 	}, nil
 }
 

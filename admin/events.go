@@ -1,0 +1,146 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/labstack/echo/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// headerForwarded marks a query one instance forwarded to the owner of its
+// partition: the owner answers it or says why not, never forwards again.
+const headerForwarded = "X-Hookstream-Forwarded"
+
+// event answers GET /api/events/{source}:{event-id} with the event's story:
+// from this processor's store when it owns the key's partition, else from
+// the owner's, as the processor group's description names it.
+func (a API) event(c *echo.Context) error {
+	key := c.Param("*")
+	if key == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "want /api/events/<source>:<event-id>")
+	}
+	if k, err := url.PathUnescape(key); err == nil {
+		key = k
+	}
+	ctx, cancel := timeout(c)
+	defer cancel()
+	partition, err := a.partitionOf(ctx, key)
+	if err != nil {
+		return apiError(err)
+	}
+	err = processor.ErrNotOwned
+	if a.Processor != nil {
+		var st story
+		if st, err = a.localStory(ctx, partition, key); err == nil {
+			return c.JSON(http.StatusOK, st)
+		}
+	}
+	switch {
+	case errors.Is(err, errUnknownEvent):
+		return echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
+	case errors.Is(err, processor.ErrRestoring):
+		c.Response().Header().Set("Retry-After", "5")
+		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is restoring; try again shortly", partition))
+	case !errors.Is(err, processor.ErrNotOwned):
+		return apiError(err)
+	case c.Request().Header.Get(headerForwarded) != "":
+		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d moved while the query was forwarded; try again", partition))
+	}
+	return a.forward(ctx, c, partition, key)
+}
+
+type story = processor.Story
+
+var errUnknownEvent = errors.New("unknown event")
+
+// partitionOf is the partition of key in the ingest topic.
+func (a API) partitionOf(ctx context.Context, key string) (int32, error) {
+	topic := string(a.Names.Ingest)
+	td, err := kadm.NewClient(a.Kafka).ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	d, ok := td[topic]
+	if !ok || d.Err != nil || len(d.Partitions) == 0 {
+		return 0, fmt.Errorf("topic %s not found: %v", topic, d.Err)
+	}
+	return topics.PartitionOf([]byte(key), len(d.Partitions)), nil
+}
+
+// localStory reads key from this processor's store.
+func (a API) localStory(ctx context.Context, partition int32, key string) (story, error) {
+	st, ok, err := a.Processor.Lookup(partition, []byte(key))
+	if err != nil {
+		return story{}, err
+	}
+	if !ok {
+		return story{}, errUnknownEvent
+	}
+	subs, err := a.Registry.List(ctx)
+	if err != nil {
+		return story{}, err
+	}
+	disabled := func(id string) bool { s, ok := subs[id]; return ok && !s.Enabled }
+	return processor.StoryOf(key, st, disabled), nil
+}
+
+// forward asks the processor that owns partition, and relays its answer.
+func (a API) forward(ctx context.Context, c *echo.Context, partition int32, key string) error {
+	addr, err := a.owner(ctx, partition)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/events/"+url.PathEscape(key), nil)
+	if err != nil {
+		return err
+	}
+	if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
+		req.Header.Set(echo.HeaderAuthorization, auth)
+	}
+	req.Header.Set(headerForwarded, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) did not answer: %v", partition, addr, err))
+	}
+	defer resp.Body.Close()
+	c.Response().Header().Set("X-Hookstream-Served-By", addr)
+	return c.Stream(resp.StatusCode, resp.Header.Get(echo.HeaderContentType), io.LimitReader(resp.Body, 1<<20))
+}
+
+// owner is the admin address of the processor group member assigned
+// ingest partition p.
+func (a API) owner(ctx context.Context, p int32) (string, error) {
+	group := string(a.Names.ProcessorGroup())
+	described, err := kadm.NewClient(a.Kafka).DescribeGroups(ctx, group)
+	if err == nil {
+		err = described.Error()
+	}
+	if err != nil {
+		return "", fmt.Errorf("describe group %s: %w", group, err)
+	}
+	for _, m := range described[group].Members {
+		assigned, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		for _, t := range assigned.Topics {
+			if t.Topic != string(a.Names.Ingest) || !slices.Contains(t.Partitions, p) {
+				continue
+			}
+			if addr, ok := processor.AdminAddr(m.ClientID, m.ClientHost); ok {
+				return addr, nil
+			}
+			return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is owned by processor %s, which advertises no admin listener", p, m.ClientID))
+		}
+	}
+	return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("no processor owns partition %d right now; is one running?", p))
+}

@@ -1,0 +1,170 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hookstream/hookstream/statestore"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Interactive queries: every processor answers for the keys of the
+// partitions it owns, from its store, and says where the others are. A
+// processor advertises its admin listener in its group client id
+// (ClientID), which the group's description shows beside each member's
+// assignment: no registry to keep, and an owner is known exactly when the
+// group says it owns the partition.
+
+var (
+	// ErrNotOwned is a key of a partition this processor does not own.
+	ErrNotOwned = errors.New("partition not owned by this processor")
+	// ErrRestoring is a key of a partition whose store is restoring.
+	ErrRestoring = errors.New("partition restoring")
+)
+
+// Lookup returns the state of key, of ingest partition partition, from
+// this processor's store.
+func (p *Processor) Lookup(partition int32, key []byte) (statestore.State, bool, error) {
+	part := p.partition(partition)
+	if part == nil {
+		return statestore.State{}, false, fmt.Errorf("processor: partition %d: %w", partition, ErrNotOwned)
+	}
+	part.query.RLock()
+	defer part.query.RUnlock()
+	if !part.ready.Load() || part.store == nil {
+		return statestore.State{}, false, fmt.Errorf("processor: partition %d: %w", partition, ErrRestoring)
+	}
+	return part.store.Get(key)
+}
+
+const clientIDPrefix = "hookstream-processor"
+
+// ClientID is the group client id of a processor whose admin listener is
+// adminAddr (host:port): hookstream-processor@host:port.
+func ClientID(adminAddr string) string {
+	if adminAddr == "" {
+		return clientIDPrefix
+	}
+	return clientIDPrefix + "@" + adminAddr
+}
+
+// AdminAddr is the admin listener a group member advertises in its client
+// id; a listener on every interface (":8081", "0.0.0.0:8081") is reached
+// at the member's host as the broker saw it (clientHost, "/10.0.0.5").
+func AdminAddr(clientID, clientHost string) (string, bool) {
+	addr, ok := strings.CutPrefix(clientID, clientIDPrefix+"@")
+	if !ok {
+		return "", false
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", false
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = strings.TrimPrefix(clientHost, "/")
+	}
+	return net.JoinHostPort(host, port), host != ""
+}
+
+// Story is a ledger entry as the API and `hookstream events get` show it.
+type Story struct {
+	ID          string     `json:"id"`
+	Status      string     `json:"status"` // done or failed
+	Partition   int32      `json:"partition"`
+	Offset      int64      `json:"offset"` // in the ingest topic; the events record is in the same partition
+	ReceivedAt  *time.Time `json:"received_at,omitempty"`
+	ProcessedAt time.Time  `json:"processed_at"` // first processed
+	ExpiresAt   time.Time  `json:"expires_at"`
+	Duplicates  Count      `json:"duplicates"`
+	Replays     Count      `json:"replays"`
+	Failure     *Failure   `json:"failure,omitempty"`
+	Deliveries  []Delivery `json:"deliveries"`
+}
+
+// Count is how often something happened, and when last.
+type Count struct {
+	Count  uint32     `json:"count"`
+	LastAt *time.Time `json:"last_at,omitempty"`
+}
+
+// Failure is why processing failed.
+type Failure struct {
+	Stage string `json:"stage"`
+	Error string `json:"error"`
+}
+
+// Delivery is the event's delivery to one subscription.
+type Delivery struct {
+	Subscription string `json:"subscription"`
+	// State is where the event is now: delivered, retrying (at DueAt),
+	// failed (retried in place by an ordered subscription),
+	// dead_lettered, or waiting_disabled (the subscription is disabled).
+	State          string     `json:"state"`
+	Attempts       uint32     `json:"attempts"`
+	Status         int        `json:"last_status"`
+	DueAt          *time.Time `json:"due_at,omitempty"`
+	DeliveredAt    *time.Time `json:"delivered_at,omitempty"`
+	DeadLetteredAt *time.Time `json:"dead_lettered_at,omitempty"`
+	// Recent are the last attempts, oldest first.
+	Recent []Attempt `json:"recent_attempts"`
+}
+
+// Attempt is one real delivery attempt.
+type Attempt struct {
+	N         uint32    `json:"attempt"`
+	Outcome   string    `json:"outcome"`
+	Status    int       `json:"status"`
+	At        time.Time `json:"at"`
+	LatencyMS float64   `json:"latency_ms"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// StoryOf is the story of key told by its state; disabled reports whether
+// a subscription is disabled now.
+func StoryOf(key string, st statestore.State, disabled func(id string) bool) Story {
+	s := Story{
+		ID:          key,
+		Status:      st.Status.String(),
+		Partition:   st.Partition,
+		Offset:      st.Offset,
+		ReceivedAt:  optTime(st.ReceivedAt),
+		ProcessedAt: st.FirstSeen,
+		ExpiresAt:   st.Expires,
+		Duplicates:  Count{st.Duplicates, optTime(st.LastDuplicateAt)},
+		Replays:     Count{st.Replays, optTime(st.LastReplayAt)},
+		Deliveries:  make([]Delivery, 0, len(st.Deliveries)),
+	}
+	if st.FailStage != "" || st.Status == statestore.Failed {
+		s.Failure = &Failure{Stage: st.FailStage, Error: st.FailError}
+	}
+	for _, d := range st.Deliveries {
+		out := Delivery{
+			Subscription:   d.Subscription,
+			State:          d.Outcome,
+			Attempts:       d.Attempts,
+			Status:         d.Status,
+			DueAt:          optTime(d.DueAt),
+			DeliveredAt:    optTime(d.DeliveredAt),
+			DeadLetteredAt: optTime(d.DeadLetteredAt),
+			Recent:         make([]Attempt, 0, len(d.Recent)),
+		}
+		if d.Outcome != topics.OutcomeDelivered && d.Outcome != topics.OutcomeDeadLettered && disabled(d.Subscription) {
+			out.State = "waiting_disabled"
+		}
+		for _, t := range d.Recent {
+			out.Recent = append(out.Recent, Attempt{N: t.N, Outcome: t.Outcome, Status: t.Status, At: t.At, LatencyMS: float64(t.Latency.Microseconds()) / 1000, Error: t.Error})
+		}
+		s.Deliveries = append(s.Deliveries, out)
+	}
+	return s
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
