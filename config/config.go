@@ -107,6 +107,9 @@ const (
 	Topology
 	// Server settings are flags of run only.
 	Server
+	// Admin settings are flags of run and of the commands that ask its
+	// admin API (events get).
+	Admin
 )
 
 // setting binds one variable and flag to a field of Config.
@@ -154,9 +157,9 @@ var settings = []setting{
 		func(c *Config, v string) error { c.SourcesFile = v; return nil }},
 	{"HOOKSTREAM_HTTP_ADDR", "http-addr", ":8080", "ingest listener", Server,
 		func(c *Config, v string) error { c.HTTPAddr = v; return hostPort(v) }},
-	{"HOOKSTREAM_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API, /metrics, /healthz, /readyz", Server,
+	{"HOOKSTREAM_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API, /metrics, /healthz, /readyz", Admin,
 		func(c *Config, v string) error { c.AdminAddr = v; return hostPort(v) }},
-	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Server,
+	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Admin,
 		func(c *Config, v string) error { c.AdminToken = v; return nil }},
 	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Topology,
 		func(c *Config, v string) error {

@@ -36,7 +36,7 @@ func TestLoadDefaults(t *testing.T) {
 
 func TestLoadEnvThenFlags(t *testing.T) {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	RegisterFlags(fs, Common, Topology, Server)
+	RegisterFlags(fs, Common, Topology, Server, Admin)
 	if err := fs.Parse([]string{"--partitions", "6"}); err != nil {
 		t.Fatal(err)
 	}

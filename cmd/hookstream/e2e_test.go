@@ -209,7 +209,14 @@ func (d *embedded) env() map[string]string {
 // run starts `hookstream run` and waits until /readyz answers 200.
 func (d *embedded) run(t *testing.T, name string) *process {
 	t.Helper()
-	p := startProcess(t, name, d.env(), "run")
+	return d.runRoles(t, name, "ingest,processor,dispatcher")
+}
+
+// runRoles starts `hookstream run --roles roles` and waits until /readyz
+// answers 200.
+func (d *embedded) runRoles(t *testing.T, name, roles string) *process {
+	t.Helper()
+	p := startProcess(t, name, d.env(), "run", "--roles", roles)
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		p.mustBeAlive(t)
 		status, body, err := httpGet("http://" + d.adminAddr + "/readyz")

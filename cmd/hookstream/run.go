@@ -65,7 +65,7 @@ Every setting is an environment variable and a flag; flags win.`,
 		},
 	}
 	cmd.Flags().StringVar(&roles, "roles", strings.Join(allRoles, ","), "roles to run, comma separated: "+strings.Join(allRoles, ", "))
-	config.RegisterFlags(cmd.Flags(), config.Common, config.Topology, config.Server)
+	config.RegisterFlags(cmd.Flags(), config.Common, config.Topology, config.Server, config.Admin)
 	return cmd
 }
 
