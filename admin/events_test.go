@@ -1,0 +1,137 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// processorNode is a processor with its admin listener, as `hookstream run
+// --roles processor` serves it.
+type processorNode struct {
+	srv *httptest.Server
+	p   *processor.Processor
+}
+
+func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processorNode {
+	t.Helper()
+	log := kafkatest.Logger(t)
+	cl := env.Client(t)
+	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
+	reg := prometheus.NewRegistry()
+	s := admin.New(admin.Config{Token: token}, reg, log)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	p := processor.New(processor.Config{
+		Names:           env.Names,
+		StateDir:        t.TempDir(),
+		MaxRecordBytes:  topics.MaxRecordBytes(1 << 20),
+		TransactionalID: env.Names.Prefix + "-processor-" + name,
+		SessionTimeout:  6 * time.Second,
+		AdminAddr:       srv.Listener.Addr().String(),
+	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
+	s.MountAPI(admin.API{Registry: dispatch.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log),
+		Processor: p, Kafka: cl, Opts: opts, Names: env.Names})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("processor %s: %v", name, err)
+		}
+	})
+	return &processorNode{srv: srv, p: p}
+}
+
+// get asks n's admin API for an event's story.
+func (n *processorNode) get(t *testing.T, key string) (int, processor.Story, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", n.srv.URL+"/api/events/"+url.PathEscape(key), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := n.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var s processor.Story
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatalf("story %q: %v", raw, err)
+		}
+	}
+	return resp.StatusCode, s, resp.Header.Get("X-Hookstream-Served-By")
+}
+
+// TestEventQueriesReachTheOwner: with two processors sharing the
+// partitions, each instance answers every event: from its own store, or
+// forwarded to the owner. Unknown events are 404 everywhere, and the token
+// guards the endpoint like the rest of /api.
+func TestEventQueriesReachTheOwner(t *testing.T) {
+	env := kafkatest.New(t, 4, 1<<20)
+	a := startProcessorNode(t, env, "a")
+	b := startProcessorNode(t, env, "b")
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		for _, n := range []*processorNode{a, b} {
+			if ready, detail := n.p.Ready(context.Background()); !ready || len(detail.(map[string]any)["partitions"].([]int32)) == 0 {
+				return fmt.Errorf("processor not ready with partitions: %v", detail)
+			}
+		}
+		return nil
+	})
+	cl := env.Client(t)
+	var keys []string
+	for i := range 8 {
+		id := fmt.Sprintf("q-%d", i)
+		keys = append(keys, "shop:"+id)
+		if err := cl.ProduceSync(context.Background(), kafkatest.IngestRecord(env.Names, "shop", id, `{"n":1}`)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwarded := map[bool]bool{}
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		for _, k := range keys {
+			for _, n := range []*processorNode{a, b} {
+				status, s, by := n.get(t, k)
+				if status != http.StatusOK || s.ID != k || s.Status != "done" || s.ReceivedAt == nil {
+					return fmt.Errorf("%s from %s: got %d %+v, want its story", k, n.srv.URL, status, s)
+				}
+				forwarded[by != ""] = true
+			}
+		}
+		return nil
+	})
+	if !forwarded[true] || !forwarded[false] {
+		t.Errorf("answers forwarded: got %v, want some answered locally and some by the owner", forwarded)
+	}
+	for _, n := range []*processorNode{a, b} {
+		if status, _, _ := n.get(t, "shop:never-sent"); status != http.StatusNotFound {
+			t.Errorf("unknown event from %s: got %d, want 404", n.srv.URL, status)
+		}
+		resp, err := http.Get(n.srv.URL + "/api/events/" + keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("without the token: got %d, want 401", resp.StatusCode)
+		}
+	}
+}
