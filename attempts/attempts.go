@@ -114,12 +114,13 @@ func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 		return nil, err
 	}
 	var out []Attempt
-	err = topics.ReadRanges(ctx, opts, names.DeliveryAttempts, ranges, func(r *kgo.Record) {
+	err = topics.ReadRanges(ctx, opts, names.DeliveryAttempts, ranges, func(r *kgo.Record) bool {
 		a, err := topics.ParseAttempt(r)
 		if err == nil && q.match(a) {
 			out = append(out, FromRecord(a))
 		}
-	})
+		return true
+	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("attempts: %w", err)
 	}

@@ -13,8 +13,13 @@
 // cannot be read or written sends its partition back to restoring: lag,
 // never a duplicate or a loss.
 //
-// The package owns the dedup decision and the envelope; it does not own
-// HTTP, delivery, or the state store's format.
+// Each key's state is also its event's ledger (ledger.go): the processor
+// group consumes the delivery-attempts topic too, partition p with ingest
+// partition p, and folds attempts into the stories in the same
+// transactions; Lookup answers interactive queries (query.go).
+//
+// The package owns the dedup decision, the envelope and the ledger's
+// updates; it does not own HTTP, delivery, or the state store's format.
 package processor
 
 import (

@@ -3,9 +3,10 @@
 // to its State, plus the changelog offset the store reflects.
 //
 // It owns the on-disk layout, the State codec (the changelog value is a
-// State's JSON), the expiry index, and the exact key count. It refuses to know
-// Kafka: it never imports a Kafka client. The processor reads the changelog,
-// decodes each record with State.UnmarshalJSON and feeds the entries to Apply;
+// State's binary form, or the JSON of older versions), the ledger's shape,
+// the expiry index, and the exact key count. It refuses to know Kafka: it
+// never imports a Kafka client. The processor reads the changelog, decodes
+// each record with DecodeChangelog and feeds the entries to Apply;
 // it writes new states to the changelog in its transaction and, once
 // committed, applies them here.
 //
@@ -37,7 +38,7 @@
 //
 // In each database, under dir/p<partition>:
 //
-//	"s" + key                         -> State, fixed 38-byte binary form
+//	"s" + key                         -> State, binary form (38 bytes, then the ledger)
 //	"x" + expiry (8 bytes) + key      -> empty: expiry index, in time order
 //	"m/format", "m/checkpoint", "m/keys" -> 8-byte big-endian integers
 package statestore

@@ -13,9 +13,10 @@ type Range struct{ From, To int64 }
 
 // ReadRanges reads the given ranges of topic's partitions, read_committed,
 // calling fn with each record (control records excluded) in offset order
-// per partition. The reader is built from opts (seed brokers, logger) and
-// closed before ReadRanges returns.
-func ReadRanges(ctx context.Context, opts []kgo.Opt, topic Topic, ranges map[int32]Range, fn func(*kgo.Record)) error {
+// per partition, until fn returns false. progress, when not nil, is called
+// with the offsets read so far after each poll. The reader is built from
+// opts (seed brokers, logger) and closed before ReadRanges returns.
+func ReadRanges(ctx context.Context, opts []kgo.Opt, topic Topic, ranges map[int32]Range, fn func(*kgo.Record) bool, progress func(read int64)) error {
 	from := make(map[int32]kgo.Offset, len(ranges))
 	want := make(map[int32]int64, len(ranges))
 	for p, r := range ranges {
@@ -38,7 +39,8 @@ func ReadRanges(ctx context.Context, opts []kgo.Opt, topic Topic, ranges map[int
 		return fmt.Errorf("client: %w", err)
 	}
 	defer rd.Close()
-	for len(want) > 0 {
+	var read int64
+	for more := true; more && len(want) > 0; {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("read %s: %w", topic, err)
@@ -48,16 +50,20 @@ func ReadRanges(ctx context.Context, opts []kgo.Opt, topic Topic, ranges map[int
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
+			if !more || !ok || r.Offset >= end {
 				return
 			}
+			read++
 			if r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
 			if !r.Attrs.IsControl() {
-				fn(r)
+				more = fn(r)
 			}
 		})
+		if progress != nil {
+			progress(read)
+		}
 	}
 	return nil
 }

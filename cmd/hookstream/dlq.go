@@ -44,7 +44,7 @@ func (s *dlqSelection) filter(cmd *cobra.Command, now time.Time) (deadletter.Fil
 	set := cmd.Flags().Changed
 	var f deadletter.Filter
 	if set("since") {
-		since, err := dlqSince(s.since, now)
+		since, err := timeFlag("since", s.since, now)
 		if err != nil {
 			return f, err
 		}
@@ -79,14 +79,15 @@ func (s *dlqSelection) filter(cmd *cobra.Command, now time.Time) (deadletter.Fil
 	return f, nil
 }
 
-// dlqSince reads --since: an RFC 3339 time, or a duration back from now.
-func dlqSince(v string, now time.Time) (time.Time, error) {
+// timeFlag reads a time flag (--since, --until): an RFC 3339 time, or a
+// duration back from now.
+func timeFlag(flag, v string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("--since: %q is neither an RFC 3339 time nor a positive duration (2h, 30m)", v)
+		return time.Time{}, fmt.Errorf("--%s: %q is neither an RFC 3339 time nor a positive duration (2h, 30m)", flag, v)
 	}
 	return now.Add(-d), nil
 }

@@ -155,9 +155,9 @@ func TestDLQSince(t *testing.T) {
 		{"yesterday", time.Time{}, true},
 	}
 	for _, tt := range tests {
-		got, err := dlqSince(tt.in, now)
+		got, err := timeFlag("since", tt.in, now)
 		if (err != nil) != tt.err || !got.Equal(tt.want) {
-			t.Errorf("dlqSince(%q): got %v, %v, want %v (error: %v)", tt.in, got, err, tt.want, tt.err)
+			t.Errorf("timeFlag(%q): got %v, %v, want %v (error: %v)", tt.in, got, err, tt.want, tt.err)
 		}
 	}
 }

@@ -9,14 +9,19 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -26,8 +31,269 @@ func newEventsCommand() *cobra.Command {
 		Use:   "events",
 		Short: "Follow an event: its whole story from the ledger",
 	}
-	cmd.AddCommand(newEventsGetCommand())
+	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand())
 	return cmd
+}
+
+// eventFilter selects events records by the source and type headers the
+// processor writes, as a subscription's filters do.
+type eventFilter struct {
+	flags dispatch.Subscription  // --source and --type
+	sub   *dispatch.Subscription // --subscription, if any
+}
+
+// addFilterFlags adds --source, --type and, when sub is not nil,
+// --subscription.
+func addFilterFlags(cmd *cobra.Command, source, typ, sub *string) {
+	cmd.Flags().StringVar(source, "source", "", "only events of this source (a glob)")
+	cmd.Flags().StringVar(typ, "type", "", "only events of this type (a glob: 'push', 'checkout.*')")
+	if sub != nil {
+		cmd.Flags().StringVar(sub, "subscription", "", "only events this subscription receives (its source and type filters)")
+	}
+}
+
+// newEventFilter checks the flags and reads the subscription, if named.
+func newEventFilter(ctx context.Context, c cluster, source, typ, sub string) (*eventFilter, error) {
+	f := &eventFilter{}
+	for flag, v := range map[string]string{"source": source, "type": typ} {
+		if _, err := path.Match(v, ""); err != nil {
+			return nil, fmt.Errorf("--%s: invalid glob %q", flag, v)
+		}
+	}
+	if source != "" {
+		f.flags.Sources = []string{source}
+	}
+	if typ != "" {
+		f.flags.EventTypes = []string{typ}
+	}
+	if sub != "" {
+		s, err := dispatch.NewRegistry(c.cl, c.opts, c.names, c.log).Get(ctx, sub)
+		if err != nil {
+			return nil, fmt.Errorf("--subscription: %w", err)
+		}
+		f.sub = &s
+	}
+	return f, nil
+}
+
+func (f *eventFilter) match(r *kgo.Record) bool {
+	h := func(key string) string {
+		for _, hd := range r.Headers {
+			if hd.Key == key {
+				return string(hd.Value)
+			}
+		}
+		return ""
+	}
+	source, typ := h(topics.HeaderSource), h(topics.HeaderEventType)
+	return f.flags.Matches(source, typ) && (f.sub == nil || f.sub.Matches(source, typ))
+}
+
+// printEvent prints one events record: a line of the table, or the
+// envelope as one JSON line.
+func printEvent(w io.Writer, output string, r *kgo.Record) error {
+	if output == "json" {
+		_, err := fmt.Fprintf(w, "%s\n", r.Value)
+		return err
+	}
+	env, err := topics.ParseEnvelope(r.Value)
+	if err != nil {
+		_, err = fmt.Fprintf(w, "%s\t%s\t(not an envelope: %v)\n", r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key, err)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n", env.ProcessedAt.UTC().Format(time.RFC3339Nano), env.ID, env.Type, r.Partition, r.Offset)
+	return err
+}
+
+func newEventsTailCommand() *cobra.Command {
+	var output, source, typ, sub string
+	cmd := &cobra.Command{
+		Use:   "tail",
+		Short: "Follow the events topic and print each event as it commits",
+		Long: `Follows <prefix>.events from its end, read_committed (an event shows once its
+transaction commits, never an aborted one), and prints each envelope that
+passes the filters: a line (processed at, id, type, partition/offset), or with
+--output json the envelope, one a line. Stops on Ctrl-C.`,
+		Example: `  hookstream events tail
+  hookstream events tail --source github --type 'pull_request*'
+  hookstream events tail --subscription sub_abc --output json | jq .data`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return withCluster(cmd, func(ctx context.Context, c cluster) error {
+				filter, err := newEventFilter(ctx, c, source, typ, sub)
+				if err != nil {
+					return err
+				}
+				rd, err := kgo.NewClient(append(slices.Clone(c.opts),
+					kgo.ConsumeTopics(string(c.names.Events)),
+					kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+					kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+				)...)
+				if err != nil {
+					return fmt.Errorf("kafka client: %w", err)
+				}
+				defer rd.Close()
+				w := cmd.OutOrStdout()
+				for {
+					fs := rd.PollFetches(ctx)
+					if ctx.Err() != nil {
+						return nil
+					}
+					if err := fs.Err0(); err != nil {
+						return fmt.Errorf("read %s: %w", c.names.Events, err)
+					}
+					var werr error
+					fs.EachRecord(func(r *kgo.Record) {
+						if werr == nil && filter.match(r) {
+							werr = printEvent(w, output, r)
+						}
+					})
+					if werr != nil {
+						return werr
+					}
+				}
+			})
+		},
+	}
+	addFilterFlags(cmd, &source, &typ, &sub)
+	addOutputFlag(cmd, &output)
+	config.RegisterFlags(cmd.Flags(), config.Common)
+	return cmd
+}
+
+func newEventsSearchCommand() *cobra.Command {
+	var output, source, typ, since, until string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "search --since T",
+		Short: "Print the events of a time range that match the filters",
+		Long: `Scans <prefix>.events, read_committed, from the first record written at or
+after --since (Kafka's offsets by time) to --until (default: now), and prints
+the events that pass the filters, at most --limit, partition by partition.
+When stderr is a terminal a progress line shows how much is scanned.`,
+		Example: `  hookstream events search --since 1h --source stripe
+  hookstream events search --since 2026-11-21T09:00:00Z --until 2026-11-21T10:00:00Z --type 'invoice.*' --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if since == "" {
+				return errors.New("--since: required (an RFC 3339 time or a duration back from now, such as 2h)")
+			}
+			if limit < 1 {
+				return fmt.Errorf("--limit: %d is not a positive number", limit)
+			}
+			now := time.Now()
+			from, err := timeFlag("since", since, now)
+			if err != nil {
+				return err
+			}
+			to := now
+			if until != "" {
+				if to, err = timeFlag("until", until, now); err != nil {
+					return err
+				}
+			}
+			if !from.Before(to) {
+				return errors.New("--since: must be before --until")
+			}
+			return withCluster(cmd, func(ctx context.Context, c cluster) error {
+				filter, err := newEventFilter(ctx, c, source, typ, "")
+				if err != nil {
+					return err
+				}
+				ranges, total, err := timeRanges(ctx, c, c.names.Events, from, to)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				if output == "table" {
+					fmt.Fprintln(tw, "PROCESSED AT\tID\tTYPE\tPARTITION/OFFSET")
+					w = tw
+				}
+				progress := progressLine(cmd.ErrOrStderr(), total)
+				found := 0
+				var werr error
+				err = topics.ReadRanges(ctx, c.opts, c.names.Events, ranges, func(r *kgo.Record) bool {
+					if filter.match(r) {
+						werr = printEvent(w, output, r)
+						found++
+					}
+					return werr == nil && found < limit
+				}, progress)
+				progress(-1)
+				if err = cmp.Or(werr, err); err != nil {
+					return err
+				}
+				if output == "table" {
+					fmt.Fprintf(tw, "\n%d events", found)
+					if found == limit {
+						fmt.Fprint(tw, " (--limit reached)")
+					}
+					fmt.Fprintln(tw)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	addFilterFlags(cmd, &source, &typ, nil)
+	cmd.Flags().StringVar(&since, "since", "", "start of the range: an RFC 3339 time, or a duration back from now (2h)")
+	cmd.Flags().StringVar(&until, "until", "", "end of the range (default: now)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "print at most this many events")
+	addOutputFlag(cmd, &output)
+	config.RegisterFlags(cmd.Flags(), config.Common)
+	return cmd
+}
+
+// timeRanges are the offsets of topic written in [from, to), by
+// ListOffsets by time, and how many offsets they span.
+func timeRanges(ctx context.Context, c cluster, topic topics.Topic, from, to time.Time) (map[int32]topics.Range, int64, error) {
+	starts, err := c.adm.ListOffsetsAfterMilli(ctx, from.UnixMilli(), string(topic))
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("offsets of %s at %s: %w", topic, from.Format(time.RFC3339), err)
+	}
+	ends, err := c.adm.ListOffsetsAfterMilli(ctx, to.UnixMilli(), string(topic))
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("offsets of %s at %s: %w", topic, to.Format(time.RFC3339), err)
+	}
+	ranges := make(map[int32]topics.Range)
+	var total int64
+	starts.Each(func(s kadm.ListedOffset) {
+		if e, ok := ends.Lookup(string(topic), s.Partition); ok && s.Offset < e.Offset {
+			ranges[s.Partition] = topics.Range{From: s.Offset, To: e.Offset}
+			total += e.Offset - s.Offset
+		}
+	})
+	return ranges, total, nil
+}
+
+// progressLine returns a function that shows, on w when it is a terminal,
+// how many of total offsets are scanned; -1 clears the line.
+func progressLine(w io.Writer, total int64) func(read int64) {
+	f, ok := w.(*os.File)
+	if st, err := f.Stat(); !ok || err != nil || st.Mode()&os.ModeCharDevice == 0 || total == 0 {
+		return func(int64) {}
+	}
+	return func(read int64) {
+		if read < 0 {
+			fmt.Fprint(w, "\r\033[K")
+			return
+		}
+		const width = 30
+		done := int(min(read, total) * width / total)
+		fmt.Fprintf(w, "\r[%s%s] %d/%d offsets", strings.Repeat("#", done), strings.Repeat(" ", width-done), read, total)
+	}
 }
 
 func newEventsGetCommand() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // TestEventStory follows one event through everything the ledger tells:
@@ -164,5 +166,86 @@ func stop(t *testing.T, p *process) {
 	t.Helper()
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code after SIGTERM: got %d, want 0", code)
+	}
+}
+
+// TestEventsTailAndSearch: tail prints the events that commit while it
+// runs and pass its filters; search finds those of a time range.
+func TestEventsTailAndSearch(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix}
+	cl := env.Client(t)
+	emit := func(source, id, typ string) {
+		t.Helper()
+		in := kafkatest.IngestRecord(env.Names, source, id, `{"n":1}`)
+		for i, h := range in.Headers {
+			if h.Key == topics.HeaderEventType {
+				in.Headers[i].Value = []byte(typ)
+			}
+		}
+		e, err := topics.NewEnvelope(in, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := topics.EventRecord(env.Names.Events, in, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emit("stripe", "old", "invoice.paid")
+
+	tail := startProcess(t, "events tail", cliEnv, "events", "tail", "--source", "stripe", "--type", "invoice.*")
+	// The tail starts at the end: wait until it is past the old event's
+	// partition ends before emitting new ones.
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		tail.mustBeAlive(t)
+		emit("stripe", "probe-"+fmt.Sprint(time.Now().UnixNano()), "invoice.paid")
+		if !strings.Contains(tail.output.String(), "stripe:probe-") {
+			return fmt.Errorf("tail printed nothing yet")
+		}
+		return nil
+	})
+	emit("github", "other", "invoice.paid")
+	emit("stripe", "refund", "charge.refunded")
+	emit("stripe", "new", "invoice.created")
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if !strings.Contains(tail.output.String(), "stripe:new") {
+			return fmt.Errorf("tail output so far: %s", tail.output.String())
+		}
+		return nil
+	})
+	if out := tail.output.String(); strings.Contains(out, "github:other") || strings.Contains(out, "stripe:refund") || strings.Contains(out, "stripe:old") {
+		t.Errorf("tail printed events its filters exclude, or from before it started:\n%s", out)
+	}
+	tail.stop(t, 10*time.Second)
+
+	out, errOut, code := lagReplayRun(t, cliEnv, "events", "search", "--since", "1h", "--source", "stripe", "--type", "invoice.*", "--output", "json")
+	if code != 0 {
+		t.Fatalf("search: exit %d, %s", code, errOut)
+	}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e struct{ ID string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("search: line %q is not an envelope: %v", line, err)
+		}
+		ids = append(ids, e.ID)
+	}
+	joined := strings.Join(ids, " ")
+	if !strings.Contains(joined, "stripe:old") || !strings.Contains(joined, "stripe:new") || strings.Contains(joined, "github:other") || strings.Contains(joined, "stripe:refund") {
+		t.Errorf("search --since 1h --source stripe --type invoice.*: got %v", ids)
+	}
+	if out, _, code := lagReplayRun(t, cliEnv, "events", "search", "--since", "1h", "--limit", "1", "--output", "json"); code != 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("search --limit 1: exit %d, got %q, want one envelope", code, out)
+	}
+	if out, _, code := lagReplayRun(t, cliEnv, "events", "search", "--since", time.Now().Add(time.Hour).Format(time.RFC3339), "--until", time.Now().Add(2*time.Hour).Format(time.RFC3339)); code != 0 || !strings.Contains(out, "0 events") {
+		t.Errorf("search of a range with nothing: exit %d, got %q, want 0 events", code, out)
+	}
+	if _, errOut, code := lagReplayRun(t, cliEnv, "events", "search"); code == 0 || !strings.Contains(errOut, "--since: required") {
+		t.Errorf("search without --since: exit %d, stderr %q, want the error", code, errOut)
 	}
 }
