@@ -213,8 +213,7 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 			return nil, fmt.Errorf("deadletter: %s has no partition %d", topic, *f.Partition)
 		}
 	}
-	from := make(map[int32]kgo.Offset)
-	want := make(map[int32]int64) // partition -> end offset
+	ranges := make(map[int32]topics.Range)
 	ends.Each(func(end kadm.ListedOffset) {
 		if f.Partition != nil && end.Partition != *f.Partition {
 			return
@@ -224,56 +223,25 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 		if at >= end.Offset || f.Until > 0 && at >= f.Until {
 			return
 		}
-		from[end.Partition] = kgo.NewOffset().At(at)
-		want[end.Partition] = end.Offset
+		ranges[end.Partition] = topics.Range{From: at, To: end.Offset}
 	})
-	if len(want) == 0 {
-		return nil, nil
-	}
-	rd, err := kgo.NewClient(append(slices.Clone(opts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{string(topic): from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Transactional partitions end in a commit marker: seeing the
-		// markers is how a reader knows it reached the end.
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("deadletter: client: %w", err)
-	}
-	defer rd.Close()
-
 	var letters []Letter
 	redriven := make(map[int32]map[int64]bool)
-	for len(want) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("deadletter: read %s: %w", topic, err)
+	err = topics.ReadRanges(ctx, opts, topic, ranges, func(r *kgo.Record) bool {
+		if p, o, ok := markerOf(r, topic); ok {
+			if redriven[p] == nil {
+				redriven[p] = make(map[int64]bool)
+			}
+			redriven[p][o] = true
+			return true
 		}
-		if err := fs.Err0(); err != nil {
-			return nil, fmt.Errorf("deadletter: read %s: %w", topic, err)
+		if l := letterOf(r, kind); f.match(&l) {
+			letters = append(letters, l)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok {
-				return
-			}
-			if r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			if p, o, ok := markerOf(r, topic); ok {
-				if redriven[p] == nil {
-					redriven[p] = make(map[int64]bool)
-				}
-				redriven[p][o] = true
-				return
-			}
-			if l := letterOf(r, kind); f.match(&l) {
-				letters = append(letters, l)
-			}
-		})
+		return true
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
 	}
 	for i := range letters {
 		letters[i].Redriven = redriven[letters[i].Partition][letters[i].Offset]
