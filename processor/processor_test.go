@@ -137,10 +137,14 @@ func (in *instance) metric(name, label, value string) float64 {
 }
 
 // events counts the committed events records per key.
+// events counts the events records by key, operational events left out.
 func events(t *testing.T, env *kafkatest.Env) map[string]int {
 	t.Helper()
 	out := make(map[string]int)
 	for _, r := range env.Records(t, env.Names.Events) {
+		if source, _ := topics.EventSourceType(r); source == topics.OperationalSource {
+			continue
+		}
 		out[string(r.Key)]++
 	}
 	return out

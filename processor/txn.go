@@ -117,11 +117,11 @@ func (t *txn) emit(ctx context.Context, ref recordRef, isolate bool, recs ...*kg
 }
 
 // letter is the dead letter of r with its cause, cut to fit the record
-// limit if need be.
-func (t *txn) letter(r *kgo.Record, stage string, cause error, now time.Time) *kgo.Record {
-	letter, cause := t.cutLetter(r, stage, cause, now)
-	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, cause)...)
-	return letter
+// limit if need be, and its event.dead_lettered event.
+func (t *txn) letter(r *kgo.Record, stage string, cause error, now time.Time) []*kgo.Record {
+	letter, logCause := t.cutLetter(r, stage, cause, now)
+	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, logCause)...)
+	return []*kgo.Record{letter, t.deadLettered(r, stage, cause, now)}
 }
 
 // cutLetter is the dead letter of r with its cause, cut to fit the record
@@ -211,7 +211,7 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 	ref := refOf(r)
 	ev, evErr := t.p.event(r, st.Replays, now)
 	if errors.Is(evErr, topics.ErrDecode) {
-		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, evErr, now))
+		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, evErr, now)...)
 		return outcomeFailed, nil
 	}
 	if evErr != nil {
@@ -225,14 +225,15 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 	cl := &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: r.Partition, Key: r.Key, Value: value}
 	if n := topics.RecordBytes(cl); n > t.p.cfg.MaxRecordBytes {
 		err := fmt.Errorf("key of %d bytes: its changelog record of %d bytes exceeds the record limit of %d bytes", len(r.Key), n, t.p.cfg.MaxRecordBytes)
-		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now))
+		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now)...)
 		return outcomeFailed, nil
 	}
+	out := []*kgo.Record{ev}
 	if evErr != nil {
-		ev = t.letter(r, topics.StageProcess, evErr, now)
+		out = t.letter(r, topics.StageProcess, evErr, now)
 	}
 	pd.set(r.Key, st)
-	t.emit(ctx, ref, isolate, ev, cl)
+	t.emit(ctx, ref, isolate, append(out, cl)...)
 	return outcome, nil
 }
 

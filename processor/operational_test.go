@@ -1,0 +1,66 @@
+package processor_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// TestDeadLetterEmitsOperationalEvent: every processor dead letter comes
+// with exactly one event.dead_lettered event on the events topic, written
+// in its transaction, naming the event, the stage and the error.
+func TestDeadLetterEmitsOperationalEvent(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	cl := env.Client(t)
+	var recs []*kgo.Record
+	for i := range 3 {
+		bad := ingestRecord(env, "shop", fmt.Sprintf("bad%d", i), `{}`)
+		bad.Headers = bad.Headers[:1] // no hs-event-id: cannot be decoded
+		recs = append(recs, bad, ingestRecord(env, "shop", fmt.Sprintf("good%d", i), `{}`))
+	}
+	produce(t, cl, recs...)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	waitEvents(t, env, 3, 30*time.Second)
+	var dlq []*kgo.Record
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if dlq = env.Records(t, env.Names.DLQ); len(dlq) != 3 {
+			return fmt.Errorf("dlq: %d records, want 3", len(dlq))
+		}
+		return nil
+	})
+	in.stop(t)
+	type opEvent struct {
+		Type string `json:"type"`
+		Data struct {
+			Event, Stage, Error, At string
+		} `json:"data"`
+	}
+	got := map[string]int{}
+	for _, r := range env.Records(t, env.Names.Events) {
+		if source, _ := topics.EventSourceType(r); source != topics.OperationalSource {
+			continue
+		}
+		var e opEvent
+		if err := json.Unmarshal(r.Value, &e); err != nil {
+			t.Fatalf("operational event %s: %v", r.Value, err)
+		}
+		if e.Type != topics.OpEventDeadLettered || e.Data.Stage != topics.StageDecode || e.Data.Error == "" || e.Data.At == "" {
+			t.Errorf("operational event %s: want %s with stage, error and at", r.Value, topics.OpEventDeadLettered)
+		}
+		got[e.Data.Event]++
+	}
+	for _, letter := range dlq {
+		if n := got[string(letter.Key)]; n != 1 {
+			t.Errorf("%s events for dead letter %s: got %d, want 1", topics.OpEventDeadLettered, letter.Key, n)
+		}
+	}
+	if len(got) != len(dlq) {
+		t.Errorf("%s events name %v; want one per dead letter", topics.OpEventDeadLettered, got)
+	}
+}
