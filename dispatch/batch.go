@@ -103,7 +103,8 @@ func retryMessage(retry *topics.Retry, rec *kgo.Record, sub Subscription) *messa
 }
 
 // cut turns the records read from a partition into messages for sub, in
-// order: each event that passes the filters, or batches of up to
+// order: each event that passes the filters (operational events about sub
+// never do), or batches of up to
 // batch_max of them whose body stays within maxBytes (0: no bound). A
 // last batch not full is left for more records unless flush. covered
 // counts the records the messages account for, filtered ones included.
@@ -118,7 +119,7 @@ func cut(sub Subscription, recs []*kgo.Record, maxBytes int, flush bool) (msgs [
 	}
 	for i, r := range recs {
 		source, eventType := topics.EventSourceType(r)
-		if !sub.Matches(source, eventType) {
+		if !sub.Matches(source, eventType) || topics.OperationalSubject(r) == sub.ID {
 			if len(batch) == 0 {
 				covered = i + 1
 			}

@@ -53,6 +53,42 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.reappended, m.attemptWriteErrors, open, disabled)
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.reappended, m.attemptWriteErrors, open, disabled, subscriptionStates{d})
 	return m
+}
+
+var (
+	circuitOpenDesc = prometheus.NewDesc("hookstream_delivery_circuit_open",
+		"1 while the subscription's circuit is open in this dispatcher, else 0.", []string{"subscription"}, nil)
+	subscriptionDisabledDesc = prometheus.NewDesc("hookstream_delivery_subscription_disabled",
+		"1 while hookstream has the subscription disabled (410 Gone, or every real attempt failing for the disable-after time), else 0.",
+		[]string{"subscription"}, nil)
+)
+
+// subscriptionStates exports, per subscription, whether its circuit is
+// open and whether hookstream disabled it: what alerts name.
+type subscriptionStates struct{ d *Dispatcher }
+
+func (c subscriptionStates) Describe(ch chan<- *prometheus.Desc) {
+	ch <- circuitOpenDesc
+	ch <- subscriptionDisabledDesc
+}
+
+func (c subscriptionStates) Collect(ch chan<- prometheus.Metric) {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	for id, st := range c.d.subs {
+		st.mu.Lock()
+		disabled := !st.sub.Enabled && st.sub.DisabledReason != ""
+		st.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(circuitOpenDesc, prometheus.GaugeValue, flag(st.circuit.isOpen()), id)
+		ch <- prometheus.MustNewConstMetric(subscriptionDisabledDesc, prometheus.GaugeValue, flag(disabled), id)
+	}
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -229,36 +229,46 @@ func find(subs map[string]Subscription, id string) (Subscription, error) {
 // the result, stamped with a later UpdatedAt. An error from edit aborts
 // the write and is returned as is; a subscription deleted meanwhile gives
 // ErrNotFound, and one that kept changing under the write ErrConflict.
+// A change of Enabled writes its operational event (subscription.disabled
+// or subscription.enabled) to the ingest topic in the same transaction:
+// exactly once, whoever made the change (dispatcher, CLI, admin API).
 func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscription) error) (Subscription, error) {
 	var out Subscription
-	err := r.write(ctx, func(subs map[string]Subscription) (*kgo.Record, error) {
+	err := r.write(ctx, func(subs map[string]Subscription) ([]*kgo.Record, error) {
 		s, err := find(subs, id)
 		if err != nil {
 			return nil, err
 		}
-		prev := s.UpdatedAt
+		prev := s
 		if err := edit(&s); err != nil {
 			return nil, err
 		}
 		// Strictly later than the version edited, whatever the clocks
 		// of the writers say: UpdatedAt tells versions apart.
 		s.UpdatedAt = r.now().UTC()
-		if !s.UpdatedAt.After(prev) {
-			s.UpdatedAt = prev.Add(time.Microsecond)
+		if !s.UpdatedAt.After(prev.UpdatedAt) {
+			s.UpdatedAt = prev.UpdatedAt.Add(time.Microsecond)
 		}
 		out = s
-		return r.record(s)
+		rec, err := r.record(s)
+		if err != nil {
+			return nil, err
+		}
+		if s.Enabled == prev.Enabled {
+			return []*kgo.Record{rec}, nil
+		}
+		return []*kgo.Record{rec, toggled(s).Record(r.names.Ingest)}, nil
 	})
 	return out, err
 }
 
 // Delete tombstones a subscription.
 func (r *Registry) Delete(ctx context.Context, id string) error {
-	return r.write(ctx, func(subs map[string]Subscription) (*kgo.Record, error) {
+	return r.write(ctx, func(subs map[string]Subscription) ([]*kgo.Record, error) {
 		if _, err := find(subs, id); err != nil {
 			return nil, err
 		}
-		return &kgo.Record{Topic: string(r.names.Subscriptions), Key: []byte(id)}, nil
+		return []*kgo.Record{{Topic: string(r.names.Subscriptions), Key: []byte(id)}}, nil
 	})
 }
 
@@ -294,11 +304,12 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	if err := r.setStart(ctx, s.ID, from); err != nil {
 		return err
 	}
-	return r.write(ctx, func(subs map[string]Subscription) (*kgo.Record, error) {
+	return r.write(ctx, func(subs map[string]Subscription) ([]*kgo.Record, error) {
 		if _, ok := subs[s.ID]; ok {
 			return nil, fmt.Errorf("%w: %s", ErrExists, s.ID)
 		}
-		return r.record(*s)
+		rec, err := r.record(*s)
+		return []*kgo.Record{rec}, err
 	})
 }
 
@@ -318,10 +329,11 @@ func (r *Registry) record(s Subscription) (*kgo.Record, error) {
 // tried again before ErrConflict.
 const writeTries = 8
 
-// write reads every subscription and writes the record build derives from
-// them, in one transaction that commits only if no other write began
+// write reads every subscription and writes the records build derives
+// from them (the subscription's first, then any operational event), in one
+// transaction that commits only if no other write began
 // meanwhile; a write that lost is tried again on the new state.
-func (r *Registry) write(ctx context.Context, build func(map[string]Subscription) (*kgo.Record, error)) error {
+func (r *Registry) write(ctx context.Context, build func(map[string]Subscription) ([]*kgo.Record, error)) error {
 	backoff := 20 * time.Millisecond
 	for try := 1; ; try++ {
 		err := r.writeOnce(ctx, build)
@@ -348,7 +360,7 @@ func lostRace(err error) bool {
 		errors.Is(err, kerr.InvalidTxnState)
 }
 
-func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscription) (*kgo.Record, error)) error {
+func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscription) ([]*kgo.Record, error)) error {
 	cl, err := kgo.NewClient(append(slices.Clone(r.opts),
 		kgo.TransactionalID(r.names.SubscriptionsWriter()),
 		kgo.TransactionTimeout(time.Minute),
@@ -369,11 +381,12 @@ func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscrip
 	if err != nil {
 		return err
 	}
-	rec, err := build(subs)
+	recs, err := build(subs)
 	if err != nil {
 		return err
 	}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	rec := recs[0]
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("subscriptions: write %s: %w", rec.Key, err)
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {

@@ -5,7 +5,8 @@
 // through the delivery-retry topic on a schedule, a circuit breaker per
 // subscription, and the delivery DLQ. Offsets are committed only once an
 // event is delivered, handed to the retry topic, or dead-lettered:
-// delivery is at least once, never zero.
+// delivery is at least once, never zero. It also emits the operational
+// events of subscriptions and deliveries (operational.go).
 //
 // It owns subscriptions and delivery; it does not own the events topic's
 // content (the processor does) nor the admin API's HTTP surface.
@@ -16,10 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // Subscription is a subscriber URL and what it receives.
@@ -152,7 +155,12 @@ func (d *Duration) UnmarshalText(b []byte) error {
 var ErrInvalid = errors.New("invalid subscription")
 
 // Matches reports whether an event of source and type passes the filters.
+// Operational events (source hookstream) pass only a subscription that
+// names their source exactly: no filter, or a glob, does not ask for them.
 func (s *Subscription) Matches(source, eventType string) bool {
+	if source == topics.OperationalSource {
+		return slices.Contains(s.Sources, source) && matchAny(s.EventTypes, eventType)
+	}
 	return matchAny(s.Sources, source) && matchAny(s.EventTypes, eventType)
 }
 

@@ -1,0 +1,100 @@
+package dispatch
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookstream/hookstream/internal/backoff"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Operational events reach <prefix>.events through the ingest topic and
+// the processor, like any event. Each is keyed by a deterministic id made
+// of the facts that identify its occurrence, so whatever writes one twice
+// (a retried hand-off, a restarted dispatcher) writes the same key and the
+// processor's deduplication keeps one. subscription.disabled and
+// subscription.enabled are written in the registry's transaction with the
+// change itself.
+
+// operatorDisabled is the reason of a subscription.disabled event when an
+// operator disabled the subscription.
+const operatorDisabled = "disabled by an operator"
+
+// toggled is the operational event of s, just enabled or disabled.
+func toggled(s Subscription) *topics.IngestRecord {
+	o := &topics.Operational{Type: topics.OpSubscriptionEnabled, SubscriptionID: s.ID, At: s.UpdatedAt}
+	if !s.Enabled {
+		o.Type, o.Reason = topics.OpSubscriptionDisabled, s.DisabledReason
+		if o.Reason == "" {
+			o.Reason = operatorDisabled
+		}
+	}
+	return o.IngestRecord(s.ID, s.UpdatedAt.Format(time.RFC3339Nano))
+}
+
+// notify writes an operational event, trying again while Kafka refuses,
+// until ctx ends.
+func (d *Dispatcher) notify(ctx context.Context, ir *topics.IngestRecord) error {
+	rec := ir.Record(d.cfg.Names.Ingest)
+	wait := backoff.New(100*time.Millisecond, 10*time.Second)
+	for {
+		err := d.producer.ProduceSync(ctx, rec).FirstErr()
+		if err == nil {
+			return nil
+		}
+		d.log.Error("could not write an operational event; retrying", "event_id", ir.EventID, "err", err)
+		if !wait.Wait(ctx) {
+			return err
+		}
+	}
+}
+
+// deadLettered writes the delivery.dead_lettered event of a dead letter.
+// Dead letters of operational events say nothing: a notification
+// subscription that fails would otherwise feed itself.
+func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, attempts int, last Result, cause string) error {
+	if strings.HasPrefix(eventID, topics.OperationalSource+":") {
+		return nil
+	}
+	o := &topics.Operational{Type: topics.OpDeliveryDeadLettered, SubscriptionID: subID, Event: eventID,
+		Attempts: attempts, LastStatus: last.Status, Error: cause, At: d.now().UTC()}
+	return d.notify(ctx, o.IngestRecord(subID, eventID, strconv.Itoa(attempts)))
+}
+
+// circuitChanged queues the circuit.opened or circuit.closed event of a
+// subscription whose circuit in this dispatcher instance just changed;
+// last is the attempt that changed it. The delivery that changed it does
+// not wait for the write.
+func (d *Dispatcher) circuitChanged(subID string, opened bool, last Result) {
+	o := &topics.Operational{Type: topics.OpCircuitClosed, SubscriptionID: subID, At: d.now().UTC()}
+	if opened {
+		o.Type, o.LastStatus = topics.OpCircuitOpened, last.Status
+		if last.Err != nil {
+			o.Error = errorText(last.Err)
+		}
+	}
+	select {
+	case d.notices <- o.IngestRecord(subID, o.At.Format(time.RFC3339Nano)):
+	default:
+		d.log.Warn("operational event dropped: too many waiting", "subscription", subID, "type", o.Type)
+	}
+}
+
+// maxNotices bounds the queued circuit events.
+const maxNotices = 1024
+
+// writeNotices writes the queued events until ctx ends.
+func (d *Dispatcher) writeNotices(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ir := <-d.notices:
+			if err := d.notify(ctx, ir); err != nil && ctx.Err() == nil {
+				d.log.Warn("operational event not written", "event_id", ir.EventID, "err", err)
+			}
+		}
+	}
+}
