@@ -256,6 +256,9 @@ func (h *Handler) handle(c *echo.Context, name string, src *source) error {
 }
 
 func (h *Handler) source(name string) (*source, error) {
+	if name == topics.OperationalSource {
+		return nil, errUnknownSource // only hookstream writes its events
+	}
 	if s, ok := h.sources[name]; ok {
 		return s, nil
 	}

@@ -51,6 +51,7 @@ type receiver struct {
 	env *kafkatest.Env
 	srv *httptest.Server
 	h   *ingest.Handler
+	reg *prometheus.Registry
 }
 
 func newReceiver(t *testing.T, env *kafkatest.Env, cfg ingest.Config, opts ...kgo.Opt) *receiver {
@@ -66,13 +67,14 @@ func newReceiver(t *testing.T, env *kafkatest.Env, cfg ingest.Config, opts ...kg
 	}
 	cfg.Topic = env.Names.Ingest
 	producer := env.Client(t, append(ingest.ProducerOpts(cfg), opts...)...)
-	h, err := ingest.New(cfg, producer, kafkatest.Logger(t), prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	h, err := ingest.New(cfg, producer, kafkatest.Logger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &receiver{env: env, srv: srv, h: h}
+	return &receiver{env: env, srv: srv, h: h, reg: reg}
 }
 
 type response struct {
@@ -280,6 +282,34 @@ func TestDuplicateFastPath(t *testing.T) {
 	}
 }
 
+// TestLastAcceptedTimestamp: each source exports when it last had a
+// webhook accepted, which the silent-source alert compares with its usual
+// gap; rejected requests do not count.
+func TestLastAcceptedTimestamp(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{})
+	body := `{"x":1}`
+	before := float64(time.Now().Unix())
+	rc.post(t, "github", githubHeaders("a", body), body)
+	rc.post(t, "github", http.Header{}, body) // unsigned: 401
+	got := map[string]float64{}
+	mfs, err := rc.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookstream_ingest_last_accepted_timestamp_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if len(got) != 1 || got["github"] < before || got["github"] > float64(time.Now().Unix()+1) {
+		t.Errorf("hookstream_ingest_last_accepted_timestamp_seconds: got %v, want github at about now (%v)", got, before)
+	}
+}
+
 func TestStatsCountAnswers(t *testing.T) {
 	env := kafkatest.New(t, 3, 64<<10)
 	rc := newReceiver(t, env, ingest.Config{})
@@ -313,6 +343,16 @@ func TestUnknownSources(t *testing.T) {
 				t.Errorf("got %d %v, want %d", resp.status, resp.body, tt.status)
 			}
 		})
+	}
+}
+
+// TestOperationalSourceRefused: nobody outside may write events of source
+// hookstream, whose events subscribers take for hookstream's own word.
+func TestOperationalSourceRefused(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	rc := newReceiver(t, env, ingest.Config{AcceptAll: true, Sources: ingest.Sources{Sources: map[string]ingest.Source{}}})
+	if resp := rc.post(t, topics.OperationalSource, nil, `{"id":"subscription.disabled-1"}`); resp.status != http.StatusNotFound {
+		t.Errorf("POST /webhooks/%s: got %d %v, want 404", topics.OperationalSource, resp.status, resp.body)
 	}
 }
 

@@ -21,6 +21,7 @@ type metrics struct {
 	fastDuplicates *prometheus.CounterVec
 	ackLatency     prometheus.Histogram
 	shed           prometheus.Counter
+	lastAccepted   *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	labels map[string]struct{}
@@ -56,6 +57,9 @@ func (h *Handler) Stats() Stats {
 // answered counts a request answered status.
 func (m *metrics) answered(source string, status int) {
 	m.requests.WithLabelValues(source, strconv.Itoa(status)).Inc()
+	if status == http.StatusAccepted {
+		m.lastAccepted.WithLabelValues(source).SetToCurrentTime()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats[source]
@@ -92,10 +96,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookstream_ingest_shed_total",
 			Help: "Webhooks answered 503 at once because the receiver was over capacity (requests in flight or producer buffer).",
 		}),
+		lastAccepted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookstream_ingest_last_accepted_timestamp_seconds",
+			Help: "When a source last had a webhook accepted (202), in Unix seconds: how long it has been silent.",
+		}, []string{"source"}),
 		labels: make(map[string]struct{}),
 		stats:  make(map[string]*SourceStats),
 	}
-	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed)
+	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed, m.lastAccepted)
 	return m
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // Sources is the content of the HOOKSTREAM_CONFIG file: how each provider's
@@ -133,6 +134,9 @@ func (s Sources) Validate() error {
 		at := "sources." + name
 		if !config.ValidName(name) {
 			errs = append(errs, fmt.Errorf("%s: source names use letters, digits, '-', '_' and '.' only", at))
+		}
+		if name == topics.OperationalSource {
+			errs = append(errs, fmt.Errorf("%s: reserved for hookstream's operational events", at))
 		}
 		for _, err := range src.Verify.problems() {
 			errs = append(errs, fmt.Errorf("%s.%w", at, err))

@@ -56,6 +56,7 @@ func TestParseSourcesErrors(t *testing.T) {
 		{"old standard secret", "sources: {a: {verify: {scheme: standard, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, old_secrets: [x]}}}", "sources.a.verify.old_secrets[0]: "},
 		{"unknown key", "sources: {a: {verfy: {}}}", "field verfy not found"},
 		{"bad name", "sources: {'a/b': {}}", "sources.a/b: source names use"},
+		{"reserved name", "sources: {hookstream: {}}", "sources.hookstream: reserved"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
