@@ -171,7 +171,8 @@ type apiError struct {
 	status     int
 	msg        string
 	retryAfter string
-	err        error // logged, never sent
+	violations []topics.Violation // of a 422
+	err        error              // logged, never sent
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -191,8 +192,9 @@ var (
 )
 
 type errorBody struct {
-	Error     string `json:"error"`
-	RequestID string `json:"request_id,omitempty"`
+	Error      string             `json:"error"`
+	Violations []topics.Violation `json:"violations,omitempty"`
+	RequestID  string             `json:"request_id,omitempty"`
 }
 
 type acceptBody struct {
@@ -209,10 +211,11 @@ func (h *Handler) renderError(c *echo.Context, err error) {
 		return
 	}
 	status, msg := http.StatusInternalServerError, "internal error"
+	var violations []topics.Violation
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		status, msg = ae.status, ae.msg
+		status, msg, violations = ae.status, ae.msg, ae.violations
 		if ae.retryAfter != "" {
 			c.Response().Header().Set("Retry-After", ae.retryAfter)
 		}
@@ -222,7 +225,7 @@ func (h *Handler) renderError(c *echo.Context, err error) {
 	default:
 		h.log.Error("request failed", "request_id", requestID(c), "err", err)
 	}
-	if err := c.JSON(status, errorBody{Error: msg, RequestID: requestID(c)}); err != nil {
+	if err := c.JSON(status, errorBody{Error: msg, Violations: violations, RequestID: requestID(c)}); err != nil {
 		h.log.Debug("write error response", "request_id", requestID(c), "err", err)
 	}
 }
@@ -270,7 +273,7 @@ func (h *Handler) source(name string) (*source, error) {
 
 // accept handles a request whose body has arrived: verification first,
 // then the source's rate limit, the event id, the duplicate fast path, the
-// size of the event to come, and the durable write.
+// payload's schema, the size of the event to come, and the durable write.
 func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte) error {
 	req := c.Request()
 	received := h.now()
@@ -301,15 +304,28 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		h.metrics.fastDuplicates.WithLabelValues(h.metrics.label(name, true)).Inc()
 		return c.JSON(http.StatusOK, acceptBody{Status: "duplicate", ID: key, RequestID: requestID(c)})
 	}
+	eventType := EventType(src.typ, p, name)
+	violations := src.validate.check(eventType, body, p.JSON)
+	if len(violations) > 0 {
+		action := src.validate.action()
+		h.metrics.invalid.WithLabelValues(h.metrics.label(name, true), action).Inc()
+		// Paths only: messages can quote the payload's values.
+		h.log.Info("payload does not match the schema", "source", name, "event_id", eventID, "request_id", requestID(c),
+			"on_invalid", action, "violations", len(violations), "first_path", violations[0].Path)
+		if action == OnInvalidReject {
+			return &apiError{status: http.StatusUnprocessableEntity, msg: "payload does not match the schema", violations: violations}
+		}
+	}
 	ir := &topics.IngestRecord{
 		Source:      name,
 		EventID:     eventID,
-		EventType:   EventType(src.typ, p, name),
+		EventType:   eventType,
 		ReceivedAt:  received,
 		RequestID:   requestID(c),
 		ContentType: contentType,
 		Provider:    src.provider(req.Header),
 		Body:        body,
+		Violations:  violations,
 	}
 	rec := ir.Record(h.cfg.Topic)
 	if err := h.eventFits(rec, p.JSON, received); err != nil {

@@ -22,6 +22,7 @@ type metrics struct {
 	ackLatency     prometheus.Histogram
 	shed           prometheus.Counter
 	lastAccepted   *prometheus.GaugeVec
+	invalid        *prometheus.CounterVec
 
 	mu     sync.Mutex
 	labels map[string]struct{}
@@ -100,10 +101,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookstream_ingest_last_accepted_timestamp_seconds",
 			Help: "When a source last had a webhook accepted (202), in Unix seconds: how long it has been silent.",
 		}, []string{"source"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_ingest_invalid_payloads_total",
+			Help: "Webhooks whose payload did not match their source's JSON Schema, by source and on_invalid action (reject: answered 422; dlq: accepted, then dead-lettered).",
+		}, []string{"source", "action"}),
 		labels: make(map[string]struct{}),
 		stats:  make(map[string]*SourceStats),
 	}
-	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed, m.lastAccepted)
+	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed, m.lastAccepted, m.invalid)
 	return m
 }
 

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -17,6 +18,7 @@ type source struct {
 	verifier Verifier
 	id, typ  *Field
 	limiter  *rate.Limiter // nil: unlimited
+	validate Validation
 	// carried lists the request headers copied to the record, with their
 	// record header keys.
 	carried []carriedHeader
@@ -58,7 +60,10 @@ func compileSource(c Source) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event_type: %w", err)
 	}
-	s := &source{verifier: v, id: id, typ: typ}
+	if len(c.Validate.rules) != len(c.Validate.Schemas) {
+		return nil, errors.New("validate.schemas: not compiled (sources that validate are read with LoadSources)")
+	}
+	s := &source{verifier: v, id: id, typ: typ, validate: c.Validate}
 	if c.RateLimit != "" {
 		perSecond, burst, err := ParseRate(c.RateLimit)
 		if err != nil {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -44,6 +46,8 @@ type Source struct {
 	// Headers are extra provider headers carried on the Kafka record as
 	// hs-h-<name>, besides the signature and event headers.
 	Headers []string `yaml:"headers"`
+	// Validate checks payloads against JSON Schemas. Default: unvalidated.
+	Validate Validation `yaml:"validate"`
 }
 
 // Verify configures signature verification of one source.
@@ -86,14 +90,36 @@ const DefaultTolerance = 5 * time.Minute
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// LoadSources reads and validates a sources file. ${VAR} references expand
-// from lookup; a missing variable is an error.
+// LoadSources reads and validates a sources file and compiles the JSON
+// Schemas it names (relative paths against the file's directory). ${VAR}
+// references expand from lookup; a missing variable is an error.
 func LoadSources(path string, lookup func(string) (string, bool)) (Sources, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return Sources{}, fmt.Errorf("HOOKSTREAM_CONFIG: %w", err)
 	}
-	return ParseSources(raw, lookup)
+	s, err := ParseSources(raw, lookup)
+	if err != nil {
+		return Sources{}, err
+	}
+	return s, s.loadSchemas(filepath.Dir(path))
+}
+
+// loadSchemas compiles the schemas of every source; the error names each
+// source, glob and file at fault.
+func (s Sources) loadSchemas(dir string) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
+		src := s.Sources[name]
+		for _, err := range src.Validate.load(dir) {
+			errs = append(errs, fmt.Errorf("sources.%s.%w", name, err))
+		}
+		s.Sources[name] = src
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("HOOKSTREAM_CONFIG: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // ParseSources parses a sources document and validates it. Errors name
@@ -146,6 +172,9 @@ func (s Sources) Validate() error {
 		}
 		if _, err := ParseField(src.EventType); err != nil {
 			errs = append(errs, fmt.Errorf("%s.event_type: %w", at, err))
+		}
+		for _, err := range src.Validate.problems() {
+			errs = append(errs, fmt.Errorf("%s.%w", at, err))
 		}
 		if src.RateLimit != "" {
 			if _, _, err := ParseRate(src.RateLimit); err != nil {

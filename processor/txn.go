@@ -230,7 +230,11 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 	}
 	out := []*kgo.Record{ev}
 	if evErr != nil {
-		out = t.letter(r, topics.StageProcess, evErr, now)
+		stage := topics.StageProcess
+		if _, invalid := errors.AsType[*topics.PayloadError](evErr); invalid {
+			stage = topics.StageValidate
+		}
+		out = t.letter(r, stage, evErr, now)
 	}
 	pd.set(r.Key, st)
 	t.emit(ctx, ref, isolate, append(out, cl)...)

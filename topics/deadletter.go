@@ -20,7 +20,7 @@ type DeadLetter struct {
 	// headers of any earlier failure.
 	Headers []kgo.RecordHeader
 
-	Stage         string // hs-error-stage: StageDecode, StageProcess, StageDeliver
+	Stage         string // hs-error-stage: StageDecode, StageValidate, StageProcess, StageDeliver
 	Error         string // hs-error
 	OrigTopic     string // hs-orig-topic
 	OrigPartition int32  // hs-orig-partition
@@ -129,9 +129,13 @@ func ParseDeadLetter(r *kgo.Record) *DeadLetter {
 }
 
 // Unwrap returns the original record, in topic, for a redrive: its key,
-// value and headers without the error headers and without the
-// HeaderRedrivenFrom of an earlier redrive.
+// value and headers without the error headers, without the
+// HeaderRedrivenFrom of an earlier redrive, and without HeaderViolations:
+// redriving a payload that failed validation is the decision that it may
+// pass.
 func (l *DeadLetter) Unwrap(topic Topic) *kgo.Record {
-	headers := slices.DeleteFunc(slices.Clone(l.Headers), func(h kgo.RecordHeader) bool { return h.Key == HeaderRedrivenFrom })
+	headers := slices.DeleteFunc(slices.Clone(l.Headers), func(h kgo.RecordHeader) bool {
+		return h.Key == HeaderRedrivenFrom || h.Key == HeaderViolations
+	})
 	return &kgo.Record{Topic: string(topic), Key: l.Key, Value: l.Value, Headers: headers}
 }

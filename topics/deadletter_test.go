@@ -47,3 +47,21 @@ func FuzzDeadLetter(f *testing.F) {
 }
 
 func equalHeader(a, b kgo.RecordHeader) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }
+
+// TestUnwrapDropsViolations: redriving a letter of stage validate sends
+// the payload on unmarked, so the processor emits it instead of
+// dead-lettering it again: the redrive is the operator's decision that it
+// may pass.
+func TestUnwrapDropsViolations(t *testing.T) {
+	ir := &IngestRecord{Source: "s", EventID: "1", Body: []byte(`{}`), Violations: []Violation{{Path: "/a", Message: "m"}}}
+	l := NewDeadLetter(ir.Record("t.ingest"), StageValidate, "payload does not match the schema: /a: m", time.Now())
+	back := ParseDeadLetter(l.Record("t.dlq")).Unwrap("t.ingest")
+	for _, h := range back.Headers {
+		if h.Key == HeaderViolations {
+			t.Fatalf("redriven record still carries %s: %s", HeaderViolations, h.Value)
+		}
+	}
+	if _, err := NewEnvelope(back, time.Now()); err != nil {
+		t.Errorf("envelope of the redriven record: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package topics
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -15,14 +16,36 @@ import (
 // or an empty value. Such a record can never be processed.
 var ErrDecode = errors.New("decode")
 
+// PayloadError is NewEnvelope's error for an ingest record the receiver
+// marked with violations: its payload does not match its source's schema,
+// so it never becomes an event.
+type PayloadError struct {
+	Violations []Violation // at least one
+}
+
+func (e *PayloadError) Error() string {
+	first := e.Violations[0]
+	msg := "payload does not match the schema: " + first.Message
+	if first.Path != "" {
+		msg = "payload does not match the schema: " + first.Path + ": " + first.Message
+	}
+	if n := len(e.Violations) - 1; n > 0 {
+		msg += fmt.Sprintf(" (and %d more)", n)
+	}
+	return msg
+}
+
 // NewEnvelope builds the events envelope of an ingest record r, stamped
 // processedAt. It fails with ErrDecode when r is not an ingest record (see
-// ParseIngestRecord). Without hs-received-at the event was received at the
+// ParseIngestRecord), and with a PayloadError when r carries violations. Without hs-received-at the event was received at the
 // record's timestamp; without hs-event-type its type is its source.
 func NewEnvelope(r *kgo.Record, processedAt time.Time) (*Envelope, error) {
 	ir, err := ParseIngestRecord(r)
 	if err != nil {
 		return nil, err
+	}
+	if len(ir.Violations) > 0 {
+		return nil, &PayloadError{Violations: ir.Violations}
 	}
 	e := &Envelope{
 		ID:           string(r.Key),

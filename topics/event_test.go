@@ -3,6 +3,7 @@ package topics
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func TestNewEnvelopeRefusesNonIngestRecords(t *testing.T) {
 		{"key of another event", ingestRecord("s:2", "{}", HeaderSource, "s", HeaderEventID, "1")},
 		{"empty value", ingestRecord("s:1", "", HeaderSource, "s", HeaderEventID, "1")},
 		{"bad received-at", ingestRecord("s:1", "{}", HeaderSource, "s", HeaderEventID, "1", HeaderReceivedAt, "yesterday")},
+		{"unreadable violations", ingestRecord("s:1", "{}", HeaderSource, "s", HeaderEventID, "1", HeaderViolations, "amount")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,4 +186,40 @@ func TestEventRecordMarksReplaysAndRedrives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNewEnvelopeRefusesInvalidPayloads: a record the receiver marked
+// with violations never becomes an event: NewEnvelope fails with a
+// PayloadError that carries them and says what is wrong.
+func TestNewEnvelopeRefusesInvalidPayloads(t *testing.T) {
+	vs := []Violation{{Path: "/amount", Message: "minimum: got -5, want 0"}, {Path: "", Message: "missing property 'id'"}}
+	ir := &IngestRecord{Source: "s", EventID: "1", Body: []byte(`{"amount":-5}`), Violations: vs}
+	rec := ir.Record("t.ingest")
+	if got := kafkaHeader(rec, HeaderViolations); got != `[{"path":"/amount","message":"minimum: got -5, want 0"},{"path":"","message":"missing property 'id'"}]` {
+		t.Errorf("header %s: got %s", HeaderViolations, got)
+	}
+	parsed, err := ParseIngestRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(parsed.Violations, vs) {
+		t.Errorf("decoded violations: got %v, want %v", parsed.Violations, vs)
+	}
+	_, err = NewEnvelope(rec, time.Now())
+	var pe *PayloadError
+	if !errors.As(err, &pe) || !slices.Equal(pe.Violations, vs) {
+		t.Fatalf("got %v, want a PayloadError with %v", err, vs)
+	}
+	if want := "payload does not match the schema: /amount: minimum: got -5, want 0 (and 1 more)"; err.Error() != want {
+		t.Errorf("message: got %q, want %q", err, want)
+	}
+}
+
+func kafkaHeader(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package topics
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -27,6 +28,9 @@ type IngestRecord struct {
 	// ProviderHeaderKey(name), in the order they were carried.
 	Provider []kgo.RecordHeader
 	Body     []byte
+	// Violations mark a payload that does not match its source's schema
+	// (HeaderViolations); the processor dead-letters such a record.
+	Violations []Violation
 }
 
 // IngestKey is the key of an event's records: <source>:<event-id>.
@@ -54,6 +58,11 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRedrivenFrom, Value: []byte(ir.RedrivenFrom)})
 	}
 	headers = append(headers, ir.Provider...)
+	if len(ir.Violations) > 0 {
+		// Strings only: marshalling cannot fail.
+		v, _ := json.Marshal(ir.Violations)
+		headers = append(headers, kgo.RecordHeader{Key: HeaderViolations, Value: v})
+	}
 	return &kgo.Record{Topic: string(topic), Key: []byte(IngestKey(ir.Source, ir.EventID)), Value: ir.Body, Headers: headers}
 }
 
@@ -62,7 +71,8 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 // <source>:<event-id>, an hs-received-at that is not RFC 3339, or an empty
 // value. Of a header written twice the last counts; headers it does not
 // know (hs-truncated, hs-error and the other dead-letter headers) are
-// skipped. A missing
+// skipped. An hs-violations that is not a non-empty JSON array of
+// violations is ErrDecode too. A missing
 // hs-received-at or hs-event-type is left zero.
 func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 	ir := &IngestRecord{Body: r.Value}
@@ -86,6 +96,10 @@ func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 				return nil, fmt.Errorf("%w: header %s: %q is not RFC 3339", ErrDecode, HeaderReceivedAt, h.Value)
 			}
 			ir.ReceivedAt = t
+		case h.Key == HeaderViolations:
+			if err := json.Unmarshal(h.Value, &ir.Violations); err != nil || len(ir.Violations) == 0 {
+				return nil, fmt.Errorf("%w: header %s: %q is not a JSON array of violations", ErrDecode, HeaderViolations, h.Value)
+			}
 		case strings.HasPrefix(h.Key, HeaderProviderPrefix):
 			ir.Provider = append(ir.Provider, h)
 		}

@@ -91,7 +91,19 @@ const (
 	// HeaderTruncated marks a record cut to fit the record size limit; its
 	// value is the original size of the record's value in bytes.
 	HeaderTruncated = "hs-truncated"
+	// HeaderViolations marks an ingest record whose payload does not match
+	// its source's JSON Schema (validate with on_invalid: dlq): a JSON array
+	// of Violation. The processor dead-letters such a record with
+	// StageValidate instead of emitting it.
+	HeaderViolations = "hs-violations"
 )
+
+// Violation is one way a payload fails its source's JSON Schema: where, as
+// a JSON Pointer into the payload ("" for the whole of it), and what.
+type Violation struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
 
 // isOwnHeader reports whether key is one of hookstream's own header keys
 // (provider headers, hs-h-*, are not).
@@ -99,7 +111,8 @@ func isOwnHeader(key string) bool {
 	switch key {
 	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
 		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
-		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated, HeaderBatchID:
+		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated, HeaderBatchID,
+		HeaderViolations:
 		return true
 	}
 	return false
@@ -110,6 +123,8 @@ const (
 	StageDecode  = "decode"
 	StageProcess = "process"
 	StageDeliver = "deliver"
+	// StageValidate: the payload did not match its source's JSON Schema.
+	StageValidate = "validate"
 )
 
 // TimeFormat is RFC 3339 in UTC with nanoseconds, as in hs-received-at.
