@@ -1,12 +1,17 @@
 package ingest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/tidwall/gjson"
 
 	"github.com/hookstream/hookstream/topics"
 )
@@ -18,12 +23,13 @@ const checkoutBody = `{"id":"evt_1PqR2sT3uV4wX5yZ","object":"event","type":"chec
 	`"payment_status":"paid","customer_details":{"email":"ada@example.com","name":"Ada Lovelace","address":{"city":"London","country":"GB",` +
 	`"line1":"12 St James's Square","postal_code":"SW1Y 4JH"}},"line_items":[{"price":"price_1AbC","quantity":2,"amount":2000},` +
 	`{"price":"price_2DeF","quantity":1,"amount":200}],"metadata":{"order":"ord_8812","channel":"web","campaign":"winter-2026",` +
-	`"note":"leave at the door, ring twice; the dog is friendly"}}},"request":{"id":"req_Zy9Xw8Vu7Ts6","idempotency_key":"f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9"},` +
+	`"note":"leave at the door, ring twice; the dog is friendly",` +
+	`"gift":"Happy birthday, Grace! A little something for the workshop: may every compile be clean and every review kind. With love from all of us.!!!!"}}},"request":{"id":"req_Zy9Xw8Vu7Ts6","idempotency_key":"f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9"},` +
 	`"pending_webhooks":1,"api_version":"2024-06-20","account":"acct_1Nv0FGQ9RKHgCVdK"}`
 
 // writeSourcesFile writes a sources document and the schema files it
 // names (relative to the document's directory), and loads it.
-func writeSourcesFile(t *testing.T, doc string, schemas map[string]string) (Sources, error) {
+func writeSourcesFile(t testing.TB, doc string, schemas map[string]string) (Sources, error) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range schemas {
@@ -223,4 +229,79 @@ func TestAbsoluteSchemaPath(t *testing.T) {
 	if got := s.Sources["a"].Validate.check("x", []byte(checkoutBody), true); len(got) != 0 {
 		t.Errorf("violations: got %v, want none", got)
 	}
+}
+
+// BenchmarkValidate measures the schema check of a 1 KiB
+// checkout.session.completed event against testdata/checkout.schema.json
+// (nested objects, enums, patterns, required fields, an array of items),
+// valid and with three violations; decode is the JSON decoding alone that
+// the check starts with.
+func BenchmarkValidate(b *testing.B) {
+	if len(checkoutBody) != 1024 {
+		b.Fatalf("benchmark body: got %d bytes, want 1024", len(checkoutBody))
+	}
+	s, err := writeSourcesFile(b, `sources: {billing: {validate: {schemas: {"checkout.*": checkout.json}}}}`,
+		map[string]string{"checkout.json": readCheckoutSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := s.Sources["billing"].Validate
+	invalid := strings.NewReplacer(`"currency":"eur"`, `"currency":"EUR"`, `"status":"complete"`, `"status":"done!!!!"`,
+		`"quantity":1`, `"quantity":0`).Replace(checkoutBody)
+	for _, bc := range []struct {
+		name, body string
+		want       int
+	}{{"valid", checkoutBody, 0}, {"invalid", invalid, 3}} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := []byte(bc.body)
+			if got := v.check("checkout.session.completed", body, true); len(got) != bc.want {
+				b.Fatalf("violations: got %v, want %d", got, bc.want)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				v.check("checkout.session.completed", body, true)
+			}
+		})
+	}
+	b.Run("decode", func(b *testing.B) {
+		body := []byte(checkoutBody)
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			decodeJSON(gjson.ParseBytes(body))
+		}
+	})
+	b.Run("decode-encoding-json", func(b *testing.B) {
+		body := []byte(checkoutBody)
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := jsonschema.UnmarshalJSON(bytes.NewReader(body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// FuzzDecodeJSON checks decodeJSON against the library's own decoder.
+// Invariants: never panics; on valid JSON it gives what
+// jsonschema.UnmarshalJSON gives (json.Number for numbers, the last of
+// duplicate keys).
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add(checkoutBody)
+	f.Add(`{"a":1,"a":[true,false,null,"x\u00e9\n",1e400,-0.5]}`)
+	f.Add(`[{}, [], "", 12345678901234567890123]`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		if !gjson.Valid(doc) {
+			return
+		}
+		want, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+		if err != nil {
+			return // gjson accepts a few documents encoding/json refuses
+		}
+		if got := decodeJSON(gjson.Parse(doc)); !reflect.DeepEqual(got, want) {
+			t.Errorf("decodeJSON(%q): got %#v, want %#v", doc, got, want)
+		}
+	})
 }
