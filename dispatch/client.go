@@ -61,6 +61,9 @@ type ClientConfig struct {
 	UserAgent string
 	// MaxConns bounds the connections per host, idle or active; default 64.
 	MaxConns int
+	// RequireHTTPS refuses targets that are not https, loopback aside (see
+	// Security.RequireHTTPS); default false.
+	RequireHTTPS bool
 }
 
 // Delivery is one attempt.
@@ -101,10 +104,11 @@ func (r Result) Gone() bool { return r.Status == http.StatusGone }
 // Client delivers webhooks over keep-alive connections shared by all
 // subscriptions. It is safe for concurrent use; build it with NewClient.
 type Client struct {
-	http      *http.Client
-	transport *http.Transport
-	timeout   time.Duration
-	userAgent string
+	http         *http.Client
+	transport    *http.Transport
+	timeout      time.Duration
+	userAgent    string
+	requireHTTPS bool
 }
 
 // NewClient returns a client configured by cfg, with defaults for its zero
@@ -145,9 +149,10 @@ func NewClient(cfg ClientConfig) *Client {
 				return http.ErrUseLastResponse
 			},
 		},
-		transport: transport,
-		timeout:   timeout,
-		userAgent: cfg.UserAgent,
+		transport:    transport,
+		timeout:      timeout,
+		userAgent:    cfg.UserAgent,
+		requireHTTPS: cfg.RequireHTTPS,
 	}
 }
 
@@ -172,7 +177,7 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 		return Result{Err: fmt.Errorf("url: %w", err)}
 	}
 	target := clientRedactURL(req.URL)
-	if err := checkDeliveryURL(req.URL); err != nil {
+	if err := c.checkURL(req.URL); err != nil {
 		return Result{Err: err}
 	}
 	if len(d.Keys) == 0 {
@@ -320,6 +325,43 @@ func ValidateURL(raw string) error {
 		return errors.New("url: must not have a fragment")
 	}
 	return checkDeliveryURL(u)
+}
+
+// checkURL checks a target before a request: checkDeliveryURL, then https
+// when required.
+func (c *Client) checkURL(u *url.URL) error {
+	if err := checkDeliveryURL(u); err != nil {
+		return err
+	}
+	if c.requireHTTPS && !secureTarget(u) {
+		return errHTTPSRequired
+	}
+	return nil
+}
+
+var errHTTPSRequired = errors.New("url: must be https (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS)")
+
+// requireHTTPS refuses a URL that is not https, loopback aside.
+func requireHTTPS(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || !secureTarget(u) {
+		return errHTTPSRequired
+	}
+	return nil
+}
+
+// secureTarget reports whether u is https, or http to this host by a
+// loopback address or the name localhost: TLS there protects nothing.
+func secureTarget(u *url.URL) bool {
+	if strings.EqualFold(u.Scheme, "https") {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkDeliveryURL checks the parsed form of a subscription URL (see

@@ -50,6 +50,7 @@ type Registry struct {
 	names topics.Names
 	log   *slog.Logger
 	now   func() time.Time
+	sec   Security
 
 	mu      sync.Mutex
 	watched *snapshot     // nil while no Watch has loaded
@@ -69,8 +70,100 @@ func NewRegistry(cl *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.L
 	return &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now, moved: make(chan struct{})}
 }
 
-// List reads every committed subscription.
+// Security is how a registry guards subscriptions.
+type Security struct {
+	// Keys encrypt secrets at rest; nil stores them as they are
+	// (HOOKSTREAM_SECRET_KEY unset).
+	Keys *SecretKeys
+	// RequireHTTPS refuses to create a subscription with, or change one to,
+	// a URL that is not https (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS). Loopback
+	// URLs are let through: TLS to this host protects nothing, and only
+	// HOOKSTREAM_DELIVERY_ALLOW_PRIVATE lets deliveries reach them.
+	RequireHTTPS bool
+}
+
+// Secure sets how r guards subscriptions and returns r. Call it before
+// using r.
+func (r *Registry) Secure(sec Security) *Registry {
+	r.sec = sec
+	return r
+}
+
+// CheckURL reports whether url may be a subscription's: ValidateURL, then
+// https when required.
+func (r *Registry) CheckURL(url string) error {
+	if err := ValidateURL(url); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if r.sec.RequireHTTPS {
+		if err := requireHTTPS(url); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// List reads every committed subscription, secrets decrypted. A
+// subscription whose secret cannot be decrypted fails it with
+// ErrSecretKey: none is skipped.
 func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
+	stored, err := r.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	subs, _, err := r.open(stored)
+	return subs, err
+}
+
+// open decrypts the secrets of stored subscriptions; stale lists the ids
+// not sealed with the current key, in id order.
+func (r *Registry) open(stored map[string]Subscription) (subs map[string]Subscription, stale []string, err error) {
+	subs = make(map[string]Subscription, len(stored))
+	for _, id := range slices.Sorted(maps.Keys(stored)) {
+		s, current, err := r.sec.Keys.openSecrets(stored[id])
+		if err != nil {
+			return nil, nil, err
+		}
+		if !current {
+			stale = append(stale, id)
+		}
+		subs[id] = s
+	}
+	return subs, stale, nil
+}
+
+// Reseal rewrites every subscription whose secrets are not sealed with the
+// current key (written before a key was set, or with the previous key of
+// a rotation) and returns how many it rewrote. Without keys it does
+// nothing.
+func (r *Registry) Reseal(ctx context.Context) (int, error) {
+	if r.sec.Keys == nil {
+		return 0, nil
+	}
+	stored, err := r.read(ctx)
+	if err != nil {
+		return 0, err
+	}
+	_, stale, err := r.open(stored)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range stale {
+		_, err := r.Update(ctx, id, func(*Subscription) error { return nil })
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return n, fmt.Errorf("subscriptions: re-encrypt %s: %w", id, err)
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
+
+// read reads every committed subscription as stored.
+func (r *Registry) read(ctx context.Context) (map[string]Subscription, error) {
 	topic := string(r.names.Subscriptions)
 	want, err := r.committedEnds(ctx)
 	if err != nil {
@@ -243,6 +336,11 @@ func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscriptio
 		if err := edit(&s); err != nil {
 			return nil, err
 		}
+		if s.URL != prev.URL {
+			if err := r.CheckURL(s.URL); err != nil {
+				return nil, err
+			}
+		}
 		// Strictly later than the version edited, whatever the clocks
 		// of the writers say: UpdatedAt tells versions apart.
 		s.UpdatedAt = r.now().UTC()
@@ -296,6 +394,9 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	if err := s.Validate(); err != nil {
 		return err
 	}
+	if err := r.CheckURL(s.URL); err != nil {
+		return err
+	}
 	if _, err := r.Get(ctx, s.ID); err == nil {
 		return fmt.Errorf("%w: %s", ErrExists, s.ID)
 	} else if !errors.Is(err, ErrNotFound) {
@@ -313,12 +414,12 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	})
 }
 
-// record validates and encodes s.
+// record validates and encodes s, its secrets sealed.
 func (r *Registry) record(s Subscription) (*kgo.Record, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := json.Marshal(s)
+	v, err := json.Marshal(r.sec.Keys.sealSecrets(s))
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: encode: %w", err)
 	}
@@ -452,7 +553,8 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 
 // Watch calls fn with every subscription once it has read the topic to
 // the end it had when Watch began, then again each time the topic changes,
-// until ctx ends. It reads with its own client.
+// until ctx ends. It reads with its own client. It fails with ErrSecretKey
+// when a subscription's secret cannot be decrypted.
 func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) error {
 	topic := string(r.names.Subscriptions)
 	loading, err := r.ends(ctx)
@@ -465,10 +567,16 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 	}
 	defer cl.Close()
 	defer r.publish(nil, nil)
+	stored := make(map[string]Subscription)
 	subs := make(map[string]Subscription)
 	next := make(map[int32]int64)
 	changed, moved := true, true
 	for {
+		if changed && len(loading) == 0 {
+			if subs, _, err = r.open(stored); err != nil {
+				return err
+			}
+		}
 		if moved && len(loading) == 0 {
 			r.publish(subs, next)
 		}
@@ -492,7 +600,7 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 			if rec.Attrs.IsControl() {
 				return
 			}
-			if err := apply(subs, rec); err != nil {
+			if err := apply(stored, rec); err != nil {
 				r.log.Error("skipping unreadable subscription record", "offset", rec.Offset, "err", err)
 				return
 			}
