@@ -5,6 +5,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -53,6 +54,12 @@ type Config struct {
 	// predecessor's open transaction at once. Default empty: host name
 	// plus a hash of the data directory.
 	InstanceID string
+	// SecretKey (32 bytes) encrypts subscriber secrets at rest in the
+	// subscriptions topic. Default none: they are stored as they are.
+	SecretKey []byte
+	// SecretKeyPrevious still decrypts secrets during a key rotation.
+	// Default none.
+	SecretKeyPrevious []byte
 	// Delivery configures the dispatcher.
 	Delivery Delivery
 	// Log configures log/slog.
@@ -68,6 +75,9 @@ type Delivery struct {
 	// AllowPrivate allows targets on loopback, private and link-local
 	// addresses. Default false; true on the embedded broker.
 	AllowPrivate bool
+	// RequireHTTPS refuses subscriber URLs that are not https. Default
+	// true; false on the embedded broker.
+	RequireHTTPS bool
 	// DisableAfter disables a subscription whose real attempts have all
 	// failed for this long with no success. Default 0: the sum of Schedule.
 	DisableAfter time.Duration
@@ -209,6 +219,22 @@ var settings = []setting{
 			}
 			return nil
 		}},
+	{"HOOKSTREAM_DELIVERY_REQUIRE_HTTPS", "delivery-require-https", "", "refuse subscriber URLs that are not https (default: true, false on the embedded broker)", Server,
+		func(c *Config, v string) error {
+			if v == "" {
+				return nil // decided in Load once brokers are known
+			}
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("invalid boolean %q", v)
+			}
+			c.Delivery.RequireHTTPS = b
+			return nil
+		}},
+	{"HOOKSTREAM_SECRET_KEY", "secret-key", "", "base64 of 32 bytes that encrypts subscriber secrets at rest (prefer the variable to the flag)", Server,
+		func(c *Config, v string) (err error) { c.SecretKey, err = secretKey(v); return err }},
+	{"HOOKSTREAM_SECRET_KEY_PREVIOUS", "secret-key-previous", "", "the key before HOOKSTREAM_SECRET_KEY, still read during a rotation", Server,
+		func(c *Config, v string) (err error) { c.SecretKeyPrevious, err = secretKey(v); return err }},
 	{"HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "delivery-allow-private", "", "allow delivery to loopback/private/link-local addresses (default: true on the embedded broker only)", Server,
 		func(c *Config, v string) error {
 			if v == "" {
@@ -242,7 +268,7 @@ func RegisterFlags(fs *pflag.FlagSet, scopes ...Scope) {
 func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error) {
 	c := &Config{}
 	var errs []error
-	privateSet := false
+	privateSet, httpsSet := false, false
 	for _, s := range settings {
 		v, origin := s.def, s.env
 		if ev, ok := lookup(s.env); ok {
@@ -256,12 +282,21 @@ func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error
 		if s.env == "HOOKSTREAM_DELIVERY_ALLOW_PRIVATE" && v != "" {
 			privateSet = true
 		}
+		if s.env == "HOOKSTREAM_DELIVERY_REQUIRE_HTTPS" && v != "" {
+			httpsSet = true
+		}
 		if err := s.set(c, strings.TrimSpace(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
 		}
 	}
 	if !privateSet {
 		c.Delivery.AllowPrivate = c.Embedded()
+	}
+	if !httpsSet {
+		c.Delivery.RequireHTTPS = !c.Embedded()
+	}
+	if c.SecretKeyPrevious != nil && c.SecretKey == nil {
+		errs = append(errs, errors.New("HOOKSTREAM_SECRET_KEY_PREVIOUS: set without HOOKSTREAM_SECRET_KEY (during a rotation both are set)"))
 	}
 	if len(c.Delivery.Schedule) > 0 {
 		c.Delivery.BreakerCooldown = min(c.Delivery.BreakerCooldown, c.Delivery.Schedule[0])
@@ -325,6 +360,19 @@ func nonEmpty(v string) error {
 		return errors.New("must not be empty")
 	}
 	return nil
+}
+
+// secretKey decodes a key of 32 bytes in standard base64; empty is none.
+// Errors never repeat the value.
+func secretKey(v string) ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(k) != 32 {
+		return nil, errors.New("not base64 of 32 bytes (generate one with: openssl rand -base64 32)")
+	}
+	return k, nil
 }
 
 func positiveDuration(v string) (time.Duration, error) {

@@ -60,6 +60,41 @@ func TestLoadEnvThenFlags(t *testing.T) {
 	if c.Delivery.AllowPrivate {
 		t.Errorf("AllowPrivate: got true, want false on a real cluster")
 	}
+	if !c.Delivery.RequireHTTPS {
+		t.Errorf("RequireHTTPS: got false, want true on a real cluster")
+	}
+}
+
+func TestLoadSecretKeys(t *testing.T) {
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // base64 of 32 bytes
+	prev := "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
+	c, err := Load(nil, lookupFrom(map[string]string{"HOOKSTREAM_SECRET_KEY": key, "HOOKSTREAM_SECRET_KEY_PREVIOUS": prev}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.SecretKey) != "0123456789abcdef0123456789abcdef" || string(c.SecretKeyPrevious) != "fedcba9876543210fedcba9876543210" {
+		t.Errorf("keys: got %q and %q", c.SecretKey, c.SecretKeyPrevious)
+	}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"short", map[string]string{"HOOKSTREAM_SECRET_KEY": "c2hvcnQ="}, "HOOKSTREAM_SECRET_KEY: not base64 of 32 bytes (generate one with: openssl rand -base64 32)"},
+		{"not base64", map[string]string{"HOOKSTREAM_SECRET_KEY": "not a key!"}, "HOOKSTREAM_SECRET_KEY: not base64 of 32 bytes"},
+		{"previous alone", map[string]string{"HOOKSTREAM_SECRET_KEY_PREVIOUS": prev}, "HOOKSTREAM_SECRET_KEY_PREVIOUS: set without HOOKSTREAM_SECRET_KEY"},
+		{"https", map[string]string{"HOOKSTREAM_DELIVERY_REQUIRE_HTTPS": "maybe"}, `HOOKSTREAM_DELIVERY_REQUIRE_HTTPS: invalid boolean "maybe"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(nil, lookupFrom(tt.env))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error: got %v, want it to contain %q", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "not a key") {
+				t.Errorf("error %q repeats the key", err)
+			}
+		})
+	}
 }
 
 func TestLoadInstanceID(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookstream/hookstream/config"
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -45,7 +44,11 @@ each transaction, so a group that has read everything lags 0.`,
 				}
 				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 				defer cancel()
-				subs, err := dispatch.NewRegistry(c.cl, c.opts, c.names, c.log).List(ctx)
+				r, err := c.registry()
+				if err != nil {
+					return err
+				}
+				subs, err := r.List(ctx)
 				if err != nil {
 					return err
 				}

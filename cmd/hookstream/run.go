@@ -106,6 +106,16 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	if cfg.SourcesFile == "" {
 		log.Warn("no HOOKSTREAM_CONFIG: every source is accepted without signature verification")
 	}
+	if cfg.SecretKey == nil {
+		log.Warn("subscriber secrets are stored unencrypted in the subscriptions topic; set HOOKSTREAM_SECRET_KEY (openssl rand -base64 32)")
+	}
+	if !cfg.Delivery.RequireHTTPS {
+		log.Warn("subscriber URLs may be plain http (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS=false)")
+	}
+	security, err := subscriptionSecurity(cfg)
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -119,7 +129,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		return err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
-	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log)
+	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log).Secure(security)
 	reg.MustRegister(groups.NewCollector(adminClient, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {
@@ -172,6 +182,16 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		g.Go(func() error { return p.Run(ctx) })
 	}
 	if slices.Contains(roles, "dispatcher") {
+		// Every subscription must be readable before deliveries start; those
+		// written before the key was set, or with the previous key, are
+		// rewritten with the current one.
+		resealed, err := registry.Reseal(ctx)
+		if err != nil {
+			return err
+		}
+		if resealed > 0 {
+			log.Info("re-encrypted subscriber secrets with HOOKSTREAM_SECRET_KEY", "subscriptions", resealed)
+		}
 		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(
 			topics.Instrument(reg, "hookstream-dispatcher"),
 			[]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(topics.MaxHandOffBytes(cfg.MaxBody)))})...)...)
@@ -184,6 +204,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			Client: dispatch.ClientConfig{
 				Timeout:      cfg.Delivery.Timeout,
 				AllowPrivate: cfg.Delivery.AllowPrivate,
+				RequireHTTPS: cfg.Delivery.RequireHTTPS,
 				UserAgent:    "hookstream/" + version,
 			},
 			Schedule:        cfg.Delivery.Schedule,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -24,7 +26,9 @@ func newSinkCommand() *cobra.Command {
 		Long: `Sink is a subscriber endpoint for development: it accepts deliveries on
 POST /, checks their Standard Webhooks signature when --secret is given,
 prints one line per event (each event of a batch, with the batch id and
-its place in it) and answers 204 (401 when the signature does not verify).`,
+its place in it) and answers 204 (401 when the signature does not verify). It answers the
+verification request of 'hookstream subscriptions add --verify' with its
+challenge.`,
 		Example: `  hookstream sink --addr 127.0.0.1:9000 --secret whsec_...`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -83,6 +87,13 @@ func sinkHandler(out io.Writer, keys [][]byte) http.Handler {
 			verdict = "signature ok"
 		}
 		now := time.Now().UTC().Format(time.RFC3339)
+		var challenge dispatch.VerificationRequest
+		if json.Unmarshal(body, &challenge) == nil && challenge.Type == dispatch.VerificationType {
+			fmt.Fprintf(out, "%s verification %s answered (%s)\n", now, id, verdict)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"challenge": challenge.Challenge}) // a failed write fails the verification
+			return
+		}
 		envelopes, err := topics.SplitBatch(body)
 		if err != nil { // one event
 			typ := ""

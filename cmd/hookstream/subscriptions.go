@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/signature"
 )
 
 // subscriptionFlags are the writable fields of a subscription.
@@ -68,13 +69,57 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) dispatch.Patch {
 
 // withRegistry runs fn with a registry on the configured cluster.
 func withRegistry(cmd *cobra.Command, fn func(ctx context.Context, r *dispatch.Registry) error) error {
+	return withClusterRegistry(cmd, func(ctx context.Context, _ cluster, r *dispatch.Registry) error { return fn(ctx, r) })
+}
+
+// withClusterRegistry runs fn with the cluster and its registry.
+func withClusterRegistry(cmd *cobra.Command, fn func(ctx context.Context, c cluster, r *dispatch.Registry) error) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
 		if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
 			return err
 		}
-		return fn(ctx, dispatch.NewRegistry(c.cl, c.opts, c.names, c.log))
+		r, err := c.registry()
+		if err != nil {
+			return err
+		}
+		return fn(ctx, c, r)
+	})
+}
+
+// registry is the subscriptions registry of c, guarded as its
+// configuration says.
+func (c cluster) registry() (*dispatch.Registry, error) {
+	sec, err := subscriptionSecurity(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dispatch.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec), nil
+}
+
+// subscriptionSecurity is how subscriptions are guarded:
+// HOOKSTREAM_SECRET_KEY (and _PREVIOUS) and
+// HOOKSTREAM_DELIVERY_REQUIRE_HTTPS.
+func subscriptionSecurity(cfg *config.Config) (dispatch.Security, error) {
+	sec := dispatch.Security{RequireHTTPS: cfg.Delivery.RequireHTTPS}
+	if cfg.SecretKey != nil {
+		keys, err := dispatch.NewSecretKeys(cfg.SecretKey, cfg.SecretKeyPrevious)
+		if err != nil {
+			return dispatch.Security{}, err
+		}
+		sec.Keys = keys
+	}
+	return sec, nil
+}
+
+// deliveryClient is a client that delivers as the dispatcher of cfg does.
+func deliveryClient(cfg *config.Config) *dispatch.Client {
+	return dispatch.NewClient(dispatch.ClientConfig{
+		Timeout:      cfg.Delivery.Timeout,
+		AllowPrivate: cfg.Delivery.AllowPrivate,
+		RequireHTTPS: cfg.Delivery.RequireHTTPS,
+		UserAgent:    "hookstream/" + version,
 	})
 }
 
@@ -92,12 +137,25 @@ dispatchers follow every change.`,
 
 	var add subscriptionFlags
 	var from string
+	var verify bool
 	addCmd := &cobra.Command{
 		Use:   "add",
 		Short: "Create a subscription and print it, secret included",
+		Long: `Add creates a subscription and prints it, secret included.
+
+With --verify it first POSTs a verification request to the URL, signed with
+the subscription's secret like a delivery:
+  {"type":"hookstream.verification","challenge":"<random>"}
+and creates the subscription only if the endpoint answers 2xx echoing the
+challenge, as the body or as {"challenge":"<random>"} (hookstream sink does).
+
+With HOOKSTREAM_SECRET_KEY set, the secret is stored encrypted; with
+HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off the embedded broker),
+only https URLs are accepted.`,
 		Example: `  hookstream subscriptions add --url https://example.com/hooks
   hookstream subscriptions add --url https://ci.example.com/hook --source github --event-type 'pull_request*' --from earliest
-  hookstream subscriptions add --url https://example.com/hooks --batch-max 100 --batch-wait 1s`,
+  hookstream subscriptions add --url https://example.com/hooks --batch-max 100 --batch-wait 1s
+  hookstream subscriptions add --verify --url https://example.com/hooks --secret whsec_...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
@@ -107,11 +165,16 @@ dispatchers follow every change.`,
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+			return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *dispatch.Registry) error {
 				var s dispatch.Subscription
 				p.Apply(&s)
 				if s.URL == "" {
 					return fmt.Errorf("--url is required")
+				}
+				if verify {
+					if err := verifyEndpoint(ctx, c.cfg, r, &s); err != nil {
+						return err
+					}
 				}
 				if err := r.Create(ctx, &s, from); err != nil {
 					return err
@@ -122,6 +185,7 @@ dispatchers follow every change.`,
 	}
 	add.register(addCmd)
 	addCmd.Flags().StringVar(&from, "from", "latest", "where delivery starts: latest, earliest or an RFC 3339 time")
+	addCmd.Flags().BoolVar(&verify, "verify", false, "create it only if the URL answers a signed verification challenge")
 
 	list := &cobra.Command{
 		Use:     "list",
@@ -243,6 +307,26 @@ dispatchers follow every change.`,
 	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
 	cmd.AddCommand(addCmd, list, get, update, rm, rotate, enable, disable)
 	return cmd
+}
+
+// verifyEndpoint sends s's URL a verification request signed with its
+// secret (generated here when not given) and fails unless the endpoint
+// echoes the challenge.
+func verifyEndpoint(ctx context.Context, cfg *config.Config, r *dispatch.Registry, s *dispatch.Subscription) error {
+	if err := r.CheckURL(s.URL); err != nil {
+		return err
+	}
+	if s.Secret == "" {
+		s.Secret = signature.NewSecret()
+	}
+	key, err := signature.DecodeSecret(s.Secret)
+	if err != nil {
+		return fmt.Errorf("--secret: %w", err)
+	}
+	if err := deliveryClient(cfg).Verify(ctx, s.URL, [][]byte{key}); err != nil {
+		return fmt.Errorf("--verify: %w; nothing written", err)
+	}
+	return nil
 }
 
 func printSubscriptions(w io.Writer, output string, subs []dispatch.Subscription, withSecret bool) error {
