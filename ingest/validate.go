@@ -60,9 +60,6 @@ type schemaRule struct {
 	schema *jsonschema.Schema
 }
 
-// enabled reports whether the source validates anything.
-func (v Validation) enabled() bool { return len(v.Schemas) > 0 }
-
 // action is OnInvalid with its default.
 func (v Validation) action() string { return cmp.Or(v.OnInvalid, OnInvalidReject) }
 
