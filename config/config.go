@@ -220,33 +220,13 @@ var settings = []setting{
 			return nil
 		}},
 	{"HOOKSTREAM_DELIVERY_REQUIRE_HTTPS", "delivery-require-https", "", "refuse subscriber URLs that are not https (default: true, false on the embedded broker)", Server,
-		func(c *Config, v string) error {
-			if v == "" {
-				return nil // decided in Load once brokers are known
-			}
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("invalid boolean %q", v)
-			}
-			c.Delivery.RequireHTTPS = b
-			return nil
-		}},
+		func(c *Config, v string) error { return brokerDependentBool(&c.Delivery.RequireHTTPS, v) }},
 	{"HOOKSTREAM_SECRET_KEY", "secret-key", "", "base64 of 32 bytes that encrypts subscriber secrets at rest (prefer the variable to the flag)", Server,
 		func(c *Config, v string) (err error) { c.SecretKey, err = secretKey(v); return err }},
 	{"HOOKSTREAM_SECRET_KEY_PREVIOUS", "secret-key-previous", "", "the key before HOOKSTREAM_SECRET_KEY, still read during a rotation", Server,
 		func(c *Config, v string) (err error) { c.SecretKeyPrevious, err = secretKey(v); return err }},
 	{"HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "delivery-allow-private", "", "allow delivery to loopback/private/link-local addresses (default: true on the embedded broker only)", Server,
-		func(c *Config, v string) error {
-			if v == "" {
-				return nil // decided in Load once brokers are known
-			}
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("invalid boolean %q", v)
-			}
-			c.Delivery.AllowPrivate = b
-			return nil
-		}},
+		func(c *Config, v string) error { return brokerDependentBool(&c.Delivery.AllowPrivate, v) }},
 }
 
 // RegisterFlags adds the flags of the settings in scopes to fs.
@@ -359,6 +339,20 @@ func nonEmpty(v string) error {
 	if v == "" {
 		return errors.New("must not be empty")
 	}
+	return nil
+}
+
+// brokerDependentBool sets dst from v; empty leaves it to Load, which
+// decides once it knows whether the embedded broker is used.
+func brokerDependentBool(dst *bool, v string) error {
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("invalid boolean %q", v)
+	}
+	*dst = b
 	return nil
 }
 

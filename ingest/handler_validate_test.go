@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -32,17 +28,11 @@ const orderSchema = `{
   "additionalProperties": false
 }`
 
-// validatingReceiver is a receiver whose sources, loaded from a file,
+// newValidatingReceiver is a receiver whose sources, loaded from a file,
 // validate order.* events of "strict" (reject) and "lenient" (dlq) against
 // orderSchema; "forms" and "signed" validate every event type, "signed"
 // after verifying GitHub signatures.
-type validatingReceiver struct {
-	env *kafkatest.Env
-	srv *httptest.Server
-	reg *prometheus.Registry
-}
-
-func newValidatingReceiver(t *testing.T) *validatingReceiver {
+func newValidatingReceiver(t *testing.T) *receiver {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "order.json"), []byte(orderSchema), 0o600); err != nil {
@@ -72,16 +62,7 @@ sources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := kafkatest.New(t, 3, 64<<10)
-	cfg := ingest.Config{Sources: sources, MaxBody: 64 << 10, AckTimeout: 5 * time.Second, Topic: env.Names.Ingest}
-	reg := prometheus.NewRegistry()
-	h, err := ingest.New(cfg, env.Client(t, ingest.ProducerOpts(cfg)...), kafkatest.Logger(t), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &validatingReceiver{env: env, srv: srv, reg: reg}
+	return newReceiver(t, kafkatest.New(t, 3, 64<<10), ingest.Config{Sources: sources})
 }
 
 // answer is a decoded ingest answer.
@@ -94,7 +75,7 @@ type answer struct {
 	RequestID  string             `json:"request_id"`
 }
 
-func (vr *validatingReceiver) post(t *testing.T, source string, header http.Header, body string) answer {
+func (vr *receiver) postValidated(t *testing.T, source string, header http.Header, body string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, vr.srv.URL+"/webhooks/"+source, strings.NewReader(body))
 	if err != nil {
@@ -118,7 +99,7 @@ func (vr *validatingReceiver) post(t *testing.T, source string, header http.Head
 }
 
 // invalid reads hookstream_ingest_invalid_payloads_total of source and action.
-func (vr *validatingReceiver) invalid(t *testing.T, source, action string) float64 {
+func (vr *receiver) invalid(t *testing.T, source, action string) float64 {
 	t.Helper()
 	families, err := vr.reg.Gather()
 	if err != nil {
@@ -160,7 +141,7 @@ func TestSchemaViolationsRejected(t *testing.T) {
 			if tt.name == "not JSON" {
 				header.Set("Content-Type", "application/x-www-form-urlencoded")
 			}
-			a := vr.post(t, tt.source, header, tt.body)
+			a := vr.postValidated(t, tt.source, header, tt.body)
 			if a.status != http.StatusUnprocessableEntity || a.Error != "payload does not match the schema" || a.RequestID == "" {
 				t.Fatalf("answer: got %d %+v, want 422 payload does not match the schema with a request id", a.status, a)
 			}
@@ -179,10 +160,10 @@ func TestSchemaViolationsRejected(t *testing.T) {
 			}
 		})
 	}
-	if a := vr.post(t, "strict", nil, `{"type":"order.created","id":"o1","amount":5}`); a.status != http.StatusAccepted {
+	if a := vr.postValidated(t, "strict", nil, `{"type":"order.created","id":"o1","amount":5}`); a.status != http.StatusAccepted {
 		t.Errorf("valid payload: got %d %+v, want 202", a.status, a)
 	}
-	if a := vr.post(t, "strict", nil, `{"type":"customer.created","anything":true}`); a.status != http.StatusAccepted {
+	if a := vr.postValidated(t, "strict", nil, `{"type":"customer.created","anything":true}`); a.status != http.StatusAccepted {
 		t.Errorf("payload of a type without schema: got %d %+v, want 202", a.status, a)
 	}
 	recs := vr.env.Records(t, vr.env.Names.Ingest)
@@ -201,7 +182,7 @@ func TestSchemaViolationsRejected(t *testing.T) {
 
 func TestSchemaViolationsMarkedForDLQ(t *testing.T) {
 	vr := newValidatingReceiver(t)
-	a := vr.post(t, "lenient", nil, `{"type":"order.created","id":"o1","amount":-5}`)
+	a := vr.postValidated(t, "lenient", nil, `{"type":"order.created","id":"o1","amount":-5}`)
 	if a.status != http.StatusAccepted || a.Status != "accepted" || len(a.Violations) != 0 {
 		t.Fatalf("answer: got %d %+v, want 202 accepted", a.status, a)
 	}
@@ -224,10 +205,10 @@ func TestSignatureCheckedBeforeSchema(t *testing.T) {
 	body := `{"amount":-5}`
 	header := githubHeaders("d-1", body)
 	header.Set("X-Hub-Signature-256", "sha256=00")
-	if a := vr.post(t, "signed", header, body); a.status != http.StatusUnauthorized || len(a.Violations) != 0 {
+	if a := vr.postValidated(t, "signed", header, body); a.status != http.StatusUnauthorized || len(a.Violations) != 0 {
 		t.Errorf("unsigned invalid payload: got %d %+v, want 401 without violations", a.status, a)
 	}
-	if a := vr.post(t, "signed", githubHeaders("d-1", body), body); a.status != http.StatusUnprocessableEntity {
+	if a := vr.postValidated(t, "signed", githubHeaders("d-1", body), body); a.status != http.StatusUnprocessableEntity {
 		t.Errorf("signed invalid payload: got %d %+v, want 422", a.status, a)
 	}
 }
