@@ -37,8 +37,9 @@ func (e *PayloadError) Error() string {
 
 // NewEnvelope builds the events envelope of an ingest record r, stamped
 // processedAt. It fails with ErrDecode when r is not an ingest record (see
-// ParseIngestRecord), and with a PayloadError when r carries violations. Without hs-received-at the event was received at the
-// record's timestamp; without hs-event-type its type is its source.
+// ParseIngestRecord), and with a PayloadError when r carries violations.
+// Without hs-received-at the event was received at the record's
+// timestamp; without hs-event-type its type is its source.
 func NewEnvelope(r *kgo.Record, processedAt time.Time) (*Envelope, error) {
 	ir, err := ParseIngestRecord(r)
 	if err != nil {
