@@ -246,12 +246,29 @@ var printer = message.NewPrinter(language.English)
 // what is wrong where, not the groups (allOf, $ref) that contain them.
 func collectViolations(e *jsonschema.ValidationError, out *[]topics.Violation) {
 	if len(e.Causes) == 0 {
-		*out = append(*out, topics.Violation{Path: jsonPointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)})
+		*out = append(*out, topics.Violation{Path: jsonPointer(e.InstanceLocation), Message: shorten(e.ErrorKind.LocalizedString(printer))})
 		return
 	}
 	for _, c := range e.Causes {
 		collectViolations(c, out)
 	}
+}
+
+// maxMessage bounds a violation's message, which can quote the value at
+// fault: the violations travel in a record header and in the 422 answer.
+const maxMessage = 200
+
+// shorten cuts msg to maxMessage bytes at a character boundary, marking
+// the cut with "…".
+func shorten(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 func compareViolations(a, b topics.Violation) int {

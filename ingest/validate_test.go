@@ -149,6 +149,9 @@ func TestValidateBody(t *testing.T) {
 		{name: "unknown type checked by *", eventType: "customer.created", body: `{"type":7}`,
 			want: []topics.Violation{{Path: "/type", Message: "got number, want string"}}},
 		{name: "no schema for the type", eventType: "customer.created", body: `{"type":"customer.created"}`},
+		{name: "long value quoted", eventType: "checkout.session.completed",
+			body: strings.Replace(checkoutBody, `"currency":"eur"`, `"currency":"`+strings.Repeat("é", 300)+`"`, 1),
+			want: []topics.Violation{{Path: "/data/object/currency", Message: "'" + strings.Repeat("é", 99) + "…"}}},
 		{name: "not JSON", eventType: "checkout.session.completed", body: `amount=5`,
 			want: []topics.Violation{{Path: "", Message: "body is not JSON"}}},
 	}
