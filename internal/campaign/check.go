@@ -99,8 +99,13 @@ type outcome struct {
 	DupSample  []string `json:"duplicated_sample,omitempty"`
 	// Replayed counts the events records a processor replay re-emitted;
 	// BadReplays the ones whose replay mark is wrong.
-	Replayed    int            `json:"replayed_on_events"`
-	BadReplays  []string       `json:"bad_replay_marks,omitempty"`
+	Replayed   int      `json:"replayed_on_events"`
+	BadReplays []string `json:"bad_replay_marks,omitempty"`
+	// Operational counts hookstream's own events on the events topic
+	// (each must be there once); OpsMissing names those its subscriber
+	// did not receive.
+	Operational int            `json:"operational_on_events"`
+	OpsMissing  []string       `json:"operational_missing,omitempty"`
 	Undelivered map[string]int `json:"undelivered"`
 	// UndeliveredSample names a few events per subscription that reached
 	// neither the subscriber nor the delivery DLQ.
@@ -126,6 +131,9 @@ func (o outcome) failures() []string {
 		if n > 0 {
 			f = append(f, fmt.Sprintf("invariant 2: subscription %s: %d events neither delivered nor dead-lettered, e.g. %v", sub, n, o.UndeliveredSample[sub]))
 		}
+	}
+	if len(o.OpsMissing) > 0 {
+		f = append(f, fmt.Sprintf("invariant 2: operational events not received: %v", o.OpsMissing))
 	}
 	if o.CircuitLetters > 0 {
 		f = append(f, fmt.Sprintf("invariant 2: %d delivery dead letters say the circuit was open rather than the subscriber's failure", o.CircuitLetters))
@@ -162,11 +170,15 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	count := make(map[string]int, len(events))
 	marks := make(map[string]map[string]bool)
 	procReplays := c.replayCounts()["processor"]
+	opsCount := make(map[string]int)
 	for _, r := range events {
-		if header(r, topics.HeaderSource) == "hookstream" || strings.HasPrefix(string(r.Key), "hookstream:") {
-			continue // operational events
-		}
 		k, mark := string(r.Key), header(r, topics.HeaderReplay)
+		if header(r, topics.HeaderSource) == topics.OperationalSource {
+			if mark == "" {
+				opsCount[k]++
+			}
+			continue
+		}
 		if mark == "" {
 			count[k]++
 			continue
@@ -195,6 +207,12 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			dups = append(dups, fmt.Sprintf("%s x%d", k, n))
 		}
 	}
+	for k, n := range opsCount {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("%s x%d", k, n))
+		}
+	}
+	o.Operational = len(opsCount)
 	sort.Strings(dups)
 	o.Duplicated = len(dups)
 	o.DupSample = dups[:min(len(dups), 10)]
@@ -217,8 +235,8 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 		dead[sub+"|"+key] = true
 	}
 	for _, s := range c.subs.byKind {
-		if s.kind == subGone {
-			continue // disabled at its first answer; its events wait
+		if s.kind == subGone || s.kind == subOps {
+			continue // disabled at its first answer, its events wait; operational events only
 		}
 		for _, k := range accepted {
 			switch {
@@ -231,6 +249,27 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 					o.UndeliveredSample[s.kind] = append(o.UndeliveredSample[s.kind], k)
 				}
 			}
+		}
+	}
+
+	// Invariant 2, operational events: the subscription that answered 410
+	// was said disabled, and each toggle said disabled and enabled, to
+	// the subscription for hookstream's own events.
+	ops := c.subs.byKind[subOps]
+	c.mu.Lock()
+	toggles := c.toggles
+	c.mu.Unlock()
+	toggled, gone := c.subs.byKind[subToggled].id, c.subs.byKind[subGone].id
+	for _, want := range []struct {
+		typ, sub string
+		n        int
+	}{
+		{topics.OpSubscriptionDisabled, gone, 1},
+		{topics.OpSubscriptionDisabled, toggled, toggles},
+		{topics.OpSubscriptionEnabled, toggled, toggles},
+	} {
+		if got := ops.opsAbout(want.typ, want.sub); got < want.n {
+			o.OpsMissing = append(o.OpsMissing, fmt.Sprintf("%s about %s: %d received, want %d", want.typ, want.sub, got, want.n))
 		}
 	}
 

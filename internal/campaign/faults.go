@@ -138,6 +138,11 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 		}
 		sleepCtx(ctx, 5*time.Second)
 		_, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "enable", id)
+		if err == nil {
+			c.mu.Lock()
+			c.toggles++
+			c.mu.Unlock()
+		}
 		return err
 	case faultReplay:
 		return c.replay(ctx, "dispatcher", "sub:"+c.subs.byKind[subHealthy].id)

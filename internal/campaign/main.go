@@ -93,6 +93,7 @@ type campaign struct {
 	poisonList []poisonInput
 	poisonN    int
 	replays    map[string]int // role -> replays of its group
+	toggles    int            // subscription toggles done
 	crashes    int
 }
 

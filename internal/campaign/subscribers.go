@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookstream/hookstream/topics"
 )
 
 // Subscriber behaviours.
@@ -21,12 +23,16 @@ const (
 	subGone    = "gone"    // 410: the subscription is disabled at once
 	subToggled = "toggled" // 204; disabled and re-enabled with the CLI during the run
 	subBatched = "batched" // 204; batches of up to 20 events ({"events":[...]}), flaky like subFlaky
+	subOps     = "ops"     // 204; hookstream's operational events only (--source hookstream)
 )
 
-var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched}
+var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps}
 
 // addFlags are the `subscriptions add` flags of a kind beyond the common ones.
-var addFlags = map[string][]string{subBatched: {"--batch-max", "20", "--batch-wait", "200ms"}}
+var addFlags = map[string][]string{
+	subBatched: {"--batch-max", "20", "--batch-wait", "200ms"},
+	subOps:     {"--source", topics.OperationalSource},
+}
 
 // subscriber is a loopback endpoint with one behaviour. It counts the
 // deliveries it answered with 2xx by webhook-id.
@@ -38,15 +44,18 @@ type subscriber struct {
 	// flapping.
 	recoverAt, flapUntil atomic.Int64 // unix nanos
 
-	mu       sync.Mutex
-	got      map[string]int // 2xx answers by webhook-id
+	mu  sync.Mutex
+	got map[string]int // 2xx answers by webhook-id
+	// ops: operational events received, by type and subscription id:
+	// the distinct event ids.
+	ops      map[[2]string]map[string]bool
 	tries    map[string]int // every request by webhook-id
 	requests int64
 	failures int64
 }
 
 func newSubscriber(kind string) *subscriber {
-	return &subscriber{kind: kind, got: make(map[string]int), tries: make(map[string]int)}
+	return &subscriber{kind: kind, got: make(map[string]int), tries: make(map[string]int), ops: make(map[[2]string]map[string]bool)}
 }
 
 func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -94,11 +103,41 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, id := range ids {
 			s.got[id]++
 		}
+		if s.kind == subOps {
+			s.noteOp(body)
+		}
 	} else {
 		s.failures++
 	}
 	s.mu.Unlock()
 	w.WriteHeader(status)
+}
+
+// noteOp records an operational event's envelope; s.mu is held.
+func (s *subscriber) noteOp(body []byte) {
+	var env struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+		Data struct {
+			SubscriptionID string `json:"subscription_id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return
+	}
+	k := [2]string{env.Type, env.Data.SubscriptionID}
+	if s.ops[k] == nil {
+		s.ops[k] = make(map[string]bool)
+	}
+	s.ops[k][env.ID] = true
+}
+
+// opsAbout counts the distinct operational events of type typ about
+// subscription sub that were received.
+func (s *subscriber) opsAbout(typ, sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ops[[2]string{typ, sub}])
 }
 
 // batchIDs returns the event keys of a batch body, {"events":[envelope,...]}.
