@@ -10,11 +10,20 @@ import (
 )
 
 // deadLettered is the event.dead_lettered operational event of ingest
-// record r, dead-lettered at stage with cause: an events record written in
-// the transaction of its dead letter, so exactly one per dead letter. It
-// goes to r's partition, next to the events r would have had, keyed by an
-// id derived from r's place in the ingest topic.
-func (t *txn) deadLettered(r *kgo.Record, stage string, cause error, now time.Time) *kgo.Record {
+// record r, dead-lettered at stage with cause: an ingest record written in
+// the transaction of its dead letter, to r's partition of the ingest topic,
+// keyed by an id derived from r's place there. The processor then turns it
+// into an event like any other: a replay that dead-letters r again writes
+// the same key again, which deduplication drops, and a replay of the
+// operational record itself re-emits it with its replay mark. A record
+// that is itself an operational event gets none, so a failing one cannot
+// feed itself.
+func (t *txn) deadLettered(r *kgo.Record, stage string, cause error, now time.Time) []*kgo.Record {
+	if source, _ := topics.EventSourceType(r); source == topics.OperationalSource {
+		return nil
+	}
 	o := &topics.Operational{Type: topics.OpEventDeadLettered, Event: string(r.Key), Stage: stage, Error: cause.Error(), At: now}
-	return o.EventRecord(t.p.cfg.Names.Events, r.Partition, r.Topic, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10))
+	rec := o.IngestRecord(r.Topic, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)).Record(t.p.cfg.Names.Ingest)
+	rec.Partition = r.Partition
+	return []*kgo.Record{rec}
 }

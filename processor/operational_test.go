@@ -64,3 +64,49 @@ func TestDeadLetterEmitsOperationalEvent(t *testing.T) {
 		t.Errorf("%s events name %v; want one per dead letter", topics.OpEventDeadLettered, got)
 	}
 }
+
+// TestReplayedDeadLetterEventIsMarked: a processor replay processes a
+// record that failed again, and dead-letters it again; the events topic
+// still holds its event.dead_lettered once as a first emission, and a
+// re-emission only with a replay mark, like every other event.
+func TestReplayedDeadLetterEventIsMarked(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	cl := env.Client(t)
+	bad := ingestRecord(env, "shop", "bad", `{}`)
+	bad.Headers = bad.Headers[:1] // no hs-event-id: cannot be decoded
+	produce(t, cl, bad, ingestRecord(env, "shop", "good", `{}`))
+	opEvents := func() (first, marked int) {
+		for _, r := range env.Records(t, env.Names.Events) {
+			if source, _ := topics.EventSourceType(r); source != topics.OperationalSource {
+				continue
+			}
+			if kafkatest.Headers(r)[topics.HeaderReplay] == "" {
+				first++
+			} else {
+				marked++
+			}
+		}
+		return first, marked
+	}
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if first, _ := opEvents(); first != 1 {
+			return fmt.Errorf("%d %s events, want 1", first, topics.OpEventDeadLettered)
+		}
+		return nil
+	})
+	in.stop(t)
+
+	replayFromStart(t, env)
+	in = start(t, env, options{name: "a", stateDir: t.TempDir()})
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if n := in.count("replayed"); n < 2 {
+			return fmt.Errorf("replayed %d records, want the good event and the operational one", n)
+		}
+		return nil
+	})
+	in.stop(t)
+	if first, marked := opEvents(); first != 1 || marked != 1 {
+		t.Errorf("%s on events: %d first emissions and %d marked replays, want 1 and 1", topics.OpEventDeadLettered, first, marked)
+	}
+}

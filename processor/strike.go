@@ -122,7 +122,7 @@ func (t *txn) handleStruck(ctx context.Context, ref recordRef, r *kgo.Record, s 
 		n := topics.RecordBytes(letter)
 		if n <= room {
 			t.p.log.Warn(msg, logAttrs(r, logCause)...)
-			t.emit(ctx, ref, true, letter, t.deadLettered(r, topics.StageProcess, cause, now))
+			t.emit(ctx, ref, true, append([]*kgo.Record{letter}, t.deadLettered(r, topics.StageProcess, cause, now)...)...)
 			return
 		}
 		cause = fmt.Errorf("%w; %s of %d bytes exceeds the %d bytes the DLQ takes", cause, what, n, room)

@@ -121,7 +121,7 @@ func (t *txn) emit(ctx context.Context, ref recordRef, isolate bool, recs ...*kg
 func (t *txn) letter(r *kgo.Record, stage string, cause error, now time.Time) []*kgo.Record {
 	letter, logCause := t.cutLetter(r, stage, cause, now)
 	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, logCause)...)
-	return []*kgo.Record{letter, t.deadLettered(r, stage, cause, now)}
+	return append([]*kgo.Record{letter}, t.deadLettered(r, stage, cause, now)...)
 }
 
 // cutLetter is the dead letter of r with its cause, cut to fit the record

@@ -70,17 +70,6 @@ func (o *Operational) IngestRecord(facts ...string) *IngestRecord {
 	}
 }
 
-// EventRecord is the event as the processor writes it to events, in
-// partition, stamped processed at its At: for events hookstream writes
-// there itself, in the transaction of what they report.
-func (o *Operational) EventRecord(events Topic, partition int32, facts ...string) *kgo.Record {
-	in := o.IngestRecord(facts...).Record("")
-	env, _ := NewEnvelope(in, o.At)       // a complete ingest record: cannot fail
-	ev, _ := EventRecord(events, in, env) // a JSON body, no form: cannot fail
-	ev.Partition = partition
-	return ev
-}
-
 // OperationalSubject is the subscription an events record is about when
 // it is an operational event; empty otherwise.
 func OperationalSubject(r *kgo.Record) string {
