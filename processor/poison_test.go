@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -206,30 +207,9 @@ func TestRefusedLetterIsSentBare(t *testing.T) {
 		t.Skip("injects a broker error into the in-process broker")
 	}
 	lowerMaxMessageBytes(t, env, env.Names.Events, 16<<10)
-	dlq := string(env.Names.DLQ)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	details, err := env.Admin(t).ListTopics(ctx, dlq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dlqID := details[dlq].ID
-	env.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		pr := req.(*kmsg.ProduceRequest)
-		if len(pr.Topics) != 1 || (pr.Topics[0].Topic != dlq && pr.Topics[0].TopicID != dlqID) {
-			return nil, nil, false // kept: only the handled request drops it
-		}
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic, rt.TopicID = pr.Topics[0].Topic, pr.Topics[0].TopicID
-		for _, p := range pr.Topics[0].Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, kerr.InvalidRecord.Code, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
-	})
+	// The dead letter's first write is refused, whatever else its produce
+	// request carries.
+	env.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: string(env.Names.DLQ), Err: kerr.InvalidRecord})
 	big := bigEvent(env, "big")
 	produce(t, env.Client(t), interleaved(env, 5, big)...)
 	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
@@ -285,8 +265,9 @@ func TestKeylessRecordIsDeadLettered(t *testing.T) {
 	}
 	exactlyOnce(t, waitEvents(t, env, 2, 30*time.Second), 2, 1)
 	for _, r := range env.Records(t, env.Names.Changelog) {
-		if string(r.Key) != "shop:e0" && string(r.Key) != "shop:e1" {
-			t.Errorf("changelog: got a record of key %q, want only shop:e0 and shop:e1", r.Key)
+		// The dead letters' event.dead_lettered events are events too.
+		if string(r.Key) != "shop:e0" && string(r.Key) != "shop:e1" && !strings.HasPrefix(string(r.Key), topics.OperationalSource+":") {
+			t.Errorf("changelog: got a record of key %q, want only shop:e0, shop:e1 and operational events", r.Key)
 		}
 	}
 	in.stop(t)
