@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,17 +280,18 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	if err != nil {
 		return o, err
 	}
-	inDLQ := make(map[string]bool)
+	stage := make(map[string]string) // event id or key -> the dead letter's stage
 	for _, r := range dlq {
-		inDLQ[header(r, topics.HeaderEventID)] = true
-		inDLQ[string(r.Key)] = true
+		stage[header(r, topics.HeaderEventID)] = header(r, topics.HeaderErrorStage)
+		stage[string(r.Key)] = header(r, topics.HeaderErrorStage)
 	}
 	for _, p := range c.poisons() {
 		if p.status >= 400 && p.status < 500 {
 			continue
 		}
-		if !inDLQ[p.id] {
-			o.PoisonMissing = append(o.PoisonMissing, fmt.Sprintf("%s (%s, answered %d)", p.id, p.kind, p.status))
+		st, ok := stage[p.id]
+		if !ok || (p.status == http.StatusAccepted && st != topics.StageValidate) {
+			o.PoisonMissing = append(o.PoisonMissing, fmt.Sprintf("%s (%s, answered %d, dead letter stage %q)", p.id, p.kind, p.status, st))
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -222,9 +223,9 @@ func (c *campaign) poison(ctx context.Context) error {
 	n := c.poisonN
 	c.mu.Unlock()
 	client := &http.Client{Timeout: 15 * time.Second}
-	post := func(kind, id, contentType string, body []byte) error {
+	post := func(kind, source, id, contentType string, body []byte, want int) error {
 		ing := c.ingests[n%len(c.ingests)]
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ing.httpAddr+"/webhooks/poison", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ing.httpAddr+"/webhooks/"+source, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -235,19 +236,29 @@ func (c *campaign) poison(ctx context.Context) error {
 			return fmt.Errorf("poison %s: %w", id, err)
 		}
 		resp.Body.Close()
-		c.addPoison(poisonInput{id: "poison:" + id, kind: kind, status: resp.StatusCode})
-		if resp.StatusCode != http.StatusRequestEntityTooLarge && resp.StatusCode != http.StatusBadRequest {
-			c.finding("poison %s (%s): answered %d, want %s", id, kind, resp.StatusCode, map[string]string{"form": "413", "json": "400"}[kind])
+		c.addPoison(poisonInput{id: source + ":" + id, kind: kind, status: resp.StatusCode})
+		if resp.StatusCode != want {
+			c.finding("poison %s (%s): answered %d, want %d", id, kind, resp.StatusCode, want)
 		}
 		return nil
 	}
 	ff := bytes.Repeat([]byte{0xff}, int(c.maxBody)-64)
 	form := append([]byte("a="), ff...)
-	if err := post("form", fmt.Sprintf("form-%d", n), "application/x-www-form-urlencoded", form); err != nil {
-		return err
-	}
-	if err := post("json", fmt.Sprintf("json-%d", n), "application/json", []byte(`{"id": "broken`)); err != nil {
-		return err
+	invalid := []byte(`{"amount": "ten"}`)
+	for _, p := range []struct {
+		kind, source, contentType string
+		body                      []byte
+		want                      int
+	}{
+		{"form", "poison", "application/x-www-form-urlencoded", form, http.StatusRequestEntityTooLarge},
+		{"json", "poison", "application/json", []byte(`{"id": "broken`), http.StatusBadRequest},
+		// Accepted, then dead-lettered by the processor (stage validate).
+		{"invalid, dlq", sourceChecked, "application/json", invalid, http.StatusAccepted},
+		{"invalid, reject", sourceStrict, "application/json", invalid, http.StatusUnprocessableEntity},
+	} {
+		if err := post(p.kind, p.source, fmt.Sprintf("%s-%d", strings.ReplaceAll(p.kind, ", ", "-"), n), p.contentType, p.body, p.want); err != nil {
+			return err
+		}
 	}
 
 	// A value that fits the ingest topic, but whose envelope (base64, 4/3

@@ -97,6 +97,32 @@ type campaign struct {
 	crashes    int
 }
 
+// Sources with payload validation; every other source is accepted
+// unverified. Bodies must be objects with an integer amount.
+const (
+	sourceChecked = "checked" // on_invalid: dlq
+	sourceStrict  = "strict"  // on_invalid: reject
+	sourcesYAML   = `allow_unknown_sources: true
+sources:
+  checked:
+    validate: {schemas: {"*": ./amount.json}, on_invalid: dlq}
+  strict:
+    validate: {schemas: {"*": ./amount.json}, on_invalid: reject}
+`
+	amountSchema = `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+ "required": ["amount"], "properties": {"amount": {"type": "integer"}}}`
+)
+
+// writeSources writes the sources file and its schema into dir and
+// returns the file's path.
+func writeSources(dir string) (string, error) {
+	if err := os.WriteFile(filepath.Join(dir, "amount.json"), []byte(amountSchema), 0o644); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "sources.yaml")
+	return path, os.WriteFile(path, []byte(sourcesYAML), 0o644)
+}
+
 func (c *campaign) replayCounts() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -229,7 +255,12 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	}
 	defer c.broker.close()
 
+	config, err := writeSources(work)
+	if err != nil {
+		return nil, err
+	}
 	common := append(baseEnviron(),
+		"HOOKSTREAM_CONFIG="+config,
 		"HOOKSTREAM_BROKERS="+strings.Join(c.broker.seeds, ","),
 		"HOOKSTREAM_TOPIC_PREFIX="+c.names.Prefix,
 		"HOOKSTREAM_PARTITIONS=6",
