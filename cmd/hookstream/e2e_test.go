@@ -24,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -280,34 +281,29 @@ func httpGet(url string) (int, string, error) {
 // of the ingest topic (its lag is zero), failing at once if p dies.
 func waitProcessed(t *testing.T, env *kafkatest.Env, p *process, timeout time.Duration) {
 	t.Helper()
-	adm := env.Admin(t)
-	topic, group := string(env.Names.Ingest), string(env.Names.ProcessorGroup())
+	cl := env.Client(t)
+	topic := string(env.Names.Ingest)
 	kafkatest.WaitFor(t, timeout, func() error {
 		p.mustBeAlive(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
+		// groups.Lag skips the commit markers a caught-up group leaves
+		// ahead of it: processors write operational events to the ingest
+		// topic in their transactions.
+		gl, err := groups.Lag(ctx, cl, env.Names, "processor")
 		if err != nil {
-			return fmt.Errorf("end offsets of %s: %w", topic, err)
-		}
-		committed, err := adm.FetchOffsets(ctx, group)
-		if err != nil {
-			return fmt.Errorf("offsets of group %s: %w", group, err)
+			return err
 		}
 		var lag int64
-		for _, end := range ends[topic] {
-			c, ok := committed.Lookup(topic, end.Partition)
-			if !ok || c.Err != nil || c.At < 0 {
-				lag += end.Offset
-				continue
+		for _, g := range gl {
+			for _, pl := range g.Partitions {
+				if pl.Topic == topic {
+					lag += pl.Lag
+				}
 			}
-			lag += end.Offset - c.At
 		}
 		if lag > 0 {
-			return fmt.Errorf("group %s: lag %d on %s", group, lag, topic)
+			return fmt.Errorf("processor group: lag %d on %s", lag, topic)
 		}
 		return nil
 	})
