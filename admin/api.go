@@ -18,6 +18,7 @@ import (
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -28,8 +29,11 @@ type API struct {
 	// Attempts follows the delivery attempts: the subscriptions' totals
 	// and the delivery counts of /api/stats.
 	Attempts *attempts.Tally
-	// Ingest and Processor, when this process runs them, count for
-	// /api/stats.
+	// Stats follows the ingest, events and DLQ topics: the event counts
+	// of /api/stats.
+	Stats *stats.Tally
+	// Ingest, when this process runs it, counts the requests it rejected
+	// for /api/stats; Processor, when it runs, answers event queries.
 	Ingest    *ingest.Handler
 	Processor *processor.Processor
 	// Kafka answers lag and dead-letter queries; Opts build its readers.
@@ -248,10 +252,10 @@ func (a API) attempts(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// stats are this instance's ingest and processor counters, per source
-// where they have one, and the deployment's deliveries from the attempts
-// topic.
-type stats struct {
+// statsView is what /api/stats answers: the deployment's events per source
+// from the ingest, events and DLQ topics, its deliveries from the attempts
+// topic, the requests this instance's receiver rejected, and group lag.
+type statsView struct {
 	Accepted       int64              `json:"accepted"`
 	Duplicates     int64              `json:"duplicates"`
 	Processed      int64              `json:"processed"`
@@ -265,28 +269,42 @@ type stats struct {
 type counts struct {
 	Accepted   int64 `json:"accepted"`
 	Duplicates int64 `json:"duplicates"`
+	Processed  int64 `json:"processed"`
+	Failed     int64 `json:"failed"`
 	Rejected   int64 `json:"rejected"`
 }
 
 func (a API) stats(c *echo.Context) error {
-	out := stats{Sources: make(map[string]*counts)}
-	if a.Ingest != nil {
-		for name, st := range a.Ingest.Stats().Sources {
-			out.Sources[name] = &counts{Accepted: st.Accepted, Duplicates: st.Duplicates, Rejected: st.Rejected}
-			out.Accepted += st.Accepted
-			out.Duplicates += st.Duplicates
-		}
-	}
-	if a.Processor != nil {
-		st := a.Processor.Stats()
-		out.Processed = st.Processed
-		out.Duplicates += st.Duplicates
-		out.Failed = st.Failed
-	}
 	ctx, cancel := timeout(c)
 	defer cancel()
 	if err := a.catchUp(ctx); err != nil {
 		return err
+	}
+	if err := a.Stats.CatchUp(ctx, a.Kafka); err != nil {
+		return apiError(err)
+	}
+	out := statsView{Sources: make(map[string]*counts)}
+	source := func(name string) *counts {
+		if out.Sources[name] == nil {
+			out.Sources[name] = new(counts)
+		}
+		return out.Sources[name]
+	}
+	for name, n := range a.Stats.Sources() {
+		out.Accepted += n.Accepted
+		out.Duplicates += n.Duplicates()
+		out.Processed += n.Processed
+		out.Failed += n.Failed
+		if name != "" { // records that name no source count in the totals only
+			*source(name) = counts{Accepted: n.Accepted, Duplicates: n.Duplicates(), Processed: n.Processed, Failed: n.Failed}
+		}
+	}
+	if a.Ingest != nil {
+		for name, st := range a.Ingest.Stats().Sources {
+			if st.Rejected > 0 {
+				source(name).Rejected = st.Rejected
+			}
+		}
 	}
 	deliveries := a.Attempts.Sum()
 	out.Delivered, out.DeliveryFailed = deliveries.Delivered, deliveries.DeadLettered

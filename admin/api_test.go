@@ -20,6 +20,7 @@ import (
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -54,8 +55,10 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	h := &apiHarness{env: env, cl: cl, registry: dispatch.NewRegistry(cl, opts, env.Names, log), reg: prometheus.NewRegistry()}
 	tally := attempts.NewTally(opts, env.Names, log)
 	h.run(t, "attempts tally", tally.Run)
+	counts := stats.NewTally(opts, env.Names, log)
+	h.run(t, "stats tally", counts.Run)
 	s := admin.New(admin.Config{Token: token}, h.reg, log)
-	h.api = admin.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}
+	h.api = admin.API{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names}
 	s.MountAPI(h.api)
 	h.srv = httptest.NewServer(s)
 	t.Cleanup(h.srv.Close)

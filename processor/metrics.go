@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,34 +16,11 @@ type metrics struct {
 	changelogSkipped prometheus.Counter
 	storeErrors      prometheus.Counter
 	sessionRestarts  prometheus.Counter
-
-	processed, duplicates, failed atomic.Int64
-}
-
-// Stats are the processor's committed outcomes since it started.
-type Stats struct {
-	Processed  int64 // processed or replayed
-	Duplicates int64 // dropped as duplicates
-	Failed     int64 // dead-lettered
-}
-
-// Stats returns the processor's committed outcomes since it started.
-func (p *Processor) Stats() Stats {
-	m := p.metrics
-	return Stats{Processed: m.processed.Load(), Duplicates: m.duplicates.Load(), Failed: m.failed.Load()}
 }
 
 // committed counts n records of a committed transaction with outcome.
 func (m *metrics) committed(outcome string, n int) {
 	m.records.WithLabelValues(outcome).Add(float64(n))
-	switch outcome {
-	case outcomeProcessed, outcomeReplayed:
-		m.processed.Add(int64(n))
-	case outcomeDuplicate:
-		m.duplicates.Add(int64(n))
-	case outcomeFailed:
-		m.failed.Add(int64(n))
-	}
 }
 
 func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {

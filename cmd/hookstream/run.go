@@ -26,6 +26,7 @@ import (
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -145,10 +146,12 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
 	tally := attempts.NewTally(kafkaOpts(cfg, log), names, log)
-	api := admin.API{Registry: registry, Attempts: tally, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
+	counts := stats.NewTally(kafkaOpts(cfg, log), names, log)
+	api := admin.API{Registry: registry, Attempts: tally, Stats: counts, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return tally.Run(ctx) })
+	g.Go(func() error { return counts.Run(ctx) })
 	if slices.Contains(roles, "ingest") {
 		icfg := ingest.Config{
 			Addr:       cfg.HTTPAddr,

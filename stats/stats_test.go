@@ -1,0 +1,90 @@
+package stats_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/stats"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// TestTallyCountsByHeaders: the tally counts ingest records with a key,
+// first emissions in events (not re-emissions, not aborted writes) and
+// dead letters (not redrive markers) by their hs-source header, leaves
+// hookstream's operational events out, and never decodes a body.
+func TestTallyCountsByHeaders(t *testing.T) {
+	env := kafkatest.New(t, 2, 1<<20)
+	n := env.Names
+	rec := func(topic topics.Topic, key, source string, more ...string) *kgo.Record {
+		r := &kgo.Record{Topic: string(topic), Value: []byte("not a body anyone decodes")}
+		if key != "" {
+			r.Key = []byte(key)
+		}
+		if source != "" {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: topics.HeaderSource, Value: []byte(source)})
+		}
+		for i := 0; i < len(more); i += 2 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: more[i], Value: []byte(more[i+1])})
+		}
+		return r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := env.Client(t)
+	if err := cl.ProduceSync(ctx,
+		rec(n.Ingest, "shop:1", "shop"),
+		rec(n.Ingest, "shop:1", "shop"), // a provider's retry that reached Kafka
+		rec(n.Ingest, "", "shop"),       // no key: not an event
+		rec(n.Ingest, "hookstream:op", topics.OperationalSource),
+		rec(n.Events, "shop:1", "shop"),
+		rec(n.Events, "shop:1", "shop", topics.HeaderReplay, "1"),
+		rec(n.Events, "hookstream:op", topics.OperationalSource),
+		rec(n.DLQ, "crm:1", "crm", topics.HeaderErrorStage, topics.StageProcess),
+		rec(n.DLQ, "crm:1", "", topics.HeaderRedrivenFrom, string(n.DLQ)+"/0/0"), // a redrive marker
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txn := env.Client(t, kgo.TransactionalID(n.Prefix+"-aborted"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, rec(n.Events, "shop:2", "shop")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	tally := stats.NewTally([]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, n, kafkatest.Logger(t))
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tally.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("tally: %v", err)
+		}
+	}()
+	if err := tally.CatchUp(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]stats.Counts{
+		"shop": {Accepted: 2, Processed: 1},
+		"crm":  {Failed: 1},
+	}
+	got := tally.Sources()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources: got %+v, want %+v", got, want)
+	}
+	if d := got["shop"].Duplicates(); d != 1 {
+		t.Errorf("shop duplicates: got %d, want 1", d)
+	}
+	if d := got["crm"].Duplicates(); d != 0 {
+		t.Errorf("crm duplicates: got %d, want 0 (never negative)", d)
+	}
+}
