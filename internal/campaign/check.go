@@ -282,8 +282,12 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	}
 	stage := make(map[string]string) // event id or key -> the dead letter's stage
 	for _, r := range dlq {
-		stage[header(r, topics.HeaderEventID)] = header(r, topics.HeaderErrorStage)
-		stage[string(r.Key)] = header(r, topics.HeaderErrorStage)
+		st := header(r, topics.HeaderErrorStage)
+		if st == "" {
+			continue // a redrive's marker of what it copied back, not a dead letter
+		}
+		stage[header(r, topics.HeaderEventID)] = st
+		stage[string(r.Key)] = st
 	}
 	for _, p := range c.poisons() {
 		if p.status >= 400 && p.status < 500 {
