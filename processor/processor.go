@@ -206,9 +206,11 @@ func (p *Processor) session(ctx context.Context) error {
 		kgo.InstanceID(p.cfg.TransactionalID),
 		// A zombie (an instance paused past its session timeout) holds the
 		// last stable offset of the partitions it wrote until the broker
-		// aborts its open transaction: no longer than its session, so its
-		// successor is not held up longer than the group is.
-		kgo.TransactionTimeout(p.cfg.SessionTimeout),
+		// aborts its open transaction, so shorter is better; but a broker
+		// outage longer than this aborts every open transaction, which a
+		// session does not yet recover from promptly (RELIABILITY.md,
+		// finding 10): 30s outlasts the common outages.
+		kgo.TransactionTimeout(30 * time.Second),
 		kgo.SessionTimeout(p.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(p.cfg.SessionTimeout / 10),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
