@@ -34,6 +34,20 @@ func TestDeadLetterEmitsOperationalEvent(t *testing.T) {
 		}
 		return nil
 	})
+	// Each event.dead_lettered goes through the ingest topic and becomes
+	// an event a moment after its dead letter.
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		n := 0
+		for _, r := range env.Records(t, env.Names.Events) {
+			if source, _ := topics.EventSourceType(r); source == topics.OperationalSource {
+				n++
+			}
+		}
+		if n < len(dlq) {
+			return fmt.Errorf("%d operational events, want one per dead letter (%d)", n, len(dlq))
+		}
+		return nil
+	})
 	in.stop(t)
 	type opEvent struct {
 		Type string `json:"type"`
