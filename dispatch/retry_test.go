@@ -21,6 +21,24 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
+// enableParked enables subscription id, whose retry of event parked
+// waited, and checks that sink gets it once and the retry group's lag
+// returns to 0.
+func (h *harness) enableParked(t *testing.T, id string, sink *subscriber, parked string) {
+	t.Helper()
+	h.setEnabled(t, id, true)
+	sink.waitFor(t, []string{parked}, 30*time.Second)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if committed, end := h.retryOffsets(t); committed != end {
+			return fmt.Errorf("retry group committed offset %d of %d, want lag 0", committed, end)
+		}
+		return nil
+	})
+	if n := sink.received()[parked]; n != 1 {
+		t.Errorf("parked retry delivered %d times, want once", n)
+	}
+}
+
 // retryOffsets returns the retry group's committed offset of partition 0
 // of the retry topic (-1 before its first commit) and the partition's end.
 func (h *harness) retryOffsets(t *testing.T) (committed, end int64) {
@@ -137,17 +155,7 @@ func TestParkedRetryDoesNotPinRetryOffsets(t *testing.T) {
 		t.Errorf("after a restart the other subscription got %d retries again, want at most %d", again, after)
 	}
 
-	h.setEnabled(t, parkedSub.ID, true)
-	parkedSink.waitFor(t, parked, 30*time.Second)
-	kafkatest.WaitFor(t, 30*time.Second, func() error {
-		if committed, end := h.retryOffsets(t); committed != end {
-			return fmt.Errorf("retry group committed offset %d of %d, want lag 0", committed, end)
-		}
-		return nil
-	})
-	if n := parkedSink.received()[parked[0]]; n != 1 {
-		t.Errorf("parked retry delivered %d times, want once", n)
-	}
+	h.enableParked(t, parkedSub.ID, parkedSink, parked[0])
 	recs := h.retriesOf(t, parkedSub.ID)
 	for _, rec := range recs[1:] {
 		if !bytes.Equal(rec.Key, recs[0].Key) || !bytes.Equal(rec.Value, recs[0].Value) ||
@@ -263,15 +271,5 @@ func TestParkedRetryReappendedAfterFailedWrite(t *testing.T) {
 	if copies := len(h.retriesOf(t, parkedSub.ID)) - 1; copies != 1 {
 		t.Errorf("%d copies of the parked retry, want 1", copies)
 	}
-	h.setEnabled(t, parkedSub.ID, true)
-	parkedSink.waitFor(t, parked, 30*time.Second)
-	kafkatest.WaitFor(t, 30*time.Second, func() error {
-		if committed, end := h.retryOffsets(t); committed != end {
-			return fmt.Errorf("retry group committed offset %d of %d, want lag 0", committed, end)
-		}
-		return nil
-	})
-	if n := parkedSink.received()[parked[0]]; n != 1 {
-		t.Errorf("parked retry delivered %d times, want once", n)
-	}
+	h.enableParked(t, parkedSub.ID, parkedSink, parked[0])
 }
