@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -236,4 +237,84 @@ func TestRestartedInstanceTakesItsPartitionsBack(t *testing.T) {
 	waitOwners(t, env, 2, map[*instance]int{a: 1, b: 1})
 	produceEvents(t, env, cl, 10, 30)
 	exactlyOnce(t, waitEvents(t, env, 30, 30*time.Second), 30, 1)
+}
+
+// TestZombieHoldsUpNoLongerThanItsSession: an instance stops answering
+// (paused, or cut off) while its transaction is open, after writing to the
+// events and changelog partitions. The group moves its partition after its
+// session timeout, and the new owner restores that partition from the
+// changelog, which it can read only past the zombie's open transaction:
+// until the broker aborts it on the transaction timeout. That timeout is
+// the session timeout, so the partition is back within about two
+// sessions, not after the former fixed 30 s.
+func TestZombieHoldsUpNoLongerThanItsSession(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("pauses an instance's requests in the in-process broker")
+	}
+	cl := env.Client(t)
+	session := 6 * time.Second // the broker's least
+	a := start(t, env, options{name: "a", stateDir: t.TempDir(), sessionTimeout: session})
+	b := start(t, env, options{name: "b", stateDir: t.TempDir(), sessionTimeout: session})
+	waitOwners(t, env, 2, map[*instance]int{a: 1, b: 1})
+	_, held, _ := a.held()
+	zombiePart := held[0]
+
+	// a's member id: the member the group assigned zombiePart.
+	group := string(env.Names.ProcessorGroup())
+	described, err := kadm.NewClient(cl).DescribeGroups(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var member string
+	for _, m := range described[group].Members {
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range c.Topics {
+				if slices.Contains(tp.Partitions, zombiePart) {
+					member = m.MemberID
+				}
+			}
+		}
+	}
+	txnID := env.Names.Prefix + "-processor-a"
+	instanceID := func(id *string) bool { return id != nil && *id == txnID }
+	paused := func(req kmsg.Request) bool {
+		switch r := req.(type) {
+		case *kmsg.EndTxnRequest:
+			return r.TransactionalID == txnID
+		case *kmsg.HeartbeatRequest:
+			return r.MemberID == member || instanceID(r.InstanceID)
+		case *kmsg.JoinGroupRequest:
+			return r.MemberID == member || instanceID(r.InstanceID)
+		case *kmsg.SyncGroupRequest:
+			return r.MemberID == member || instanceID(r.InstanceID)
+		}
+		return false
+	}
+	release := make(chan struct{})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	for _, key := range []kmsg.Key{kmsg.EndTxn, kmsg.Heartbeat, kmsg.JoinGroup, kmsg.SyncGroup} {
+		env.Cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			env.Cluster.KeepControl()
+			if paused(req) {
+				env.Cluster.SleepControl(func() { <-release })
+			}
+			return nil, nil, false
+		})
+	}
+
+	rec := ingestRecord(env, "shop", "zombie", `{}`)
+	rec.Partition = zombiePart
+	produce(t, env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())), rec)
+	// b restores zombiePart once the broker aborts a's transaction, and
+	// processes the event a never committed: within two sessions (12s),
+	// and never before the former 30s transaction timeout.
+	kafkatest.WaitFor(t, 24*time.Second, func() error {
+		if ready, held, restoring := b.held(); !ready || len(held) != 2 {
+			return fmt.Errorf("b: ready %v with partitions %v, restoring %v; want both partitions", ready, held, restoring)
+		}
+		return nil
+	})
+	exactlyOnce(t, waitEvents(t, env, 1, 20*time.Second), 1, 1)
 }

@@ -206,11 +206,10 @@ func (p *Processor) session(ctx context.Context) error {
 		kgo.InstanceID(p.cfg.TransactionalID),
 		// A zombie (an instance paused past its session timeout) holds the
 		// last stable offset of the partitions it wrote until the broker
-		// aborts its open transaction, so shorter is better; but a broker
-		// outage longer than this aborts every open transaction, which a
-		// session does not yet recover from promptly (RELIABILITY.md,
-		// finding 10): 30s outlasts the common outages.
-		kgo.TransactionTimeout(30 * time.Second),
+		// aborts its open transaction: with the transaction timeout no
+		// longer than the session timeout, the zombie's partitions stall
+		// for no more than it.
+		kgo.TransactionTimeout(p.cfg.SessionTimeout),
 		kgo.SessionTimeout(p.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(p.cfg.SessionTimeout / 10),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -307,6 +306,24 @@ func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession
 	if err := sess.Begin(); err != nil {
 		return false, fmt.Errorf("processor: begin transaction: %w", err)
 	}
+	// A transaction begun is seen through, even when the processor stops
+	// meanwhile: one left open would hold read_committed readers of its
+	// partitions until the broker timed it out. Not beyond the transaction
+	// timeout, when the broker aborts it anyway (as a broker outage that
+	// long does): the session then starts over. This bounds End too: kgo's
+	// End waits for a heartbeat that never comes when the group's
+	// management failed during the transaction.
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SessionTimeout)
+	defer cancel()
+	more, err = p.transactWithin(txCtx, sess, fetches, sweep)
+	if err != nil && txCtx.Err() != nil {
+		return more, fmt.Errorf("processor: transaction outlived the %s transaction timeout (the broker aborts it): %w", p.cfg.SessionTimeout, err)
+	}
+	return more, err
+}
+
+// transactWithin is transact's transaction, begun, until ctx ends.
+func (p *Processor) transactWithin(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, sweep bool) (more bool, err error) {
 	tx := newTxn(p, sess)
 	if sweep {
 		more = tx.sweep(ctx)

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -58,6 +60,8 @@ type options struct {
 	// sessionTimeout defaults to 6s; the rebalance timeout is 10s, or the
 	// session timeout when that is longer.
 	sessionTimeout time.Duration
+	// opts are more client options (hooks).
+	opts []kgo.Opt
 }
 
 func start(t *testing.T, env *kafkatest.Env, o options) *instance {
@@ -78,11 +82,11 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 		MaxRecordBytes:  topics.MaxRecordBytes(maxBody),
 		TransactionalID: env.Names.Prefix + "-processor-" + o.name,
 		SessionTimeout:  o.sessionTimeout,
-	}, []kgo.Opt{
+	}, append([]kgo.Opt{
 		kgo.SeedBrokers(env.Seeds...),
 		kgo.WithLogger(kslog.New(kafkatest.Logger(t))),
 		kgo.RebalanceTimeout(max(10*time.Second, o.sessionTimeout)),
-	}, kafkatest.Logger(t), reg)
+	}, o.opts...), kafkatest.Logger(t), reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{p: p, cancel: cancel, done: make(chan error, 1), reg: reg}
 	go func() { in.done <- p.Run(ctx) }()
@@ -620,6 +624,213 @@ func TestBrokerRestart(t *testing.T) {
 	produceRange(100, 200)
 	got := waitEvents(t, env, 200, time.Minute)
 	exactlyOnce(t, got, 200, 1)
+}
+
+// batchWritten calls f after each batch the client writes (kgo calls
+// hooks on a goroutine of their own: f does not hold up the client).
+type batchWritten func(topic string)
+
+func (f batchWritten) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, _ kgo.ProduceBatchMetrics) {
+	f(topic)
+}
+
+// TestBrokerOutagePastTransactionTimeout: the broker stops in the middle
+// of a transaction and comes back after the transaction timeout, which
+// aborts that transaction under the processor; the processor notices,
+// starts a new session, and every event is still written exactly once.
+func TestBrokerOutagePastTransactionTimeout(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("stops and restarts the in-process broker")
+	}
+	dir, addr := t.TempDir(), kafkatest.FreeAddr(t)
+	startBroker := func() *topics.Embedded {
+		b, err := topics.StartEmbedded(dir, addr, kafkatest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	broker := startBroker()
+	env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("txnabort")}
+	env.Ensure(t, 2, maxBody)
+	produceRange := func(from, to int) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+		}
+		produce(t, cl, recs...)
+	}
+	produceRange(0, 100)
+	// The broker stops as soon as the first events batch written after
+	// arming is acknowledged: the transaction is open then, unless the
+	// rest of it was quicker than the stop.
+	var armed atomic.Bool
+	midTxn := make(chan struct{})
+	var once sync.Once
+	const sessionTimeout = 6 * time.Second // the transaction timeout too
+	start(t, env, options{name: "a", stateDir: t.TempDir(), sessionTimeout: sessionTimeout, opts: []kgo.Opt{
+		kgo.WithHooks(batchWritten(func(topic string) {
+			if topic == string(env.Names.Events) && armed.Load() {
+				once.Do(func() { close(midTxn) })
+			}
+		})),
+	}})
+	waitEvents(t, env, 100, 30*time.Second)
+
+	armed.Store(true)
+	produceRange(100, 200)
+	<-midTxn
+	broker.Close()
+	time.Sleep(sessionTimeout * 3 / 2) // the outage outlasts the transaction timeout
+	broker = startBroker()
+	defer broker.Close()
+	produceRange(200, 300)
+	got := waitEvents(t, env, 300, time.Minute)
+	exactlyOnce(t, got, 300, 1)
+}
+
+// signalLogger is the test's kgo logger, which also closes a channel the
+// first time the client logs msg (at info level or above).
+type signalLogger struct {
+	kgo.Logger
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (l *signalLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l *signalLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if msg == l.msg {
+		l.once.Do(func() { close(l.seen) })
+	}
+	l.Logger.Log(level, msg, keyvals...)
+}
+
+// TestMembershipLostMidTransaction: the group coordinator answers a
+// heartbeat with UNKNOWN_MEMBER_ID while a transaction is open (as after a
+// session expiry or a coordinator move), so the client's group management
+// fails and waits for the poll to allow a rebalance, while the end of the
+// transaction waits for a heartbeat that no longer comes. The processor
+// gives the transaction up at its timeout and starts a new session; every
+// event is written exactly once.
+func TestMembershipLostMidTransaction(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("injects a broker error into the in-process broker")
+	}
+	cl := env.Client(t)
+	var recs []*kgo.Record
+	for i := range 50 {
+		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	heartbeatFailed := &signalLogger{Logger: kslog.New(kafkatest.Logger(t)), msg: "heartbeat errored", seen: make(chan struct{})}
+	in := start(t, env, options{name: "a", stateDir: t.TempDir(), opts: []kgo.Opt{kgo.WithLogger(heartbeatFailed)}})
+	produce(t, cl, recs[:25]...)
+	waitEvents(t, env, 25, 30*time.Second)
+
+	// Once armed, the processor's next write is held (its transaction
+	// open) until the heartbeat has failed.
+	var armed atomic.Bool
+	midTxn, release := make(chan struct{}), make(chan struct{})
+	var held, failed sync.Once
+	t.Cleanup(func() { held.Do(func() {}); failed.Do(func() {}) })
+	env.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.Cluster.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		if armed.Load() && r.TransactionID != nil {
+			held.Do(func() {
+				close(midTxn)
+				env.Cluster.SleepControl(func() { <-release })
+			})
+		}
+		return nil, nil, false
+	})
+	env.Cluster.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.Cluster.KeepControl()
+		r := req.(*kmsg.HeartbeatRequest)
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		fail := false
+		select {
+		case <-midTxn:
+			failed.Do(func() {
+				resp.ErrorCode = kerr.UnknownMemberID.Code
+				fail = true
+			})
+		default:
+		}
+		return resp, nil, fail
+	})
+	armed.Store(true)
+	produce(t, cl, recs[25:]...)
+	<-midTxn
+	<-heartbeatFailed.seen
+	close(release)
+	got := waitEvents(t, env, 50, time.Minute)
+	exactlyOnce(t, got, 50, 1)
+	if n := in.metric("hookstream_processor_session_restarts_total", "", ""); n < 1 {
+		t.Errorf("session restarts: got %v, want at least 1", n)
+	}
+}
+
+// TestStopEndsTheTransactionInHand: a processor stopped while its
+// transaction waits for the broker ends that transaction before it exits,
+// rather than leaving it open (holding read_committed readers of the
+// partitions it wrote) until the broker times it out.
+func TestStopEndsTheTransactionInHand(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("holds a write in the in-process broker")
+	}
+	cl := env.Client(t)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	produceEvents(t, env, cl, 0, 10)
+	waitEvents(t, env, 10, 30*time.Second)
+
+	var armed atomic.Bool
+	midTxn, release := make(chan struct{}), make(chan struct{})
+	var held sync.Once
+	t.Cleanup(func() { held.Do(func() {}) })
+	env.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.Cluster.KeepControl()
+		if armed.Load() && req.(*kmsg.ProduceRequest).TransactionID != nil {
+			held.Do(func() {
+				close(midTxn)
+				env.Cluster.SleepControl(func() { <-release })
+			})
+		}
+		return nil, nil, false
+	})
+	armed.Store(true)
+	produceEvents(t, env, cl, 10, 20)
+	<-midTxn
+	in.cancel()
+	close(release)
+	in.stop(t)
+
+	adm := env.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, topic := range []topics.Topic{env.Names.Events, env.Names.Changelog} {
+		ends, err := adm.ListEndOffsets(ctx, string(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stable, err := adm.ListCommittedOffsets(ctx, string(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, _ := stable.Lookup(o.Topic, o.Partition); s.Offset != o.Offset {
+				t.Errorf("%s/%d after the stop: last stable offset %d, end %d: a transaction was left open", o.Topic, o.Partition, s.Offset, o.Offset)
+			}
+		})
+	}
 }
 
 // TestSessionRestartsAfterFailedCommit: the broker answers one EndTxn with
