@@ -97,6 +97,9 @@ type Processor struct {
 	// restoreSem bounds concurrent restores.
 	restoreSem chan struct{}
 	restores   sync.WaitGroup
+	// commits counts committed transactions; used by the processing loop
+	// only.
+	commits int
 	// revokedSinceEnd is set by a revocation or loss until the session's
 	// next End: meanwhile GroupTransactSession would skip the next one.
 	revokedSinceEnd atomic.Bool
@@ -137,7 +140,11 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 func (p *Processor) Run(ctx context.Context) error {
 	wait := backoff.New(time.Second, 30*time.Second)
 	for {
+		commits := p.commits
 		err := p.session(ctx)
+		if p.commits > commits {
+			wait.Reset() // the session worked before it failed
+		}
 		var setup *setupError
 		switch {
 		case ctx.Err() != nil || err == nil:
@@ -355,6 +362,7 @@ func (p *Processor) transactWithin(ctx context.Context, sess *kgo.GroupTransactS
 		return more, nil
 	}
 	p.metrics.transactions.WithLabelValues("committed").Inc()
+	p.commits++
 	tx.apply()
 	return more, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -62,6 +63,8 @@ type options struct {
 	sessionTimeout time.Duration
 	// opts are more client options (hooks).
 	opts []kgo.Opt
+	// log defaults to kafkatest.Logger.
+	log *slog.Logger
 }
 
 func start(t *testing.T, env *kafkatest.Env, o options) *instance {
@@ -72,6 +75,9 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 	}
 	if o.sessionTimeout == 0 {
 		o.sessionTimeout = 6 * time.Second
+	}
+	if o.log == nil {
+		o.log = kafkatest.Logger(t)
 	}
 	p := processor.New(processor.Config{
 		Names:           env.Names,
@@ -86,7 +92,7 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 		kgo.SeedBrokers(env.Seeds...),
 		kgo.WithLogger(kslog.New(kafkatest.Logger(t))),
 		kgo.RebalanceTimeout(max(10*time.Second, o.sessionTimeout)),
-	}, o.opts...), kafkatest.Logger(t), reg)
+	}, o.opts...), o.log, reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{p: p, cancel: cancel, done: make(chan error, 1), reg: reg}
 	go func() { in.done <- p.Run(ctx) }()
@@ -830,6 +836,78 @@ func TestStopEndsTheTransactionInHand(t *testing.T) {
 				t.Errorf("%s/%d after the stop: last stable offset %d, end %d: a transaction was left open", o.Topic, o.Partition, s.Offset, o.Offset)
 			}
 		})
+	}
+}
+
+// restarts records the retry_in of each session restart the processor
+// logs, and passes every record on.
+type restarts struct {
+	slog.Handler
+	mu    *sync.Mutex
+	waits *[]string
+}
+
+func (h restarts) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "processor session failed; starting a new one" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "retry_in" {
+				h.mu.Lock()
+				*h.waits = append(*h.waits, a.Value.String())
+				h.mu.Unlock()
+			}
+			return true
+		})
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h restarts) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+// TestRestartAfterAWorkingSessionIsPrompt: sessions that fail one after
+// the other back off longer each time, but a session that worked
+// (committed transactions) before it failed is followed by a new one
+// after the first, shortest wait, not after its predecessors' longest.
+func TestRestartAfterAWorkingSessionIsPrompt(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("injects broker errors into the in-process broker")
+	}
+	// The first two sessions cannot start: their producer is refused.
+	var refused atomic.Int32
+	env.Cluster.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.InitProducerIDRequest)
+		if r.TransactionalID == nil || refused.Add(1) > 2 {
+			env.Cluster.KeepControl()
+			return nil, nil, false
+		}
+		env.Cluster.KeepControl()
+		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	var mu sync.Mutex
+	var waits []string
+	log := slog.New(restarts{Handler: kafkatest.Logger(t).Handler(), mu: &mu, waits: &waits})
+	cl := env.Client(t)
+	start(t, env, options{name: "a", stateDir: t.TempDir(), log: log})
+	produceEvents(t, env, cl, 0, 10)
+	waitEvents(t, env, 10, 30*time.Second)
+
+	// The working session's commit fails: it was fenced.
+	env.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ProducerFenced.Code
+		return resp, nil, true
+	})
+	produceEvents(t, env, cl, 10, 20)
+	exactlyOnce(t, waitEvents(t, env, 20, 30*time.Second), 20, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"1s", "2s", "1s"}; fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Errorf("waits before each new session: got %v, want %v", waits, want)
 	}
 }
 

@@ -11,14 +11,18 @@ import (
 // Backoff is the wait before the next try. Build it with New; it is not
 // safe for concurrent use.
 type Backoff struct {
-	next, max time.Duration
+	initial, next, max time.Duration
 }
 
 // New returns a Backoff that first waits initial, then twice as long each
 // time, never more than max.
 func New(initial, max time.Duration) *Backoff {
-	return &Backoff{next: initial, max: max}
+	return &Backoff{initial: initial, next: initial, max: max}
 }
+
+// Reset makes the next wait the initial one again: the operation worked
+// for a while before it failed.
+func (b *Backoff) Reset() { b.next = b.initial }
 
 // Next is how long the next Wait waits.
 func (b *Backoff) Next() time.Duration { return b.next }

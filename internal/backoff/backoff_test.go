@@ -31,3 +31,14 @@ func TestWaitEndsWithTheContext(t *testing.T) {
 		t.Error("Wait: got true, want false once the context ended")
 	}
 }
+
+func TestResetStartsOver(t *testing.T) {
+	b := New(time.Millisecond, time.Second)
+	for range 3 {
+		b.Wait(context.Background())
+	}
+	b.Reset()
+	if got := b.Next(); got != time.Millisecond {
+		t.Errorf("Next after Reset: got %v, want the initial 1ms", got)
+	}
+}
