@@ -1,0 +1,518 @@
+// Perfcompare measures hookstream's receiver against its durable ceiling on
+// this machine, in one command run from the repository root:
+//
+//	go run ./internal/perfcompare [--duration 10s] [--rounds 3] [--json]
+//
+// It builds hookstream and internal/thinreceiver once, then, one server at
+// a time and in alternating rounds, starts each server as its own process
+// on a fresh data directory and runs the same closed-loop load against it
+// (internal/loadgen, as `hookstream bench --rate 0`: 64 connections, 1 KiB
+// GitHub-signed JSON):
+//
+//   - bare: a bare Echo handler answering 202, no Kafka (context only);
+//   - thin: the thin durable receiver, the ceiling (internal/thinreceiver);
+//   - ingest: `hookstream run --roles ingest`, embedded broker, a GitHub source;
+//   - all: `hookstream run` with every role, where the figure is the rate the
+//     whole pipeline sustains: the events the processor commits per second
+//     over the round, read from the ingest topic's end offsets and the
+//     processor group's committed offsets before and after.
+//
+// It prints the median of the rounds for each server and its ratio to the
+// thin durable receiver's, with the load average of the machine.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// The GitHub source every server is configured with.
+const (
+	source = "github"
+	secret = "s3cret"
+)
+
+// warmUp is the unmeasured load before each measured round.
+const warmUp = 2 * time.Second
+
+// server is one of the compared servers.
+type server struct {
+	name, label string
+	// command starts the server on the given addresses and directory.
+	command func(bin string, a addrs) *exec.Cmd
+	// pipeline: the figure is the processor's sustained rate.
+	pipeline bool
+}
+
+type addrs struct{ http, broker, admin, dataDir, config string }
+
+var servers = []server{
+	{name: "bare", label: "bare Echo handler, 202, no Kafka (context)",
+		command: func(bin string, a addrs) *exec.Cmd {
+			return exec.Command(filepath.Join(bin, "thinreceiver"), "-bare", "-addr", a.http)
+		}},
+	{name: "thin", label: "thin durable receiver (the ceiling)",
+		command: func(bin string, a addrs) *exec.Cmd {
+			return exec.Command(filepath.Join(bin, "thinreceiver"), "-addr", a.http, "-data-dir", a.dataDir, "-secret", secret)
+		}},
+	{name: "ingest", label: "hookstream run --roles ingest",
+		command: func(bin string, a addrs) *exec.Cmd { return hookstream(bin, a, "ingest") }},
+	{name: "all", label: "hookstream run (every role), sustained",
+		command:  func(bin string, a addrs) *exec.Cmd { return hookstream(bin, a, "ingest,processor,dispatcher") },
+		pipeline: true},
+}
+
+func hookstream(bin string, a addrs, roles string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(bin, "hookstream"), "run", "--roles", roles)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOOKSTREAM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env,
+		"HOOKSTREAM_CONFIG="+a.config,
+		"HOOKSTREAM_DATA_DIR="+a.dataDir,
+		"HOOKSTREAM_EMBEDDED_ADDR="+a.broker,
+		"HOOKSTREAM_HTTP_ADDR="+a.http,
+		"HOOKSTREAM_ADMIN_ADDR="+a.admin,
+		"HOOKSTREAM_LOG_LEVEL=error",
+	)
+	return cmd
+}
+
+// Round is one measured run against one server.
+type Round struct {
+	Server string         `json:"server"`
+	Round  int            `json:"round"`
+	Report loadgen.Report `json:"report"`
+	// Pipeline is the processor's keeping up, for the server with every role.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
+}
+
+// rate is the round's figure: requests answered per second, or for the
+// whole pipeline the rate it sustained.
+func (r Round) rate() float64 {
+	if r.Pipeline != nil {
+		return r.Pipeline.Sustained()
+	}
+	return r.Report.PerSecond
+}
+
+// errors counts failed requests: transport errors and answers other than 2xx.
+func (r Round) errors() int64 {
+	n := r.Report.Errors
+	for code, c := range r.Report.Status {
+		if !strings.HasPrefix(code, "2") {
+			n += c
+		}
+	}
+	return n
+}
+
+func main() {
+	var (
+		duration    = flag.Duration("duration", 10*time.Second, "measured load per round and server")
+		rounds      = flag.Int("rounds", 3, "rounds; each server's figures are the median of its rounds")
+		concurrency = flag.Int("concurrency", 64, "connections (requests in flight)")
+		asJSON      = flag.Bool("json", false, "print the results as JSON")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *duration, *rounds, *concurrency, *asJSON); err != nil {
+		fmt.Fprintln(os.Stderr, "perfcompare:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, duration time.Duration, rounds, concurrency int, asJSON bool) error {
+	if rounds < 1 || duration <= 0 {
+		return errors.New("--rounds and --duration must be positive")
+	}
+	work, err := os.MkdirTemp("", "hookstream-perfcompare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	fmt.Fprintln(os.Stderr, "building hookstream and thinreceiver")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", work+"/", "./cmd/hookstream", "./internal/thinreceiver").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build (run from the repository root): %w\n%s", err, out)
+	}
+	config := filepath.Join(work, "sources.yaml")
+	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		return err
+	}
+	load := loadgen.Config{Source: source, Concurrency: concurrency, Duration: duration, BodySize: 1024,
+		Scheme: ingest.SchemeGitHub, Secret: secret}
+	c := comparison{Duration: duration, Concurrency: concurrency, LoadBefore: loadAverage()}
+	for i := range rounds {
+		for _, s := range servers {
+			r, err := measure(ctx, s, work, filepath.Join(work, fmt.Sprintf("%s-%d", s.name, i)), config, load)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", i+1, s.name, err)
+			}
+			r.Round = i + 1
+			fmt.Fprintf(os.Stderr, "round %d  %-7s %8.0f/s  p99 %v  errors %d\n", r.Round, s.name, r.rate(), r.Report.Latency.P99, r.errors())
+			c.Rounds = append(c.Rounds, r)
+		}
+	}
+	c.LoadAfter = loadAverage()
+	c.summarize()
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(c)
+	}
+	return c.print(os.Stdout)
+}
+
+// measure starts s, waits until it accepts a signed POST, warms it up and
+// runs the measured load against it, then stops it.
+func measure(ctx context.Context, s server, bin, dataDir, config string, load loadgen.Config) (Round, error) {
+	var a addrs
+	for _, p := range []*string{&a.http, &a.broker, &a.admin} {
+		addr, err := freeAddr()
+		if err != nil {
+			return Round{}, err
+		}
+		*p = addr
+	}
+	a.dataDir, a.config = dataDir, config
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return Round{}, err
+	}
+	cmd := s.command(bin, a)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return Round{}, err
+	}
+	defer terminate(cmd)
+
+	load.URL = "http://" + a.http + "/webhooks/" + source
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: load.Concurrency, MaxConnsPerHost: load.Concurrency},
+		Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	if err := waitReady(ctx, client, load); err != nil {
+		return Round{}, err
+	}
+	warm := load
+	warm.Duration = warmUp
+	if _, err := loadgen.Run(ctx, warm, client, nil, nil); err != nil {
+		return Round{}, err
+	}
+	r := Round{Server: s.name}
+	if !s.pipeline {
+		var err error
+		r.Report, err = loadgen.Run(ctx, load, client, nil, nil)
+		return r, err
+	}
+
+	kc, err := kgo.NewClient(kgo.SeedBrokers(a.broker))
+	if err != nil {
+		return Round{}, err
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	names := topics.NewNames("hookstream")
+	// The processor is running once it has caught up with the warm-up.
+	before, err := waitDrained(ctx, adm, names)
+	if err != nil {
+		return Round{}, err
+	}
+	start := time.Now()
+	if r.Report, err = loadgen.Run(ctx, load, client, nil, nil); err != nil {
+		return Round{}, err
+	}
+	after, err := readOffsets(ctx, adm, names)
+	if err != nil {
+		return Round{}, err
+	}
+	p := pipelineOf(before, after, time.Since(start))
+	r.Pipeline = &p
+	return r, nil
+}
+
+// waitReady polls with signed POSTs until one is answered 202.
+func waitReady(ctx context.Context, client *http.Client, load loadgen.Config) error {
+	probe := load
+	probe.Concurrency, probe.Rate, probe.Duration = 1, 20, 200*time.Millisecond
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := loadgen.Run(ctx, probe, client, nil, nil)
+		if err != nil {
+			return err
+		}
+		if r.Status[strconv.Itoa(http.StatusAccepted)] > 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s answered no signed POST with 202 within 60s (status %v, %d errors)", load.URL, r.Status, r.Errors)
+		}
+	}
+}
+
+// terminate interrupts cmd and waits for it to exit, killing it after 30s.
+func terminate(cmd *exec.Cmd) {
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // a server stopped by a signal exits as it may
+		close(exited)
+	}()
+	_ = cmd.Process.Signal(os.Interrupt) // fails only when it exited already
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// loadAverage is /proc/loadavg, or what kept it from being read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// offsets are the ingest topic's end offsets and the processor group's
+// committed offsets on it, each summed over the partitions.
+type offsets struct{ End, Committed int64 }
+
+// readOffsets reads the offsets of names' ingest topic and processor group.
+func readOffsets(ctx context.Context, adm *kadm.Client, names topics.Names) (offsets, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, string(names.Ingest))
+	if err != nil {
+		return offsets{}, err
+	}
+	if err := ends.Error(); err != nil {
+		return offsets{}, err
+	}
+	committed, err := adm.FetchOffsets(ctx, string(names.ProcessorGroup()))
+	if err != nil {
+		return offsets{}, err
+	}
+	if err := committed.Error(); err != nil {
+		return offsets{}, err
+	}
+	var o offsets
+	ends.Each(func(l kadm.ListedOffset) { o.End += l.Offset })
+	committed.Each(func(r kadm.OffsetResponse) {
+		if r.Topic == string(names.Ingest) && r.At > 0 {
+			o.Committed += r.At
+		}
+	})
+	return o, nil
+}
+
+// waitDrained waits until the processor group has committed every record
+// of the ingest topic, and returns the offsets then.
+func waitDrained(ctx context.Context, adm *kadm.Client, names topics.Names) (offsets, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		o, err := readOffsets(ctx, adm, names)
+		if err == nil && o.End > 0 && o.Committed == o.End {
+			return o, nil
+		}
+		if time.Now().After(deadline) {
+			return o, fmt.Errorf("the processor did not catch up with the ingest topic within 60s (offsets %+v, %v)", o, err)
+		}
+		select {
+		case <-ctx.Done():
+			return o, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Pipeline is how the whole pipeline kept up over a round: events accepted
+// (written to the ingest topic) and processed (committed by the processor
+// group), per second, and the lag between them before and after.
+type Pipeline struct {
+	Accepted           int64   `json:"accepted"`
+	Processed          int64   `json:"processed"`
+	AcceptedPerSecond  float64 `json:"accepted_per_second"`
+	ProcessedPerSecond float64 `json:"processed_per_second"`
+	LagBefore          int64   `json:"lag_before"`
+	LagAfter           int64   `json:"lag_after"`
+	// Flat: the lag grew by no more than flatShare of the events accepted.
+	Flat bool `json:"lag_flat"`
+}
+
+// flatShare is the lag growth, as a share of the events accepted in a
+// round, still counted as flat: a processor batch may be under way when
+// the round ends.
+const flatShare = 0.05
+
+func pipelineOf(before, after offsets, elapsed time.Duration) Pipeline {
+	p := Pipeline{
+		Accepted:  after.End - before.End,
+		Processed: after.Committed - before.Committed,
+		LagBefore: before.End - before.Committed,
+		LagAfter:  after.End - after.Committed,
+	}
+	p.AcceptedPerSecond = float64(p.Accepted) / elapsed.Seconds()
+	p.ProcessedPerSecond = float64(p.Processed) / elapsed.Seconds()
+	p.Flat = float64(p.LagAfter-p.LagBefore) <= flatShare*float64(p.Accepted)
+	return p
+}
+
+// Sustained is the rate the pipeline kept up with: what it accepted, or,
+// when the processor fell behind, what it processed.
+func (p Pipeline) Sustained() float64 { return min(p.AcceptedPerSecond, p.ProcessedPerSecond) }
+
+// comparison is a whole run.
+type comparison struct {
+	Duration    time.Duration `json:"duration"`
+	Rounds      []Round       `json:"rounds"`
+	Concurrency int           `json:"concurrency"`
+	LoadBefore  string        `json:"loadavg_before"`
+	LoadAfter   string        `json:"loadavg_after"`
+	Servers     []summary     `json:"servers"`
+}
+
+// summary is one server's medians over the rounds.
+type summary struct {
+	Name  string        `json:"name"`
+	Label string        `json:"label"`
+	Rate  float64       `json:"per_second"`
+	P50   time.Duration `json:"p50"`
+	P99   time.Duration `json:"p99"`
+	// Errors is the sum over the rounds.
+	Errors int64 `json:"errors"`
+	// Ratio is Rate over the thin durable receiver's.
+	Ratio float64 `json:"ratio_to_thin"`
+	// Of the server with every role: the medians of the pipeline, and
+	// whether the lag stayed flat in every round.
+	AcceptedPerSecond  float64 `json:"accepted_per_second,omitempty"`
+	ProcessedPerSecond float64 `json:"processed_per_second,omitempty"`
+	Flat               *bool   `json:"lag_flat,omitempty"`
+}
+
+func (c *comparison) summarize() {
+	c.Servers = nil
+	for _, s := range servers {
+		var rates, p50, p99, accepted, processed []float64
+		sum := summary{Name: s.name, Label: s.label}
+		flat := true
+		for _, r := range c.Rounds {
+			if r.Server != s.name {
+				continue
+			}
+			rates = append(rates, r.rate())
+			p50 = append(p50, float64(r.Report.Latency.P50))
+			p99 = append(p99, float64(r.Report.Latency.P99))
+			sum.Errors += r.errors()
+			if r.Pipeline != nil {
+				accepted = append(accepted, r.Pipeline.AcceptedPerSecond)
+				processed = append(processed, r.Pipeline.ProcessedPerSecond)
+				flat = flat && r.Pipeline.Flat
+			}
+		}
+		sum.Rate, sum.P50, sum.P99 = median(rates), time.Duration(median(p50)), time.Duration(median(p99))
+		if s.pipeline {
+			sum.AcceptedPerSecond, sum.ProcessedPerSecond, sum.Flat = median(accepted), median(processed), &flat
+		}
+		c.Servers = append(c.Servers, sum)
+	}
+	thin := c.server("thin").Rate
+	for i := range c.Servers {
+		if thin > 0 {
+			c.Servers[i].Ratio = c.Servers[i].Rate / thin
+		}
+	}
+}
+
+func (c *comparison) server(name string) summary {
+	i := slices.IndexFunc(c.Servers, func(s summary) bool { return s.Name == name })
+	return c.Servers[i]
+}
+
+// median of xs; 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
+// The targets of the receiver against the thin durable receiver.
+const (
+	ingestTarget    = 0.9
+	ingestP99Target = 10 * time.Millisecond
+	allTarget       = 0.7
+)
+
+func (c *comparison) print(w io.Writer) error {
+	fmt.Fprintf(w, "%d rounds of %v per server, %d connections, closed loop, 1 KiB GitHub-signed JSON; medians of the rounds\n",
+		len(c.Rounds)/len(servers), c.Duration, c.Concurrency)
+	fmt.Fprintf(w, "load average (/proc/loadavg) before: %s; after: %s\n\n", c.LoadBefore, c.LoadAfter)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "server\treq/s\tp50\tp99\terrors\tvs thin")
+	for _, s := range c.Servers {
+		fmt.Fprintf(tw, "%s: %s\t%.0f\t%v\t%v\t%d\t%.2f\n", s.Name, s.Label, s.Rate,
+			s.P50.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Errors, s.Ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	all, ingestS := c.server("all"), c.server("ingest")
+	fmt.Fprintf(w, "\nevery role: accepted %.0f/s, processed %.0f/s, lag flat in every round: %v (req/s above: the sustained rate)\n",
+		all.AcceptedPerSecond, all.ProcessedPerSecond, *all.Flat)
+	fmt.Fprintf(w, "target --roles ingest >= %.1f of thin with p99 <= %v: %s (%.2f, p99 %v)\n", ingestTarget, ingestP99Target,
+		met(ingestS.Ratio >= ingestTarget && ingestS.P99 <= ingestP99Target), ingestS.Ratio, ingestS.P99.Round(10*time.Microsecond))
+	fmt.Fprintf(w, "target every role sustained, lag flat, >= %.1f of thin: %s (%.2f)\n", allTarget,
+		met(*all.Flat && all.Ratio >= allTarget), all.Ratio)
+	return nil
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/internal/loadgen"
+)
+
+func TestPipelineOf(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after offsets
+		want          Pipeline
+		sustained     float64
+	}{
+		{"kept up", offsets{End: 100, Committed: 100}, offsets{End: 10100, Committed: 10000},
+			Pipeline{Accepted: 10000, Processed: 9900, AcceptedPerSecond: 1000, ProcessedPerSecond: 990, LagBefore: 0, LagAfter: 100, Flat: true}, 990},
+		{"caught up a backlog", offsets{End: 5000, Committed: 1000}, offsets{End: 15000, Committed: 15000},
+			Pipeline{Accepted: 10000, Processed: 14000, AcceptedPerSecond: 1000, ProcessedPerSecond: 1400, LagBefore: 4000, LagAfter: 0, Flat: true}, 1000},
+		{"fell behind", offsets{End: 0, Committed: 0}, offsets{End: 10000, Committed: 6000},
+			Pipeline{Accepted: 10000, Processed: 6000, AcceptedPerSecond: 1000, ProcessedPerSecond: 600, LagBefore: 0, LagAfter: 4000, Flat: false}, 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pipelineOf(tc.before, tc.after, 10*time.Second)
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if s := got.Sustained(); s != tc.sustained {
+				t.Errorf("sustained: got %v, want %v", s, tc.sustained)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	c := comparison{}
+	for i, rate := range []float64{300, 100, 200} {
+		c.Rounds = append(c.Rounds,
+			Round{Server: "thin", Report: loadgen.Report{PerSecond: 2 * rate, Latency: loadgen.Percentiles{P99: time.Duration(rate) * time.Millisecond}}},
+			Round{Server: "ingest", Report: loadgen.Report{PerSecond: rate, Errors: 1, Status: map[string]int64{"202": 5, "503": 2}}},
+			Round{Server: "all", Report: loadgen.Report{PerSecond: 999},
+				Pipeline: &Pipeline{AcceptedPerSecond: rate, ProcessedPerSecond: rate / 2, Flat: i != 1}},
+		)
+	}
+	c.summarize()
+	thin, ingest, all := c.server("thin"), c.server("ingest"), c.server("all")
+	if thin.Rate != 400 || thin.P99 != 200*time.Millisecond || thin.Ratio != 1 {
+		t.Errorf("thin: got rate %v, p99 %v, ratio %v, want the medians 400, 200ms and 1", thin.Rate, thin.P99, thin.Ratio)
+	}
+	if ingest.Ratio != 0.5 || ingest.Errors != 9 {
+		t.Errorf("ingest: got ratio %v, errors %d, want 0.5 and 9 (3 transport errors, 6 503s)", ingest.Ratio, ingest.Errors)
+	}
+	if all.Rate != 100 || all.AcceptedPerSecond != 200 || all.ProcessedPerSecond != 100 || *all.Flat {
+		t.Errorf("all: got rate %v, accepted %v, processed %v, flat %v; want the sustained median 100, 200, 100, not flat",
+			all.Rate, all.AcceptedPerSecond, all.ProcessedPerSecond, *all.Flat)
+	}
+	if median([]float64{4, 1, 3, 2}) != 2.5 {
+		t.Errorf("median of 1 to 4: got %v, want 2.5", median([]float64{4, 1, 3, 2}))
+	}
+}
+
+func TestReadOffsets(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<20)
+	ctx := context.Background()
+	cl := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	for i := range 10 {
+		r := &kgo.Record{Topic: string(env.Names.Ingest), Partition: int32(i % 3)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var commit kadm.Offsets
+	commit.AddOffset(string(env.Names.Ingest), 0, 2, -1)
+	commit.AddOffset(string(env.Names.Ingest), 1, 3, -1)
+	commit.AddOffset(string(env.Names.Events), 0, 50, -1) // not the ingest topic
+	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), commit); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readOffsets(ctx, adm, env.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (offsets{End: 10, Committed: 5}); got != want {
+		t.Errorf("after commits: got %+v, want %+v", got, want)
+	}
+}
