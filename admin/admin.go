@@ -62,7 +62,13 @@ func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 	s.api = e.Group("/api", s.guard)
 	// Profiles, behind the guard like the rest of /api.
-	s.api.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	s.api.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	// pprof.Index finds a named profile (heap, allocs, goroutine, ...) only
+	// under /debug/pprof/, not under /api: each is served by name.
+	s.api.GET("/debug/pprof/:name", func(c *echo.Context) error {
+		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
 	s.api.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
 	s.api.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
 	s.api.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))

@@ -256,5 +256,8 @@ func TestProfilesNeedTheToken(t *testing.T) {
 		if resp.StatusCode != tt.status {
 			t.Errorf("heap profile with %q: got %d, want %d", tt.auth, resp.StatusCode, tt.status)
 		}
+		if ct := resp.Header.Get("Content-Type"); tt.status == 200 && ct != "application/octet-stream" {
+			t.Errorf("heap profile: got Content-Type %q, want application/octet-stream (a profile, not the index)", ct)
+		}
 	}
 }
