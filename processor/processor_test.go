@@ -590,44 +590,66 @@ func TestStoreFailureStopsPartition(t *testing.T) {
 	exactlyOnce(t, got, 21, 1)
 }
 
+// restartable is an embedded broker, with persistence, that a test stops
+// and starts again on the same address and data.
+type restartable struct {
+	t         *testing.T
+	dir, addr string
+	env       *kafkatest.Env
+}
+
+// newRestartable starts nothing: start starts the broker, the first time
+// with hookstream's topics under prefix.
+func newRestartable(t *testing.T, prefix string) *restartable {
+	return &restartable{t: t, dir: t.TempDir(), addr: kafkatest.FreeAddr(t),
+		env: &kafkatest.Env{Names: topics.NewNames(prefix)}}
+}
+
+func (r *restartable) start() *topics.Embedded {
+	r.t.Helper()
+	b, err := topics.StartEmbedded(r.dir, r.addr, kafkatest.Logger(r.t))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if r.env.Seeds == nil {
+		r.env.Seeds = []string{r.addr}
+		r.env.Ensure(r.t, 2, maxBody)
+	}
+	return b
+}
+
+// produceRange writes the ingest records of events e<from> to e<to-1>.
+func (r *restartable) produceRange(from, to int) {
+	r.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addr))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, ingestRecord(r.env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	produce(r.t, cl, recs...)
+}
+
 // TestBrokerRestart: the broker goes away mid-stream and comes back; the
 // processor starts a new session and every event is written exactly once.
 func TestBrokerRestart(t *testing.T) {
 	if kafkatest.Real() {
 		t.Skip("stops and restarts the in-process broker")
 	}
-	dir, addr := t.TempDir(), kafkatest.FreeAddr(t)
-	startBroker := func() *topics.Embedded {
-		b, err := topics.StartEmbedded(dir, addr, kafkatest.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	broker := startBroker()
-	env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("restart")}
-	env.Ensure(t, 2, maxBody)
-	produceRange := func(from, to int) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		var recs []*kgo.Record
-		for i := from; i < to; i++ {
-			recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
-		}
-		produce(t, cl, recs...)
-	}
-	produceRange(0, 100)
+	b := newRestartable(t, "restart")
+	env, broker := b.env, b.start()
+	b.produceRange(0, 100)
 	start(t, env, options{name: "a", stateDir: t.TempDir()})
 	waitEvents(t, env, 100, 30*time.Second)
 
 	broker.Close()
 	time.Sleep(2 * time.Second) // the session notices the outage
-	broker = startBroker()
+	broker = b.start()
 	defer broker.Close()
-	produceRange(100, 200)
+	b.produceRange(100, 200)
 	got := waitEvents(t, env, 200, time.Minute)
 	exactlyOnce(t, got, 200, 1)
 }
@@ -648,30 +670,9 @@ func TestBrokerOutagePastTransactionTimeout(t *testing.T) {
 	if kafkatest.Real() {
 		t.Skip("stops and restarts the in-process broker")
 	}
-	dir, addr := t.TempDir(), kafkatest.FreeAddr(t)
-	startBroker := func() *topics.Embedded {
-		b, err := topics.StartEmbedded(dir, addr, kafkatest.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	broker := startBroker()
-	env := &kafkatest.Env{Seeds: []string{addr}, Names: topics.NewNames("txnabort")}
-	env.Ensure(t, 2, maxBody)
-	produceRange := func(from, to int) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		var recs []*kgo.Record
-		for i := from; i < to; i++ {
-			recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
-		}
-		produce(t, cl, recs...)
-	}
-	produceRange(0, 100)
+	b := newRestartable(t, "txnabort")
+	env, broker := b.env, b.start()
+	b.produceRange(0, 100)
 	// The broker stops as soon as the first events batch written after
 	// arming is acknowledged: the transaction is open then, unless the
 	// rest of it was quicker than the stop.
@@ -689,13 +690,13 @@ func TestBrokerOutagePastTransactionTimeout(t *testing.T) {
 	waitEvents(t, env, 100, 30*time.Second)
 
 	armed.Store(true)
-	produceRange(100, 200)
+	b.produceRange(100, 200)
 	<-midTxn
 	broker.Close()
 	time.Sleep(sessionTimeout * 3 / 2) // the outage outlasts the transaction timeout
-	broker = startBroker()
+	broker = b.start()
 	defer broker.Close()
-	produceRange(200, 300)
+	b.produceRange(200, 300)
 	got := waitEvents(t, env, 300, time.Minute)
 	exactlyOnce(t, got, 300, 1)
 }
