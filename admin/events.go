@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
@@ -90,7 +93,70 @@ func (a API) localStory(ctx context.Context, partition int32, key string) (story
 		return story{}, err
 	}
 	disabled := func(id string) bool { s, ok := subs[id]; return ok && !s.Enabled }
-	return processor.StoryOf(key, st, disabled), nil
+	s := processor.StoryOf(key, st, disabled)
+	if s.Events, err = a.eventsRecord(ctx, s); err != nil {
+		return story{}, err
+	}
+	return s, nil
+}
+
+// eventsScanLimit bounds the records read to find an events record.
+const eventsScanLimit = 10_000
+
+// eventsRecord finds the latest events record of the event whose story s
+// is. The ledger keeps when the event was last emitted, not where: that
+// would cost the processor a second round trip to the broker in every
+// transaction. The record is in the partition of the ingest record (the
+// topics are co-partitioned), written at or after that time: the first
+// record from there with the event's key and replay count, read
+// read_committed. Nil for a failed event, or one whose record is no longer
+// retained or lies beyond the scan limit.
+func (a API) eventsRecord(ctx context.Context, s story) (*processor.Position, error) {
+	if s.Failure != nil {
+		return nil, nil
+	}
+	at, replay := s.ProcessedAt, ""
+	if s.Replays.LastAt != nil {
+		at, replay = *s.Replays.LastAt, strconv.FormatUint(uint64(s.Replays.Count), 10)
+	}
+	topic := string(a.Names.Events)
+	adm := kadm.NewClient(a.Kafka)
+	from, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
+	if err == nil {
+		err = from.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("offsets of %s at %s: %w", topic, at.Format(time.RFC3339Nano), err)
+	}
+	to, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = to.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last stable offsets of %s: %w", topic, err)
+	}
+	start, _ := from.Lookup(topic, s.Partition)
+	end, _ := to.Lookup(topic, s.Partition)
+	scan := topics.Range{From: start.Offset, To: min(end.Offset, start.Offset+eventsScanLimit)}
+	var found *processor.Position
+	err = topics.ReadRanges(ctx, a.Opts, a.Names.Events, map[int32]topics.Range{s.Partition: scan}, func(r *kgo.Record) bool {
+		if string(r.Key) == s.ID && replayOf(r) == replay {
+			found = &processor.Position{Partition: r.Partition, Offset: r.Offset}
+		}
+		return found == nil
+	}, nil)
+	return found, err
+}
+
+// replayOf is an events record's hs-replay header, empty on a first
+// emission.
+func replayOf(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == topics.HeaderReplay {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // forward asks the processor that owns partition, and relays its answer.

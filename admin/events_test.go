@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +26,9 @@ import (
 // processorNode is a processor with its admin listener, as `hookstream run
 // --roles processor` serves it.
 type processorNode struct {
-	srv *httptest.Server
-	p   *processor.Processor
+	srv  *httptest.Server
+	p    *processor.Processor
+	stop func(t *testing.T)
 }
 
 func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processorNode {
@@ -51,13 +53,33 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processo
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("processor %s: %v", name, err)
-		}
-	})
-	return &processorNode{srv: srv, p: p}
+	var once sync.Once
+	stop := func(t *testing.T) {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("processor %s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(func() { stop(t) })
+	return &processorNode{srv: srv, p: p, stop: stop}
+}
+
+// replayProcessor resets the processor group, stopped, to the start of
+// the ingest topic.
+func replayProcessor(t *testing.T, env *kafkatest.Env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := env.Admin(t)
+	starts, err := adm.ListStartOffsets(ctx, string(env.Names.Ingest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), starts.Offsets()); err != nil {
+		t.Fatalf("reset offsets: %v", err)
+	}
 }
 
 // get asks n's admin API for an event's story.
@@ -134,4 +156,63 @@ func TestEventQueriesReachTheOwner(t *testing.T) {
 			t.Errorf("without the token: got %d, want 401", resp.StatusCode)
 		}
 	}
+}
+
+// TestStoryNamesItsEventsRecord: an event's story names its latest record
+// on the events topic, as a read_committed reader finds it: its first
+// emission, and after a replay of the processor, the replay's record.
+func TestStoryNamesItsEventsRecord(t *testing.T) {
+	env := kafkatest.New(t, 2, 1<<20)
+	cl := env.Client(t)
+	for i := range 6 {
+		if err := cl.ProduceSync(context.Background(), kafkatest.IngestRecord(env.Names, "shop", fmt.Sprintf("r-%d", i), `{"n":1}`)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// latest is each event's latest events record: replays come later.
+	latest := func() map[string]processor.Position {
+		got := map[string]processor.Position{}
+		for _, r := range env.Records(t, env.Names.Events) {
+			got[string(r.Key)] = processor.Position{Partition: r.Partition, Offset: r.Offset}
+		}
+		return got
+	}
+	check := func(n *processorNode, want map[string]processor.Position) {
+		t.Helper()
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			for key, pos := range want {
+				status, s, _ := n.get(t, key)
+				if status != http.StatusOK || s.Events == nil || *s.Events != pos {
+					return fmt.Errorf("%s: got %d, events record %+v; want %+v", key, status, s.Events, pos)
+				}
+			}
+			return nil
+		})
+	}
+	a := startProcessorNode(t, env, "a")
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		if n := len(latest()); n != 6 {
+			return fmt.Errorf("%d events, want 6", n)
+		}
+		return nil
+	})
+	first := latest()
+	check(a, first)
+	a.stop(t)
+
+	replayProcessor(t, env)
+	b := startProcessorNode(t, env, "a")
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		if n := len(env.Records(t, env.Names.Events)); n != 12 {
+			return fmt.Errorf("%d events records, want 12 (6 and their replays)", n)
+		}
+		return nil
+	})
+	replayed := latest()
+	for key, pos := range replayed {
+		if pos == first[key] {
+			t.Fatalf("%s: the replay wrote no new record", key)
+		}
+	}
+	check(b, replayed)
 }

@@ -78,10 +78,19 @@ type Story struct {
 	ReceivedAt  *time.Time `json:"received_at,omitempty"`
 	ProcessedAt time.Time  `json:"processed_at"` // first processed
 	ExpiresAt   time.Time  `json:"expires_at"`
-	Duplicates  Count      `json:"duplicates"`
-	Replays     Count      `json:"replays"`
-	Failure     *Failure   `json:"failure,omitempty"`
-	Deliveries  []Delivery `json:"deliveries"`
+	// Events is the event's latest record on the events topic; none when
+	// it failed, or when that record is no longer retained.
+	Events     *Position  `json:"events,omitempty"`
+	Duplicates Count      `json:"duplicates"`
+	Replays    Count      `json:"replays"`
+	Failure    *Failure   `json:"failure,omitempty"`
+	Deliveries []Delivery `json:"deliveries"`
+}
+
+// Position is a record's place in a topic.
+type Position struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 // Count is how often something happened, and when last.

@@ -380,6 +380,14 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, err
 
 // printStory prints a story as a time-ordered table, then where each
 // delivery stands.
+// position is ", offset O" of an events record, when known and wanted.
+func position(p *processor.Position, want bool) string {
+	if p == nil || !want {
+		return ""
+	}
+	return fmt.Sprintf(", offset %d", p.Offset)
+}
+
 func printStory(w io.Writer, s processor.Story) error {
 	type line struct {
 		at   time.Time
@@ -395,10 +403,10 @@ func printStory(w io.Writer, s processor.Story) error {
 	if s.Failure != nil {
 		add(&s.ProcessedAt, "processing failed at stage %s: %s (dead-lettered to the DLQ)", s.Failure.Stage, s.Failure.Error)
 	} else {
-		add(&s.ProcessedAt, "processed: emitted to the events topic (partition %d)", s.Partition)
+		add(&s.ProcessedAt, "processed: emitted to the events topic (partition %d%s)", s.Partition, position(s.Events, s.Replays.LastAt == nil))
 	}
 	add(s.Duplicates.LastAt, "duplicate dropped (%d in all, this the last)", s.Duplicates.Count)
-	add(s.Replays.LastAt, "replayed: emitted again after an offset reset (%d in all, this the last)", s.Replays.Count)
+	add(s.Replays.LastAt, "replayed: emitted again after an offset reset (%d in all, this the last%s)", s.Replays.Count, position(s.Events, true))
 	for _, d := range s.Deliveries {
 		for _, a := range d.Recent {
 			what := fmt.Sprintf("%s: attempt %d %s", d.Subscription, a.N, a.Outcome)

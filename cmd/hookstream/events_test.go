@@ -127,9 +127,16 @@ func TestEventStory(t *testing.T) {
 	want := map[string]string{"ok": "delivered after 2", "flaky": "delivered after 4", "broken": "dead_lettered after 6"}
 	replayed := waitStory(run, 2, 1, want)
 
+	// The story names the event's latest events record: the replay's.
+	if first.Events == nil || replayed.Events == nil || replayed.Events.Partition != replayed.Partition || replayed.Events.Offset <= first.Events.Offset {
+		t.Errorf("events records: first %+v, after the replay %+v; want the replay's, later in partition %d", first.Events, replayed.Events, replayed.Partition)
+	}
 	table, errOut, code := cli("events", "get", id)
 	if code != 0 {
 		t.Fatalf("events get: exit %d, %s", code, errOut)
+	}
+	if replayed.Events != nil && !strings.Contains(table, fmt.Sprintf("this the last, offset %d)", replayed.Events.Offset)) {
+		t.Errorf("events get table: no offset of the replay's events record in\n%s", table)
 	}
 	// In time order; the duplicate dropped last is the replay's re-read.
 	last := -1
