@@ -66,22 +66,6 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processo
 	return &processorNode{srv: srv, p: p, stop: stop}
 }
 
-// replayProcessor resets the processor group, stopped, to the start of
-// the ingest topic.
-func replayProcessor(t *testing.T, env *kafkatest.Env) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := env.Admin(t)
-	starts, err := adm.ListStartOffsets(ctx, string(env.Names.Ingest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), starts.Offsets()); err != nil {
-		t.Fatalf("reset offsets: %v", err)
-	}
-}
-
 // get asks n's admin API for an event's story.
 func (n *processorNode) get(t *testing.T, key string) (int, processor.Story, string) {
 	t.Helper()
@@ -200,7 +184,7 @@ func TestStoryNamesItsEventsRecord(t *testing.T) {
 	check(a, first)
 	a.stop(t)
 
-	replayProcessor(t, env)
+	env.ReplayProcessor(t)
 	b := startProcessorNode(t, env, "a")
 	kafkatest.WaitFor(t, 60*time.Second, func() error {
 		if n := len(env.Records(t, env.Names.Events)); n != 12 {

@@ -111,7 +111,7 @@ func TestReplayedDeadLetterEventIsMarked(t *testing.T) {
 	})
 	in.stop(t)
 
-	replayFromStart(t, env)
+	env.ReplayProcessor(t)
 	in = start(t, env, options{name: "a", stateDir: t.TempDir()})
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		if n := in.count("replayed"); n < 2 {

@@ -401,7 +401,7 @@ func TestRebuildAndReplay(t *testing.T) {
 
 	t.Run("replay", func(t *testing.T) {
 		for replay := 1; replay <= 2; replay++ {
-			replayFromStart(t, env)
+			env.ReplayProcessor(t)
 			in := start(t, env, options{name: "a", stateDir: dir})
 			kafkatest.WaitFor(t, time.Minute, func() error {
 				if n := in.count("replayed"); n < distinct+1 {
@@ -418,22 +418,6 @@ func TestRebuildAndReplay(t *testing.T) {
 			checkReplayMarks(t, env)
 		}
 	})
-}
-
-// replayFromStart resets the processor group to the start of the ingest
-// topic, as `hookstream replay --group processor --to-earliest` does.
-func replayFromStart(t *testing.T, env *kafkatest.Env) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := env.Admin(t)
-	starts, err := adm.ListStartOffsets(ctx, string(env.Names.Ingest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), starts.Offsets()); err != nil {
-		t.Fatalf("reset offsets: %v", err)
-	}
 }
 
 // checkReplayMarks checks that the n-th events record of each key, in
@@ -732,13 +716,9 @@ func TestMembershipLostMidTransaction(t *testing.T) {
 		t.Skip("injects a broker error into the in-process broker")
 	}
 	cl := env.Client(t)
-	var recs []*kgo.Record
-	for i := range 50 {
-		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
-	}
 	heartbeatFailed := &signalLogger{Logger: kslog.New(kafkatest.Logger(t)), msg: "heartbeat errored", seen: make(chan struct{})}
 	in := start(t, env, options{name: "a", stateDir: t.TempDir(), opts: []kgo.Opt{kgo.WithLogger(heartbeatFailed)}})
-	produce(t, cl, recs[:25]...)
+	produceEvents(t, env, cl, 0, 25)
 	waitEvents(t, env, 25, 30*time.Second)
 
 	// Once armed, the processor's next write is held (its transaction
@@ -774,7 +754,7 @@ func TestMembershipLostMidTransaction(t *testing.T) {
 		return resp, nil, fail
 	})
 	armed.Store(true)
-	produce(t, cl, recs[25:]...)
+	produceEvents(t, env, cl, 25, 50)
 	<-midTxn
 	<-heartbeatFailed.seen
 	close(release)

@@ -173,6 +173,22 @@ func (e *Env) WaitCommitted(t testing.TB, group topics.Group, topic topics.Topic
 	})
 }
 
+// ReplayProcessor resets the processor group, stopped, to the start of
+// the ingest topic, as `hookstream replay --group processor --to-earliest`.
+func (e *Env) ReplayProcessor(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := e.Admin(t)
+	starts, err := adm.ListStartOffsets(ctx, string(e.Names.Ingest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CommitAllOffsets(ctx, string(e.Names.ProcessorGroup()), starts.Offsets()); err != nil {
+		t.Fatalf("reset offsets: %v", err)
+	}
+}
+
 // WaitFor polls check until it returns nil or timeout passes.
 func WaitFor(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
