@@ -135,8 +135,11 @@ func (a API) eventsRecord(ctx context.Context, s story) (*processor.Position, er
 	if err != nil {
 		return nil, fmt.Errorf("last stable offsets of %s: %w", topic, err)
 	}
-	start, _ := from.Lookup(topic, s.Partition)
-	end, _ := to.Lookup(topic, s.Partition)
+	start, ok := from.Lookup(topic, s.Partition)
+	end, okEnd := to.Lookup(topic, s.Partition)
+	if !ok || !okEnd {
+		return nil, nil // no such partition: the topics were recreated
+	}
 	scan := topics.Range{From: start.Offset, To: min(end.Offset, start.Offset+eventsScanLimit)}
 	var found *processor.Position
 	err = topics.ReadRanges(ctx, a.Opts, a.Names.Events, map[int32]topics.Range{s.Partition: scan}, func(r *kgo.Record) bool {

@@ -610,11 +610,7 @@ func (r *restartable) produceRange(from, to int) {
 		r.t.Fatal(err)
 	}
 	defer cl.Close()
-	var recs []*kgo.Record
-	for i := from; i < to; i++ {
-		recs = append(recs, ingestRecord(r.env, "shop", fmt.Sprintf("e%d", i), `{}`))
-	}
-	produce(r.t, cl, recs...)
+	produceEvents(r.t, r.env, cl, from, to)
 }
 
 // TestBrokerRestart: the broker goes away mid-stream and comes back; the
