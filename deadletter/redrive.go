@@ -98,8 +98,13 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 // took over: its remaining letters stay in the DLQ for a later redrive.
 var ErrFenced = errors.New("another redrive of this DLQ started and took over")
 
+// fenced reports an error of a transaction that another redrive's
+// producer, under the same transactional id, fenced. With Kafka 4's
+// transactions v2 the fenced commit can also be answered
+// INVALID_TXN_STATE: the new producer's initialization aborted the
+// transaction first. Either way nothing of it was written.
 func fenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)
 }
 
 // commit writes recs in one transaction.
