@@ -2,24 +2,39 @@ package topics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Follower reads topics from their start, read_committed, for as long as
-// it runs, and hands each record (control records excluded) to a fold
-// that keeps what it needs in memory. The fold and the readers of what it
-// keeps (View) hold one lock, so a reader sees whole polls.
+// followIdle is how long a follower keeps reading after its last CatchUp.
+const followIdle = time.Minute
+
+// Follower reads topics from their start, read_committed, and hands each
+// record (control records excluded) to a fold that keeps what it needs in
+// memory. It reads only while asked: from the first CatchUp until a minute
+// has passed without one, then again from where it stopped at the next,
+// so a process whose counts nobody asks for reads nothing. The fold and
+// the readers of what it keeps (View) hold one lock, so a reader sees
+// whole polls.
 type Follower struct {
 	opts   []kgo.Opt
 	topics []string
 	fold   func(*kgo.Record)
 	log    *slog.Logger
+	idle   time.Duration
+
+	asking  atomic.Int64  // CatchUps waiting
+	asked   atomic.Int64  // when the last CatchUp ended, in Unix nanoseconds
+	wake    chan struct{} // a CatchUp began
+	reading atomic.Bool   // Run is fetching
 
 	mu     sync.Mutex
 	next   map[string]map[int32]int64 // per topic and partition, the offset after the last record read
@@ -29,7 +44,8 @@ type Follower struct {
 // NewFollower builds a follower of ts that calls fold with each record;
 // opts are the client options of the process. It does no I/O.
 func NewFollower(opts []kgo.Opt, log *slog.Logger, fold func(*kgo.Record), ts ...Topic) *Follower {
-	f := &Follower{opts: opts, fold: fold, log: log, next: make(map[string]map[int32]int64), change: make(chan struct{})}
+	f := &Follower{opts: opts, fold: fold, log: log, idle: followIdle, wake: make(chan struct{}, 1),
+		next: make(map[string]map[int32]int64), change: make(chan struct{})}
 	for _, t := range ts {
 		f.topics = append(f.topics, string(t))
 		f.next[string(t)] = make(map[int32]int64)
@@ -37,27 +53,49 @@ func NewFollower(opts []kgo.Opt, log *slog.Logger, fold func(*kgo.Record), ts ..
 	return f
 }
 
-// Run reads the topics until ctx ends.
+// Run reads the topics, while asked, until ctx ends.
 func (f *Follower) Run(ctx context.Context) error {
-	cl, err := kgo.NewClient(append(slices.Clone(f.opts),
-		kgo.ConsumeTopics(f.topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Transactional partitions end in a commit marker: seeing the
-		// markers is how CatchUp knows the follower reached the end.
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return fmt.Errorf("follow %v: client: %w", f.topics, err)
-	}
-	defer cl.Close()
+	var cl *kgo.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
 	for {
-		fs := cl.PollFetches(ctx)
+		rest := f.idle - time.Since(time.Unix(0, f.asked.Load()))
+		if f.asking.Load() == 0 && rest <= 0 {
+			if f.reading.Swap(false) {
+				cl.PauseFetchTopics(f.topics...)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-f.wake:
+			}
+			continue
+		}
+		if !f.reading.Swap(true) {
+			if cl == nil {
+				var err error
+				if cl, err = f.client(); err != nil {
+					return err
+				}
+			} else {
+				cl.ResumeFetchTopics(f.topics...)
+			}
+		}
+		// Polling ends when the time to rest comes, or at once when
+		// asked again so that the rest is measured from the new ask.
+		pollCtx, cancel := context.WithTimeout(ctx, max(rest, f.idle/10))
+		fs := cl.PollFetches(pollCtx)
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			f.log.Warn("reading a followed topic", "topic", t, "partition", p, "err", err)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				f.log.Warn("reading a followed topic", "topic", t, "partition", p, "err", err)
+			}
 		})
 		f.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
@@ -72,6 +110,22 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 }
 
+// client is a consumer of the topics from their start.
+func (f *Follower) client() (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(slices.Clone(f.opts),
+		kgo.ConsumeTopics(f.topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transactional partitions end in a commit marker: seeing the
+		// markers is how CatchUp knows the follower reached the end.
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("follow %v: client: %w", f.topics, err)
+	}
+	return cl, nil
+}
+
 // View calls fn holding the lock the fold holds.
 func (f *Follower) View(fn func()) {
 	f.mu.Lock()
@@ -80,8 +134,18 @@ func (f *Follower) View(fn func()) {
 }
 
 // CatchUp waits until the follower has read every record written before
-// it was called, as cl's end offsets say, or ctx ends.
+// it was called, as cl's end offsets say, or ctx ends. It sets a resting
+// follower reading.
 func (f *Follower) CatchUp(ctx context.Context, cl *kgo.Client) error {
+	f.asking.Add(1)
+	defer func() {
+		f.asked.Store(time.Now().UnixNano())
+		f.asking.Add(-1)
+	}()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, f.topics...)
 	if err == nil {
 		err = ends.Error()
