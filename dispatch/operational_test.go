@@ -203,3 +203,53 @@ func TestOperationalEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestCircuitEvents: a subscriber that fails twice and then answers opens
+// its subscription's circuit once and closes it once (its failed probes
+// open nothing again); a subscription that names source hookstream
+// receives both events, the subscription they are about does not.
+func TestCircuitEvents(t *testing.T) {
+	h := newHarnessWith(t, dispatch.Config{
+		Client:          dispatch.ClientConfig{AllowPrivate: true},
+		Schedule:        []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+		BreakerFailures: 2,
+		BreakerCooldown: 100 * time.Millisecond,
+	})
+	h.runProcessor(t)
+	notifier := newSubscriber(t, nil)
+	h.subscribe(t, dispatch.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}})
+	flaky := newSubscriber(t, func(_ string, n int) int {
+		if n <= 3 { // two failures open the circuit, the first probe fails too
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	sub := h.subscribe(t, dispatch.Subscription{URL: flaky.srv.URL, Sources: []string{"shop", topics.OperationalSource}})
+	id := h.event(t, "shop", "order")
+	var evs []opEvent
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		if flaky.received()[id] < 4 {
+			return fmt.Errorf("%s: %d attempts, want 4", id, flaky.received()[id])
+		}
+		evs = h.opEvents(t)
+		if count(evs, topics.OpCircuitClosed, sub.ID) == 0 {
+			return fmt.Errorf("no %s event yet (%d operational events)", topics.OpCircuitClosed, len(evs))
+		}
+		for _, e := range evs {
+			if notifier.received()[e.ID] == 0 {
+				return fmt.Errorf("notifier has not received %s (%s)", e.ID, e.Type)
+			}
+		}
+		return nil
+	})
+	for _, typ := range []string{topics.OpCircuitOpened, topics.OpCircuitClosed} {
+		if n := count(evs, typ, sub.ID); n != 1 {
+			t.Errorf("%s events about %s: got %d, want exactly 1", typ, sub.ID, n)
+		}
+	}
+	for got := range flaky.received() {
+		if strings.HasPrefix(got, topics.OperationalSource+":") {
+			t.Errorf("%s received %s, an operational event about itself", sub.ID, got)
+		}
+	}
+}
