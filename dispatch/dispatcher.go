@@ -80,8 +80,6 @@ type Dispatcher struct {
 	now      func() time.Time
 	producer *kgo.Client // retry and DLQ writes
 	retries  *retries
-	// notices are the circuit events waiting to be written.
-	notices chan *topics.IngestRecord
 	// loaded is closed once the registry has read the subscriptions
 	// topic to its end: until then an unknown subscription may exist.
 	loaded     chan struct{}
@@ -150,7 +148,6 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, l
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,
 		producer: producer,
-		notices:  make(chan *topics.IngestRecord, maxNotices),
 		loaded:   make(chan struct{}),
 		subs:     make(map[string]*subState),
 		workers:  make(map[string]*worker),
@@ -166,10 +163,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 2)
 	wg.Go(func() { errc <- d.registry.Watch(ctx, func(subs map[string]Subscription) { d.reconcile(ctx, subs) }) })
 	wg.Go(func() { errc <- d.retries.run(ctx) })
-	wg.Go(func() { errc <- d.writeNotices(ctx) })
 	var err error
 	select {
 	case <-ctx.Done():
@@ -403,11 +399,11 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 	switch opened, closed := st.circuit.report(d.now(), probe, res.OK()); {
 	case opened:
 		d.log.Warn("circuit opened", "subscription", sub.ID, "cooldown", d.cfg.BreakerCooldown)
-		d.circuitChanged(sub.ID, true, res)
+		d.circuitChanged(ctx, sub.ID, true, res)
 	case closed:
 		d.log.Info("circuit closed", "subscription", sub.ID)
 		d.retries.release(sub.ID)
-		d.circuitChanged(sub.ID, false, res)
+		d.circuitChanged(ctx, sub.ID, false, res)
 	}
 	d.record(ctx, st, sub, m, n, res)
 	return res, time.Time{}

@@ -63,11 +63,12 @@ func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, at
 	return d.notify(ctx, o.IngestRecord(subID, eventID, strconv.Itoa(attempts)))
 }
 
-// circuitChanged queues the circuit.opened or circuit.closed event of a
+// circuitChanged writes the circuit.opened or circuit.closed event of a
 // subscription whose circuit in this dispatcher instance just changed;
-// last is the attempt that changed it. The delivery that changed it does
-// not wait for the write.
-func (d *Dispatcher) circuitChanged(subID string, opened bool, last Result) {
+// last is the attempt that changed it. The delivery that changed it waits
+// for the write: circuits change at most once a cooldown, and an event
+// queued in memory could be lost.
+func (d *Dispatcher) circuitChanged(ctx context.Context, subID string, opened bool, last Result) {
 	o := &topics.Operational{Type: topics.OpCircuitClosed, SubscriptionID: subID, At: d.now().UTC()}
 	if opened {
 		o.Type, o.LastStatus = topics.OpCircuitOpened, last.Status
@@ -75,26 +76,8 @@ func (d *Dispatcher) circuitChanged(subID string, opened bool, last Result) {
 			o.Error = errorText(last.Err)
 		}
 	}
-	select {
-	case d.notices <- o.IngestRecord(subID, o.At.Format(time.RFC3339Nano)):
-	default:
-		d.log.Warn("operational event dropped: too many waiting", "subscription", subID, "type", o.Type)
-	}
-}
-
-// maxNotices bounds the queued circuit events.
-const maxNotices = 1024
-
-// writeNotices writes the queued events until ctx ends.
-func (d *Dispatcher) writeNotices(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ir := <-d.notices:
-			if err := d.notify(ctx, ir); err != nil && ctx.Err() == nil {
-				d.log.Warn("operational event not written", "event_id", ir.EventID, "err", err)
-			}
-		}
+	ir := o.IngestRecord(subID, o.At.Format(time.RFC3339Nano))
+	if err := d.notify(ctx, ir); err != nil && ctx.Err() == nil {
+		d.log.Warn("operational event not written", "event_id", ir.EventID, "err", err)
 	}
 }
