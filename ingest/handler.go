@@ -21,7 +21,6 @@ import (
 	"slices"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,7 +88,7 @@ type Handler struct {
 	log     *slog.Logger
 	sources map[string]*source
 	unknown *source // nil: unknown sources get 404
-	seen    *lru.LRU[string, struct{}]
+	recent  *recentIDs
 	// failures limits failed verifications per client address.
 	failures *failureLimiter
 	echo     *echo.Echo
@@ -115,7 +114,7 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 		client:   client,
 		log:      log.With("component", "ingest"),
 		sources:  sources,
-		seen:     lru.NewLRU[string, struct{}](duplicateCapacity, nil, DuplicateWindow),
+		recent:   newRecentIDs(duplicateCapacity, DuplicateWindow),
 		failures: failures,
 		metrics:  newMetrics(reg),
 		now:      time.Now,
@@ -300,7 +299,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		return errNoEventID
 	}
 	key := topics.IngestKey(name, eventID)
-	if _, dup := h.seen.Get(key); dup {
+	if h.recent.seen(key, received) {
 		h.metrics.fastDuplicates.WithLabelValues(h.metrics.label(name, true)).Inc()
 		return c.JSON(http.StatusOK, acceptBody{Status: "duplicate", ID: key, RequestID: requestID(c)})
 	}
@@ -339,7 +338,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		h.log.Warn("kafka did not acknowledge", "source", name, "event_id", eventID, "request_id", requestID(c), "err", err)
 		return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterUnavailable, err: err}
 	}
-	h.seen.Add(key, struct{}{})
+	h.recent.add(key, received)
 	return c.JSON(http.StatusAccepted, acceptBody{Status: "accepted", ID: key, RequestID: requestID(c)})
 }
 
