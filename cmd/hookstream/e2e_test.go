@@ -450,8 +450,13 @@ func TestRunEndToEnd(t *testing.T) {
 	if code := p.stop(t, 20*time.Second); code != 0 {
 		t.Errorf("exit code after SIGTERM: got %d, want 0", code)
 	}
-	if log := p.output.String(); !strings.Contains(log, "hookstream stopped") {
+	log := p.output.String()
+	if !strings.Contains(log, "hookstream stopped") {
 		t.Errorf("log after SIGTERM: got no %q line", "hookstream stopped")
+	}
+	// Started without HOOKSTREAM_SECRET_KEY, it says secrets are stored as is.
+	if want := "subscriber secrets are stored unencrypted"; !strings.Contains(log, want) {
+		t.Errorf("log without HOOKSTREAM_SECRET_KEY: got no %q warning", want)
 	}
 }
 
