@@ -51,7 +51,18 @@ type txn struct {
 type pending struct {
 	part    *partition
 	changes []statestore.Change
-	overlay map[string]*statestore.State // nil value: deleted
+	keys    map[string]*keyState
+}
+
+// keyState is a key as this transaction knows it.
+type keyState struct {
+	// read is the key's state in the store, when the transaction read it
+	// before changing it: its first change carries it to Apply, which
+	// need not read it again.
+	read statestore.Read
+	// changed says the transaction set the key, to st (nil: deleted).
+	changed bool
+	st      *statestore.State
 }
 
 func newTxn(p *Processor, sess *kgo.GroupTransactSession) *txn {
@@ -137,7 +148,7 @@ func (t *txn) cutLetter(r *kgo.Record, stage string, cause error, now time.Time)
 func (t *txn) pendingFor(part *partition) *pending {
 	pd := t.parts[part.id]
 	if pd == nil {
-		pd = &pending{part: part, overlay: make(map[string]*statestore.State)}
+		pd = &pending{part: part, keys: make(map[string]*keyState)}
 		t.parts[part.id] = pd
 	}
 	return pd
@@ -145,18 +156,36 @@ func (t *txn) pendingFor(part *partition) *pending {
 
 // lookup reads a key's state: this transaction's own changes first.
 func (pd *pending) lookup(key []byte) (statestore.State, bool, error) {
-	if st, ok := pd.overlay[string(key)]; ok {
-		if st == nil {
+	if k, ok := pd.keys[string(key)]; ok {
+		switch {
+		case !k.changed:
+			return k.read.State, k.read.OK, nil
+		case k.st == nil:
 			return statestore.State{}, false, nil
 		}
-		return *st, true, nil
+		return *k.st, true, nil
 	}
-	return pd.part.store.Get(key)
+	st, ok, err := pd.part.store.Get(key)
+	if err != nil {
+		return statestore.State{}, false, err
+	}
+	pd.keys[string(key)] = &keyState{read: statestore.Read{State: st, OK: ok}}
+	return st, ok, nil
 }
 
 func (pd *pending) set(key []byte, st *statestore.State) {
-	pd.overlay[string(key)] = st
-	pd.changes = append(pd.changes, statestore.Change{Key: key, State: st})
+	c := statestore.Change{Key: key, State: st}
+	k := pd.keys[string(key)]
+	switch {
+	case k == nil: // not read: a sweep's tombstone
+		pd.keys[string(key)] = &keyState{changed: true, st: st}
+	case !k.changed:
+		c.Before = &k.read
+		k.changed, k.st = true, st
+	default:
+		k.st = st
+	}
+	pd.changes = append(pd.changes, c)
 }
 
 // partition processes the records of one partition.

@@ -134,15 +134,9 @@ type Store struct {
 	checkpoint atomic.Int64
 	keys       atomic.Int64
 
-	mu                  sync.Mutex // serializes Apply and guards what follows
-	pending             map[string]pendingState
-	sk, val, oldX, newX []byte // scratch buffers of Apply
-}
-
-// pendingState is a key's state as of the changes seen so far in one Apply.
-type pendingState struct {
-	st State
-	ok bool
+	mu                  sync.Mutex      // serializes Apply and guards what follows
+	pending             map[string]Read // each key's state as of the changes seen so far in one Apply
+	sk, val, oldX, newX []byte          // scratch buffers of Apply
 }
 
 // Change is one key's new state; a nil State deletes the key (a changelog
@@ -150,6 +144,16 @@ type pendingState struct {
 type Change struct {
 	Key   []byte
 	State *State
+	// Before is the key's state as Get read it before this Apply, when
+	// the caller has it: Apply then does not read the key again for its
+	// first change of the call, and takes Before at its word.
+	Before *Read
+}
+
+// Read is what Get returned for a key: its state, if OK.
+type Read struct {
+	State State
+	OK    bool
 }
 
 func dirname(fsys vfs.FS, dir string, partition int32) string {
@@ -169,7 +173,7 @@ func Open(dir string, partition int32, opts Options) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "statestore", "partition", partition)
-	s := &Store{partition: partition, log: log, pending: make(map[string]pendingState)}
+	s := &Store{partition: partition, log: log, pending: make(map[string]Read)}
 	po := &pebble.Options{
 		FS:                          opts.fs(),
 		CacheSize:                   opts.CacheSize,
@@ -499,20 +503,24 @@ func (s *Store) build(b *pebble.Batch, changes []Change) (keys int64, err error)
 		}
 		s.sk = append(append(s.sk[:0], prefixState), c.Key...)
 		old, ok := s.pending[string(c.Key)]
-		if !ok {
-			if old.st, old.ok, err = s.lookup(&it, s.sk); err != nil {
+		switch {
+		case ok:
+		case c.Before != nil:
+			old = *c.Before
+		default:
+			if old.State, old.OK, err = s.lookup(&it, s.sk); err != nil {
 				return 0, fmt.Errorf("key %q: %w", c.Key, err)
 			}
 		}
-		s.pending[string(c.Key)] = pendingState{st: deref(c.State), ok: c.State != nil}
+		s.pending[string(c.Key)] = Read{State: deref(c.State), OK: c.State != nil}
 
 		// The batch copies keys and values, so the scratch buffers are
 		// reused from one change to the next.
-		if old.ok {
-			s.oldX = appendExpiryKey(s.oldX[:0], old.st.Expires, c.Key)
+		if old.OK {
+			s.oldX = appendExpiryKey(s.oldX[:0], old.State.Expires, c.Key)
 		}
 		switch {
-		case c.State == nil && !old.ok:
+		case c.State == nil && !old.OK:
 			// Deleting an absent key: nothing to write.
 		case c.State == nil:
 			keys--
@@ -523,7 +531,7 @@ func (s *Store) build(b *pebble.Batch, changes []Change) (keys int64, err error)
 				return 0, err
 			}
 		default:
-			if !old.ok {
+			if !old.OK {
 				keys++
 			}
 			s.val = appendValue(s.val[:0], c.State)
@@ -531,7 +539,7 @@ func (s *Store) build(b *pebble.Batch, changes []Change) (keys int64, err error)
 				return 0, err
 			}
 			s.newX = appendExpiryKey(s.newX[:0], c.State.Expires, c.Key)
-			if old.ok && !bytes.Equal(s.oldX, s.newX) {
+			if old.OK && !bytes.Equal(s.oldX, s.newX) {
 				if err := b.Delete(s.oldX, nil); err != nil {
 					return 0, err
 				}

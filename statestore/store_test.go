@@ -181,6 +181,37 @@ func TestApply(t *testing.T) {
 				t.Errorf("Checkpoint: got %d, want %d", got, tt.wantCheckpoint)
 			}
 		})
+		// The same changes, each carrying the state Get read before the
+		// batch, as the processor passes them, give the same store.
+		t.Run(tt.name+", states read before", func(t *testing.T) {
+			s := openMem(t)
+			for _, b := range tt.batches {
+				changes := slices.Clone(b.changes)
+				for i := range changes {
+					st, ok, err := s.Get(changes[i].Key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					changes[i].Before = &Read{State: st, OK: ok}
+				}
+				apply(t, s, batch{changes, b.checkpoint})
+			}
+			checkContents(t, s, tt.want, tt.absent...)
+		})
+	}
+}
+
+// TestApplyBefore checks that Apply takes a change's Before at its word
+// rather than reading the key again, for the first change of a key only.
+func TestApplyBefore(t *testing.T) {
+	s := openMem(t)
+	apply(t, s, batch{[]Change{set("a", st(Done, 1, t1))}, 1})
+	absent := &Read{}
+	apply(t, s, batch{[]Change{{Key: []byte("a"), State: st(Done, 2, t1), Before: absent}, {Key: []byte("a"), State: st(Done, 3, t1), Before: absent}}, 2})
+	// Told "a" was absent, Apply counts it as a new key once: the second
+	// change knows it from the first.
+	if got := s.Keys(); got != 2 {
+		t.Errorf("Keys: got %d, want 2", got)
 	}
 }
 
