@@ -324,6 +324,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		ContentType: contentType,
 		Provider:    src.provider(req.Header),
 		Body:        body,
+		JSON:        p.JSON,
 		Violations:  violations,
 	}
 	rec := ir.Record(h.cfg.Topic)

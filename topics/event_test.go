@@ -41,6 +41,36 @@ func TestNewEnvelopeRefusesNonIngestRecords(t *testing.T) {
 	}
 }
 
+// TestNewEnvelopeBodyJSON checks that a body the receiver marked JSON is
+// taken as JSON without checking it again, unless the record was cut to
+// fit (its body may then end mid-JSON), and that an unmarked body is
+// checked.
+func TestNewEnvelopeBodyJSON(t *testing.T) {
+	ids := []string{HeaderSource, "s", HeaderEventID, "1"}
+	for _, tt := range []struct {
+		name     string
+		body     string
+		headers  []string
+		wantJSON bool
+	}{
+		{"marked", `{"a":1}`, []string{HeaderBodyJSON, "true"}, true},
+		{"marked, not checked", `{"a":`, []string{HeaderBodyJSON, "true"}, true},
+		{"marked but cut", `{"a":`, []string{HeaderBodyJSON, "true", HeaderTruncated, "9"}, false},
+		{"unmarked JSON", `{"a":1}`, nil, true},
+		{"unmarked, not JSON", `{"a":`, nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env, err := NewEnvelope(ingestRecord("s:1", tt.body, append(slices.Clone(ids), tt.headers...)...), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gotJSON := env.Data != nil; gotJSON != tt.wantJSON || string(env.Body()) != tt.body {
+				t.Errorf("JSON: got %v (body %q), want %v", gotJSON, env.Body(), tt.wantJSON)
+			}
+		})
+	}
+}
+
 func TestEventRecord(t *testing.T) {
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	r := ingestRecord("s:1", `{"type":"x"}`, HeaderSource, "s", HeaderEventID, "1", HeaderEventType, "x",

@@ -28,6 +28,8 @@ type IngestRecord struct {
 	// ProviderHeaderKey(name), in the order they were carried.
 	Provider []kgo.RecordHeader
 	Body     []byte
+	// JSON says the receiver found Body to be JSON (HeaderBodyJSON).
+	JSON bool
 	// Violations mark a payload that does not match its source's schema
 	// (HeaderViolations); the processor dead-letters such a record.
 	Violations []Violation
@@ -43,7 +45,7 @@ func ProviderHeaderKey(name string) string { return HeaderProviderPrefix + strin
 // Record encodes the ingest record as a record of topic. RecordBytes of
 // the result is its whole size on the wire.
 func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
-	headers := make([]kgo.RecordHeader, 0, 6+len(ir.Provider))
+	headers := make([]kgo.RecordHeader, 0, 7+len(ir.Provider))
 	headers = append(headers,
 		kgo.RecordHeader{Key: HeaderSource, Value: []byte(ir.Source)},
 		kgo.RecordHeader{Key: HeaderEventID, Value: []byte(ir.EventID)},
@@ -54,6 +56,9 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRequestID, Value: []byte(ir.RequestID)})
 	}
 	headers = append(headers, kgo.RecordHeader{Key: HeaderContentType, Value: []byte(ir.ContentType)})
+	if ir.JSON {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderBodyJSON, Value: []byte("true")})
+	}
 	if ir.RedrivenFrom != "" {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRedrivenFrom, Value: []byte(ir.RedrivenFrom)})
 	}
@@ -90,6 +95,8 @@ func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 			ir.ContentType = string(h.Value)
 		case h.Key == HeaderRedrivenFrom:
 			ir.RedrivenFrom = string(h.Value)
+		case h.Key == HeaderBodyJSON:
+			ir.JSON = string(h.Value) == "true"
 		case h.Key == HeaderReceivedAt:
 			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
 			if err != nil {

@@ -67,6 +67,7 @@ func (o *Operational) IngestRecord(facts ...string) *IngestRecord {
 		ReceivedAt:  o.At,
 		ContentType: "application/json",
 		Body:        body,
+		JSON:        true,
 	}
 }
 
