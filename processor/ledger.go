@@ -88,7 +88,7 @@ func (t *txn) attempts(ctx context.Context, id int32, records []*kgo.Record) {
 		t.fail(fmt.Errorf("attempts of partition %d arrived before its store was restored", id))
 		return
 	}
-	pd := t.pendingFor(part)
+	pd := t.pendingFor(part, len(records))
 	for _, r := range records {
 		a, err := topics.ParseAttempt(r)
 		if err != nil {

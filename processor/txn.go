@@ -145,10 +145,12 @@ func (t *txn) cutLetter(r *kgo.Record, stage string, cause error, now time.Time)
 	return letter, cause
 }
 
-func (t *txn) pendingFor(part *partition) *pending {
+// pendingFor is the pending changes of part, made with room for about n
+// keys.
+func (t *txn) pendingFor(part *partition, n int) *pending {
 	pd := t.parts[part.id]
 	if pd == nil {
-		pd = &pending{part: part, keys: make(map[string]*keyState)}
+		pd = &pending{part: part, changes: make([]statestore.Change, 0, n), keys: make(map[string]*keyState, n)}
 		t.parts[part.id] = pd
 	}
 	return pd
@@ -197,7 +199,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		t.fail(fmt.Errorf("records of partition %d arrived before its store was restored", id))
 		return
 	}
-	pd := t.pendingFor(part)
+	pd := t.pendingFor(part, len(records))
 	for _, r := range records {
 		old, ok, err := pd.lookup(r.Key)
 		if err != nil {
@@ -325,7 +327,7 @@ func (t *txn) sweep(ctx context.Context) (more bool) {
 		if len(keys) == 0 {
 			continue
 		}
-		pd := t.pendingFor(part)
+		pd := t.pendingFor(part, len(keys))
 		for _, k := range keys {
 			pd.set(k, nil)
 			t.produce(ctx, nil, &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: part.id, Key: k})

@@ -93,7 +93,8 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	if !s.Status.valid() {
 		return nil, fmt.Errorf("statestore: encode state: unknown status %d", uint8(s.Status))
 	}
-	return appendValue(nil, s), nil
+	// Room for the fixed part and a ledger without deliveries.
+	return appendValue(make([]byte, 0, valueLen+64), s), nil
 }
 
 // DecodeChangelog decodes a changelog value: the binary form, or the JSON
