@@ -200,14 +200,16 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		return
 	}
 	pd := t.pendingFor(part, len(records))
+	events := t.p.prepare(records)
 	for _, r := range records {
+		pr := <-events
+		now := pr.now
 		old, ok, err := pd.lookup(r.Key)
 		if err != nil {
 			t.broken[id] = err
 			t.fail(fmt.Errorf("state store of partition %d: %w", id, err))
 			return
 		}
-		now := t.p.now().UTC()
 		outcome := decide(old, ok, r, now)
 		if outcome == outcomeDuplicate {
 			t.duplicate(ctx, pd, old, r, now)
@@ -225,7 +227,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			continue
 		}
 		st := t.claim(old, ok, r, outcome, now)
-		outcome, err = t.process(ctx, pd, r, st, outcome, now, s.n == strikeIsolate)
+		outcome, err = t.process(ctx, pd, r, st, outcome, pr, s.n == strikeIsolate)
 		if err != nil {
 			t.fail(err)
 			return
@@ -238,9 +240,12 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 // st; it returns r's outcome. A record that is not an ingest record (no
 // key, or headers that do not match it) is dead-lettered without state:
 // its key names no event.
-func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, now time.Time, isolate bool) (string, error) {
+func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, pr prepared, isolate bool) (string, error) {
 	ref := refOf(r)
-	ev, evErr := t.p.event(r, st.Replays, now)
+	now, ev, evErr := pr.now, pr.ev, pr.err
+	if st.Replays > 0 {
+		ev, evErr = t.p.event(r, st.Replays, now)
+	}
 	if errors.Is(evErr, topics.ErrDecode) {
 		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, evErr, now)...)
 		return outcomeFailed, nil
@@ -284,6 +289,31 @@ func decide(old statestore.State, ok bool, r *kgo.Record, now time.Time) string 
 	default:
 		return outcomeDuplicate
 	}
+}
+
+// prepared is an ingest record's first events record, or why it has
+// none, and the time it is processed at.
+type prepared struct {
+	now time.Time
+	ev  *kgo.Record
+	err error
+}
+
+// prepare builds the first events records of records, in their order, on
+// another goroutine: an envelope does not depend on its key's state, so
+// it is built while the records before it are decided. The goroutine
+// never blocks and ends with its last record, whether or not they are
+// received.
+func (p *Processor) prepare(records []*kgo.Record) <-chan prepared {
+	events := make(chan prepared, len(records))
+	go func() {
+		for _, r := range records {
+			now := p.now().UTC()
+			ev, err := p.event(r, 0, now)
+			events <- prepared{now: now, ev: ev, err: err}
+		}
+	}()
+	return events
 }
 
 // event builds the events record of r, emitted again for the replays-th
