@@ -384,14 +384,24 @@ func (t *txn) flush(ctx context.Context) {
 // apply writes the committed state changes to the stores. A store that
 // cannot be written goes back to restoring: the changelog has the changes.
 func (t *txn) apply() {
+	// The partitions' stores are independent: they are written at once.
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
 	for id, pd := range t.parts {
 		if len(pd.changes) == 0 {
 			continue
 		}
-		if err := pd.part.store.Apply(pd.changes, t.lastChangelog[id]+1); err != nil {
-			t.broken[id] = err
-		}
+		wg.Go(func() {
+			if err := pd.part.store.Apply(pd.changes, t.lastChangelog[id]+1); err != nil {
+				mu.Lock()
+				t.broken[id] = err
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	for outcome, n := range t.outcomes {
 		t.p.metrics.committed(outcome, n)
 	}
