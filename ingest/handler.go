@@ -196,10 +196,18 @@ type errorBody struct {
 	RequestID  string             `json:"request_id,omitempty"`
 }
 
-type acceptBody struct {
-	Status    string `json:"status"`
-	ID        string `json:"id"`
-	RequestID string `json:"request_id"`
+// answer writes {"status","id","request_id"}, the answer to a webhook
+// accepted or known, encoded by hand: it is on every request's path.
+func answer(c *echo.Context, code int, status, id string) error {
+	rid := requestID(c)
+	b := make([]byte, 0, 48+len(status)+len(id)+len(rid))
+	b = append(b, `{"status":`...)
+	b = topics.AppendJSONString(b, status)
+	b = append(b, `,"id":`...)
+	b = topics.AppendJSONString(b, id)
+	b = append(b, `,"request_id":`...)
+	b = topics.AppendJSONString(b, rid)
+	return c.JSONBlob(code, append(b, "}\n"...))
 }
 
 func requestID(c *echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
@@ -301,7 +309,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 	key := topics.IngestKey(name, eventID)
 	if h.recent.seen(key, received) {
 		h.metrics.fastDuplicates.WithLabelValues(h.metrics.label(name, true)).Inc()
-		return c.JSON(http.StatusOK, acceptBody{Status: "duplicate", ID: key, RequestID: requestID(c)})
+		return answer(c, http.StatusOK, "duplicate", key)
 	}
 	eventType := EventType(src.typ, p, name)
 	violations := src.validate.check(eventType, body, p.JSON)
@@ -340,7 +348,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterUnavailable, err: err}
 	}
 	h.recent.add(key, received)
-	return c.JSON(http.StatusAccepted, acceptBody{Status: "accepted", ID: key, RequestID: requestID(c)})
+	return answer(c, http.StatusAccepted, "accepted", key)
 }
 
 // readBody reads the body within MaxBody and BodyTimeout. Memory follows

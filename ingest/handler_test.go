@@ -271,17 +271,21 @@ func TestUnsignedFloodSparesTheSourceBudget(t *testing.T) {
 	}
 }
 
+// TestDuplicateFastPath: a second POST of an accepted id is answered 200
+// duplicate and writes nothing; both answers name the id, escaped as JSON
+// whatever characters it holds.
 func TestDuplicateFastPath(t *testing.T) {
 	env := kafkatest.New(t, 3, 64<<10)
 	rc := newReceiver(t, env, ingest.Config{})
 	body := `{"x":1}`
-	first := rc.post(t, "github", githubHeaders("same", body), body)
-	second := rc.post(t, "github", githubHeaders("same", body), body)
-	if first.status != 202 {
-		t.Fatalf("first: got %d %v, want 202", first.status, first.body)
+	const id = `same "<&>\ é`
+	first := rc.post(t, "github", githubHeaders(id, body), body)
+	second := rc.post(t, "github", githubHeaders(id, body), body)
+	if first.status != 202 || first.body["status"] != "accepted" || first.body["id"] != "github:"+id || first.body["request_id"] == "" {
+		t.Fatalf("first: got %d %v, want 202 accepted github:%s with a request id", first.status, first.body, id)
 	}
-	if second.status != 200 || second.body["status"] != "duplicate" || second.body["id"] != "github:same" {
-		t.Errorf("second: got %d %v, want 200 duplicate github:same", second.status, second.body)
+	if second.status != 200 || second.body["status"] != "duplicate" || second.body["id"] != "github:"+id || second.body["request_id"] == "" {
+		t.Errorf("second: got %d %v, want 200 duplicate github:%s with a request id", second.status, second.body, id)
 	}
 	if n := len(env.Records(t, env.Names.Ingest)); n != 1 {
 		t.Errorf("records: got %d, want 1", n)

@@ -94,13 +94,13 @@ func (e *Envelope) Body() []byte {
 func (e *Envelope) Marshal() ([]byte, error) {
 	b := make([]byte, 0, 256+len(e.Data)+len(e.DataBase64)*4/3)
 	b = append(b, `{"schema_version":"`+EnvelopeSchemaVersion+`","id":`...)
-	b = appendString(b, e.ID)
+	b = AppendJSONString(b, e.ID)
 	b = append(b, `,"source":`...)
-	b = appendString(b, e.Source)
+	b = AppendJSONString(b, e.Source)
 	b = append(b, `,"event_id":`...)
-	b = appendString(b, e.EventID)
+	b = AppendJSONString(b, e.EventID)
 	b = append(b, `,"type":`...)
-	b = appendString(b, e.Type)
+	b = AppendJSONString(b, e.Type)
 	b = append(b, `,"received_at":"`...)
 	b = e.ReceivedAt.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","processed_at":"`...)
@@ -112,11 +112,11 @@ func (e *Envelope) Marshal() ([]byte, error) {
 	}
 	if e.RedrivenFrom != "" {
 		b = append(b, `,"redriven_from":`...)
-		b = appendString(b, e.RedrivenFrom)
+		b = AppendJSONString(b, e.RedrivenFrom)
 	}
 	if e.ContentType != "" {
 		b = append(b, `,"content_type":`...)
-		b = appendString(b, e.ContentType)
+		b = AppendJSONString(b, e.ContentType)
 	}
 	if len(e.Headers) > 0 {
 		b = append(b, `,"headers":{`...)
@@ -124,9 +124,9 @@ func (e *Envelope) Marshal() ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k)
+			b = AppendJSONString(b, k)
 			b = append(b, ':')
-			b = appendString(b, e.Headers[k])
+			b = AppendJSONString(b, e.Headers[k])
 		}
 		b = append(b, '}')
 	}
@@ -150,9 +150,9 @@ func (e *Envelope) Marshal() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendString appends s as a JSON string, escaped as encoding/json does
+// AppendJSONString appends s as a JSON string, escaped as encoding/json does
 // (HTML characters included, invalid UTF-8 replaced).
-func appendString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
