@@ -3,6 +3,7 @@ package topics
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,32 @@ func TestUnwrapDropsViolations(t *testing.T) {
 	}
 	if _, err := NewEnvelope(back, time.Now()); err != nil {
 		t.Errorf("envelope of the redriven record: %v", err)
+	}
+}
+
+// TestRedrivenCutLetterIsNotTakenAsJSON: a dead letter cut to fit keeps
+// the receiver's JSON mark of its original, but its body may end
+// mid-JSON; once a redrive unwraps it into the ingest topic, its body is
+// checked again instead of being taken as JSON.
+func TestRedrivenCutLetterIsNotTakenAsJSON(t *testing.T) {
+	body := `{"items":[` + strings.Repeat(`"item",`, 2000) + `"last"]}`
+	ir := &IngestRecord{Source: "s", EventID: "1", ContentType: "application/json", Body: []byte(body), JSON: true}
+	letter := NewDeadLetter(ir.Record("t.ingest"), StageProcess, "boom", time.Now()).Record("t.dlq")
+	if !Fit(letter, 8<<10) {
+		t.Fatalf("a %d-byte letter was not cut to 8 KiB", len(letter.Value))
+	}
+	back, err := ParseIngestRecord(ParseDeadLetter(letter).Unwrap("t.ingest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.JSON {
+		t.Errorf("redriven cut letter: JSON %v, want false (its %d-byte body is cut from %d)", back.JSON, len(back.Body), len(body))
+	}
+	env, err := NewEnvelope(ParseDeadLetter(letter).Unwrap("t.ingest"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Data != nil {
+		t.Error("redriven cut letter: envelope embeds the cut body as JSON data, want it base64")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -68,18 +67,9 @@ func NewEnvelope(r *kgo.Record, processedAt time.Time) (*Envelope, error) {
 			e.Headers[h.Key[len(HeaderProviderPrefix):]] = string(h.Value)
 		}
 	}
-	e.SetBody(r.Value, e.ContentType, bodyJSON(r, ir))
+	// A body the receiver found to be JSON is not checked again.
+	e.SetBody(r.Value, e.ContentType, ir.JSON || gjson.ValidBytes(r.Value))
 	return e, nil
-}
-
-// bodyJSON says whether the body of ingest record r is JSON: as the
-// receiver marked it, unless the record was cut to fit (its body may
-// then end mid-JSON), else checked.
-func bodyJSON(r *kgo.Record, ir *IngestRecord) bool {
-	if ir.JSON && !slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == HeaderTruncated }) {
-		return true
-	}
-	return gjson.ValidBytes(r.Value)
 }
 
 // EventRecord is the events record of ingest record r: its key and
