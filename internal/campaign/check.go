@@ -114,7 +114,11 @@ type outcome struct {
 	DeadLettered      map[string]int      `json:"delivery_dead_lettered"`
 	CircuitLetters    int                 `json:"circuit_open_letters"`
 	PoisonMissing     []string            `json:"poison_missing,omitempty"`
-	Lag               map[string]int64    `json:"lag"`
+	// Trust names the trust boundaries an adversary's fault crossed: a
+	// credential sent to a rogue member, a forged story shown, a story
+	// past its bound.
+	Trust []string         `json:"trust_violations,omitempty"`
+	Lag   map[string]int64 `json:"lag"`
 }
 
 func (o outcome) failures() []string {
@@ -141,6 +145,9 @@ func (o outcome) failures() []string {
 	}
 	if len(o.PoisonMissing) > 0 {
 		f = append(f, fmt.Sprintf("invariant 3: poison inputs neither refused nor in the processor DLQ: %v", o.PoisonMissing))
+	}
+	if len(o.Trust) > 0 {
+		f = append(f, fmt.Sprintf("invariant 6: trust boundaries crossed: %v", o.Trust))
 	}
 	var groupsLagging []string
 	for g, l := range o.Lag {
@@ -298,6 +305,13 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			o.PoisonMissing = append(o.PoisonMissing, fmt.Sprintf("%s (%s, answered %d, dead letter stage %q)", p.id, p.kind, p.status, st))
 		}
 	}
+
+	// Invariant 6: no adversary crossed a trust boundary, and every
+	// stormed event's story kept its bound.
+	c.mu.Lock()
+	o.Trust = append([]string(nil), c.violations...)
+	c.mu.Unlock()
+	o.Trust = append(o.Trust, c.stormStories(ctx)...)
 
 	// Invariant 4: every group's lag is back to 0, but for groups of
 	// disabled subscriptions, which wait by design.

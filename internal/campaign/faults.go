@@ -52,7 +52,8 @@ type planner struct {
 }
 
 func newPlanner(seed uint64, brokerKind string, procs, processors []string, nodes int, gap [2]time.Duration) *planner {
-	base := []string{faultKill, faultKill, faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive}
+	base := []string{faultKill, faultKill, faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive,
+		faultStorm, faultDeep, faultRogue}
 	if brokerKind == "kafka3" {
 		base = append(base, faultBroker)
 	}
@@ -132,6 +133,12 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 		return c.broker.bounce(ctx, node, 10*time.Second)
 	case faultPoison:
 		return c.poison(ctx)
+	case faultStorm:
+		return c.storm(ctx)
+	case faultDeep:
+		return c.deepFlood(ctx)
+	case faultRogue:
+		return c.rogue(ctx)
 	case faultToggle:
 		id := c.subs.byKind[subToggled].id
 		if _, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "disable", id); err != nil {

@@ -10,15 +10,19 @@
 // while faults drawn from the seed hit the deployment: kill -9 and
 // restart, a graceful rolling restart, SIGSTOP past the session timeout,
 // a broker stopped and restarted, poison inputs, subscription toggles, a
-// replay and a DLQ redrive. Loopback subscribers are healthy, slow, flaky,
-// dead then recovering, flapping, gone (410) and toggled.
+// replay and a DLQ redrive, and the adversary's faults: one event tried by
+// many failing subscriptions, a flood of deeply nested JSON, and a rogue
+// member of the processor group. Loopback subscribers are healthy, slow,
+// flaky, dead then recovering, flapping, gone (410) and toggled.
 //
 // Once faults stop and the system quiesces it checks: (1) every event
 // answered 202 or 200 is on <prefix>.events exactly once; (2) every such
 // event reached every enabled subscription, or is in the delivery DLQ
 // with the subscriber's own failure; (3) every poison input was refused
 // with a 4xx or is in the processor DLQ; (4) every group's lag is 0; (5)
-// no process exceeded the memory bound. It writes a JSON and a text
+// no process exceeded the memory bound; (6) no trust boundary was crossed
+// (no credential reached the rogue member, no forged story was shown,
+// every stormed event's story kept its bound). It writes a JSON and a text
 // summary and exits 1 when an invariant fails.
 //
 //	go run ./internal/campaign --profile short --broker kfake
@@ -27,6 +31,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -95,6 +100,10 @@ type campaign struct {
 	replays    map[string]int // role -> replays of its group
 	toggles    int            // subscription toggles done
 	crashes    int
+	stormN     int
+	stormKeys  []string // events tried by a storm of failing subscriptions
+	violations []string // trust boundaries the adversary crossed
+	token      string   // the admin token of every process
 }
 
 // Sources with payload validation; every other source is accepted
@@ -220,6 +229,7 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		replays:    make(map[string]int),
 	}
 
+	c.token = rand.Text()
 	c.bin = cfg.bin
 	if c.bin == "" {
 		c.bin = filepath.Join(work, "hookstream")
@@ -271,6 +281,7 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		"HOOKSTREAM_DELIVERY_BREAKER_COOLDOWN=200ms",
 		"HOOKSTREAM_DELIVERY_DISABLE_AFTER=1h",
 		"HOOKSTREAM_ACK_TIMEOUT=10s",
+		"HOOKSTREAM_ADMIN_TOKEN="+c.token,
 	)
 	if cfg.brokerKind == "kafka3" {
 		common = append(common, fmt.Sprintf("HOOKSTREAM_REPLICATION_FACTOR=%d", c.broker.nodes))
