@@ -362,6 +362,76 @@ func TestDeliveryRedrive(t *testing.T) {
 	}
 }
 
+// TestRedeadLetteredDeliveryNotifiesAgain: a delivery dead-lettered,
+// redriven and dead-lettered again on the same schedule (the same number of
+// attempts) is two dead-letterings: the events topic holds a
+// delivery.dead_lettered event for each, and a subscription to hookstream's
+// own events receives both.
+func TestRedeadLetteredDeliveryNotifiesAgain(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, 3)
+	names := fx.env.Names
+	registry := dispatch.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
+	startProcessor(t, fx)
+	startDispatcher(t, fx, registry, []time.Duration{20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	notifier := newHealing(t)
+	notifier.healthy.Store(true)
+	if err := registry.Create(ctx, &dispatch.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}}, "earliest"); err != nil {
+		t.Fatalf("create subscription: %v", err)
+	}
+	failing := dispatch.Subscription{URL: newHealing(t).srv.URL, Sources: []string{"shop"}}
+	if err := registry.Create(ctx, &failing, "earliest"); err != nil {
+		t.Fatalf("create subscription: %v", err)
+	}
+	if err := fx.cl.ProduceSync(ctx, kafkatest.IngestRecord(names, "shop", "d1", `{"n":1}`)).FirstErr(); err != nil {
+		t.Fatalf("produce event: %v", err)
+	}
+
+	// deadLettered waits for n delivery.dead_lettered events about
+	// shop:d1, each received by the notifier, and returns their ids.
+	deadLettered := func(n int) []string {
+		t.Helper()
+		var ids []string
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			ids = ids[:0]
+			for _, r := range fx.env.Records(t, names.Events) {
+				e, err := topics.ParseEnvelope(r.Value)
+				if err != nil {
+					return err
+				}
+				if e.Type == topics.OpDeliveryDeadLettered && strings.Contains(string(e.Data), `"event":"shop:d1"`) {
+					ids = append(ids, e.ID)
+				}
+			}
+			if len(ids) != n {
+				return fmt.Errorf("%d %s events about shop:d1 on %s, want %d", len(ids), topics.OpDeliveryDeadLettered, names.Events, n)
+			}
+			for _, id := range ids {
+				if notifier.delivered(id) == 0 {
+					return fmt.Errorf("the notifier has not received %s", id)
+				}
+			}
+			return nil
+		})
+		return ids
+	}
+	deadLettered(1)
+	if copied, _ := fx.redrive(t, deadletter.Delivery, deadletter.Filter{Key: failing.ID + ":*"}); copied != 1 {
+		t.Fatalf("Redrive: got %d copied, want 1", copied)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if n := len(fx.list(t, deadletter.Delivery, deadletter.Filter{})); n != 2 {
+			return fmt.Errorf("delivery DLQ: %d letters, want the first and the redriven delivery's", n)
+		}
+		return nil
+	})
+	if ids := deadLettered(2); ids[0] == ids[1] {
+		t.Errorf("both dead-letterings have the id %s, want one each", ids[0])
+	}
+}
+
 // TestListFiltersAndShow selects letters of a processor DLQ of two
 // partitions, written with known failure times:
 //

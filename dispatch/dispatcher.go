@@ -522,10 +522,11 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, a
 			letter.BatchID = m.id
 		}
 		e := m.events[m.lettered]
-		if err := d.writeLetter(ctx, letter, e); err != nil {
+		written, err := d.writeLetter(ctx, letter, e)
+		if err != nil {
 			return err
 		}
-		if err := d.deadLettered(ctx, subID, e.id, attempts, last, cause); err != nil {
+		if err := d.deadLettered(ctx, subID, e.id, attempts, last, cause, written); err != nil {
 			return err
 		}
 	}
@@ -533,11 +534,12 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, a
 	return nil
 }
 
-// writeLetter writes the dead letter of one event. A dead letter too large
-// for the delivery DLQ is cut to fit (HeaderTruncated says so); one the
-// broker keeps refusing for good, even cut, is logged and given up rather
-// than blocking its partition forever.
-func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter, e event) error {
+// writeLetter writes the dead letter of one event and returns it as
+// written, with its partition and offset. A dead letter too large for the
+// delivery DLQ is cut to fit (HeaderTruncated says so); one the broker
+// keeps refusing for good, even cut, is logged and given up rather than
+// blocking its partition forever (nil, no error).
+func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter, e event) (*kgo.Record, error) {
 	letter.Key, letter.Value = topics.RetryKey(letter.Subscription, e.id), e.envelope
 	letter.OrigTopic, letter.OrigPartition, letter.OrigOffset = e.orig.Topic, e.orig.Partition, e.orig.Offset
 	whole := letter.Record(d.cfg.Names.DeliveryDLQ)
@@ -554,13 +556,13 @@ func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter,
 			d.metrics.dlq.WithLabelValues(letter.Subscription).Inc()
 			d.note(topics.Attempt{Subscription: letter.Subscription, EventID: e.id, N: letter.Attempts, Outcome: topics.OutcomeDeadLettered,
 				Status: letter.LastStatus, Error: letter.Error, At: letter.FailedAt})
-			return nil
+			return &rec, nil
 		case !topics.IsPermanentProduceErr(err):
-			return fmt.Errorf("delivery dlq: %w", err)
+			return nil, fmt.Errorf("delivery dlq: %w", err)
 		case limit <= minDeadLetterBytes:
 			d.log.Error("delivery dead letter refused for good, given up", "subscription", letter.Subscription, "event_id", e.id,
 				"attempts", letter.Attempts, "cause", letter.Error, "err", err)
-			return nil
+			return nil, nil
 		}
 		// The topic takes less than the configured limit (created by an
 		// older version, or changed): cut further.

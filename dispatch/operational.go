@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -51,16 +53,28 @@ func (d *Dispatcher) notify(ctx context.Context, ir *topics.IngestRecord) error 
 	}
 }
 
-// deadLettered writes the delivery.dead_lettered event of a dead letter.
+// deadLettered writes the delivery.dead_lettered event of letter, the dead
+// letter as written (nil: given up). Its id includes the letter's place in
+// the delivery DLQ, so each dead-lettering has its own, though a redrive or
+// a replay of the subscription dead-letters the same event after as many
+// attempts again, while notify's retries write the same id. A letter has
+// at most one event: a dispatcher that stops after the letter, before its
+// offsets are committed, tries the delivery anew after the restart, and a
+// second letter follows with its own event (the letter it wrote first may
+// then have none).
 // Dead letters of operational events say nothing: a notification
 // subscription that fails would otherwise feed itself.
-func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, attempts int, last Result, cause string) error {
+func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, attempts int, last Result, cause string, letter *kgo.Record) error {
 	if strings.HasPrefix(eventID, topics.OperationalSource+":") {
 		return nil
 	}
 	o := &topics.Operational{Type: topics.OpDeliveryDeadLettered, SubscriptionID: subID, Event: eventID,
 		Attempts: attempts, LastStatus: last.Status, Error: cause, At: d.now().UTC()}
-	return d.notify(ctx, o.IngestRecord(subID, eventID, strconv.Itoa(attempts)))
+	facts := []string{subID, eventID, strconv.Itoa(attempts)}
+	if letter != nil {
+		facts = append(facts, strconv.Itoa(int(letter.Partition)), strconv.FormatInt(letter.Offset, 10))
+	}
+	return d.notify(ctx, o.IngestRecord(facts...))
 }
 
 // circuitChanged writes the circuit.opened or circuit.closed event of a
