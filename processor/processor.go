@@ -34,6 +34,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/backoff"
@@ -228,8 +229,9 @@ func (p *Processor) session(ctx context.Context) error {
 		// Rebalance callbacks never run while a batch is in progress.
 		kgo.BlockRebalanceOnPoll(),
 		// Every record goes to the partition number of its ingest record:
-		// events, DLQ and changelog are co-partitioned with ingest.
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		// events, DLQ and changelog are co-partitioned with ingest; an
+		// ingest record (an operational event) goes where its key hashes.
+		kgo.RecordPartitioner(partitioner(p.cfg.Names.Ingest)),
 		kgo.ProducerBatchMaxBytes(int32(p.cfg.MaxRecordBytes)),
 		kgo.ProducerLinger(0),
 		kgo.OnPartitionsAssigned(p.onAssigned),
@@ -350,9 +352,25 @@ func (p *Processor) transactWithin(ctx context.Context, sess *kgo.GroupTransactS
 		p.log.Warn("aborting transaction", "err", err)
 		commit = kgo.TryAbort
 	}
+	before, carried := sess.Client().CommittedOffsets(), sess.Client().UncommittedOffsets()
 	committed, err := p.end(ctx, sess, commit)
 	if err != nil {
 		return false, fmt.Errorf("processor: end transaction: %w", err)
+	}
+	if !committed && commit == kgo.TryCommit {
+		// kgo reports a commit whose EndTxn it could not confirm (answered
+		// UNKNOWN_SERVER_ERROR) as not committed, like an abort, and
+		// rewinds: if the broker did commit, the batch would be emitted
+		// again from stores that lack its changes. The group's offsets
+		// tell. A new session reads them and restores the stores from the
+		// changelog, so both reflect what committed.
+		landed, err := p.landed(ctx, sess.Client(), before, carried)
+		switch {
+		case err != nil:
+			return more, fmt.Errorf("processor: a commit reported as not made could not be checked: %w", err)
+		case landed:
+			return more, errors.New("processor: a commit reported as not made was made")
+		}
 	}
 	if !committed {
 		// A rebalance or a failed write aborted the batch; the session
@@ -365,6 +383,46 @@ func (p *Processor) transactWithin(ctx context.Context, sess *kgo.GroupTransactS
 	p.commits++
 	tx.apply()
 	return more, nil
+}
+
+// landed reports whether the group's stable offsets are those a
+// transaction carried, for a partition it moved from before: whether the
+// transaction committed.
+func (p *Processor) landed(ctx context.Context, cl *kgo.Client, before, carried map[string]map[int32]kgo.EpochOffset) (bool, error) {
+	adm := kadm.NewClient(cl)
+	for {
+		// Stable: a transaction whose markers are still being written
+		// answers UNSTABLE_OFFSET_COMMIT, and is asked again.
+		got, err := adm.FetchOffsets(kadm.RequireStable(ctx), string(p.cfg.Names.ProcessorGroup()))
+		if err != nil {
+			return false, err
+		}
+		unstable := false
+		for topic, parts := range carried {
+			for id, o := range parts {
+				if o.Offset == before[topic][id].Offset {
+					continue
+				}
+				g, ok := got.Lookup(topic, id)
+				switch {
+				case errors.Is(g.Err, kerr.UnstableOffsetCommit):
+					unstable = true
+				case g.Err != nil:
+					return false, g.Err
+				case ok && g.At == o.Offset:
+					return true, nil
+				}
+			}
+		}
+		if !unstable {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // end ends the session's transaction; after it, the next revocation

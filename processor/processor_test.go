@@ -918,3 +918,65 @@ func TestSessionRestartsAfterFailedCommit(t *testing.T) {
 		t.Errorf("session restarts: got %v, want at least 1", n)
 	}
 }
+
+// TestUnconfirmedCommitRestartsTheSession: the broker commits a
+// transaction but answers its EndTxn with UNKNOWN_SERVER_ERROR, so the
+// processor cannot know that it committed (kgo reports "not committed, no
+// error"). Taking it for an abort would rewind to the offsets before it and
+// emit its events again from stores that lack its changes; instead the
+// processor starts a new session, which reads the group's committed offsets
+// and restores the stores from the changelog, and every event is written
+// exactly once.
+func TestUnconfirmedCommitRestartsTheSession(t *testing.T) {
+	env := kafkatest.New(t, 2, maxBody)
+	if env.Cluster == nil {
+		t.Skip("injects a broker error into the in-process broker")
+	}
+	cl := env.Client(t)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	produceEvents(t, env, cl, 0, 25)
+	waitEvents(t, env, 25, 30*time.Second)
+
+	// Once armed, the processor's next commit is carried out by a copy of
+	// its EndTxn, sent while the original waits, and the original is
+	// answered UNKNOWN_SERVER_ERROR.
+	var armed, copied atomic.Bool
+	committed := make(chan error, 1)
+	env.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.Cluster.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if copied.Load() || !r.Commit || !armed.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		copied.Store(true)
+		env.Cluster.SleepControl(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c := *r
+			resp, err := c.RequestWith(ctx, cl)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			committed <- err
+		})
+		copied.Store(false)
+		env.Cluster.DropControl()
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	armed.Store(true)
+	produceEvents(t, env, cl, 25, 50)
+	if err := <-committed; err != nil {
+		t.Fatalf("committing the processor's transaction: %v", err)
+	}
+	waitEvents(t, env, 50, time.Minute)
+	// Records produced after the unconfirmed commit come after its batch
+	// in every partition: once they are all written, so is any second
+	// emission of that batch.
+	produceEvents(t, env, cl, 50, 80)
+	exactlyOnce(t, waitEvents(t, env, 80, time.Minute), 80, 1)
+	if n := in.metric("hookstream_processor_session_restarts_total", "", ""); n < 1 {
+		t.Errorf("session restarts: got %v, want at least 1", n)
+	}
+}
