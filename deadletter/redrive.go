@@ -41,7 +41,11 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 	txnID := names.Prefix + "-redrive-" + string(kind)
 	tx, err := kgo.NewClient(append(slices.Clone(opts),
 		kgo.TransactionalID(txnID),
-		kgo.RecordPartitioner(partitioner(dlq)),
+		// Markers go to their letter's DLQ partition, copies where their
+		// keys hash, as the ingest producer and the dispatcher put the
+		// originals: a redriven event reaches the processor partition that
+		// holds its dedup state.
+		kgo.RecordPartitioner(topics.Partitioner(names.Ingest, names.DeliveryRetry)),
 		kgo.ProducerLinger(0),
 	)...)
 	if err != nil {
@@ -133,20 +137,6 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 		return fmt.Errorf("deadletter: commit the redrive of %d letters (they may or may not be redriven; redriving again skips those that were): %w", len(recs)/2, err)
 	}
 	return nil
-}
-
-// partitioner puts markers in their letter's DLQ partition and copies
-// where their key hashes, as the ingest producer and the dispatcher put
-// the originals: a redriven event reaches the processor partition that
-// holds its dedup state.
-func partitioner(dlq topics.Topic) kgo.Partitioner {
-	keyed := kgo.StickyKeyPartitioner(nil)
-	return kgo.BasicConsistentPartitioner(func(topic string) func(*kgo.Record, int) int {
-		if topic == string(dlq) {
-			return func(r *kgo.Record, _ int) int { return int(r.Partition) }
-		}
-		return keyed.ForTopic(topic).Partition
-	})
 }
 
 // redriveCopy is the record that puts l back into the pipeline.

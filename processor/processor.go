@@ -231,7 +231,7 @@ func (p *Processor) session(ctx context.Context) error {
 		// Every record goes to the partition number of its ingest record:
 		// events, DLQ and changelog are co-partitioned with ingest; an
 		// ingest record (an operational event) goes where its key hashes.
-		kgo.RecordPartitioner(partitioner(p.cfg.Names.Ingest)),
+		kgo.RecordPartitioner(topics.Partitioner(p.cfg.Names.Ingest)),
 		kgo.ProducerBatchMaxBytes(int32(p.cfg.MaxRecordBytes)),
 		kgo.ProducerLinger(0),
 		kgo.OnPartitionsAssigned(p.onAssigned),
