@@ -63,7 +63,7 @@ func apiError(err error) error {
 	switch {
 	case errors.Is(err, dispatch.ErrNotFound):
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrConflict):
+	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrConflict), errors.Is(err, dispatch.ErrLimit):
 		return echo.NewHTTPError(http.StatusConflict, err.Error())
 	case errors.Is(err, dispatch.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))

@@ -84,6 +84,9 @@ type Delivery struct {
 	// BreakerCooldown is how long an open circuit waits before its probe.
 	// Default 30s, capped at the schedule's first delay.
 	BreakerCooldown time.Duration
+	// MaxSubscriptions is how many subscriptions may exist; creating one
+	// more is refused. Default 1000.
+	MaxSubscriptions int
 }
 
 // Log configures logging.
@@ -227,6 +230,15 @@ var settings = []setting{
 		func(c *Config, v string) (err error) { c.SecretKeyPrevious, err = secretKey(v); return err }},
 	{"HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "delivery-allow-private", "", "allow delivery to loopback/private/link-local addresses (default: true on the embedded broker only)", Server,
 		func(c *Config, v string) error { return brokerDependentBool(&c.Delivery.AllowPrivate, v) }},
+	{"HOOKSTREAM_MAX_SUBSCRIPTIONS", "max-subscriptions", "1000", "most subscriptions that may exist; creating one more is refused (each costs every dispatcher a Kafka client and consumer group)", Server,
+		func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("invalid subscription limit %q (want a positive number)", v)
+			}
+			c.Delivery.MaxSubscriptions = n
+			return nil
+		}},
 }
 
 // RegisterFlags adds the flags of the settings in scopes to fs.

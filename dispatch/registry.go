@@ -30,6 +30,10 @@ var ErrExists = errors.New("subscription exists")
 // ErrConflict is returned when a write kept losing to concurrent writers.
 var ErrConflict = errors.New("subscription changed concurrently; try again")
 
+// ErrLimit is returned when creating a subscription past
+// Security.MaxSubscriptions.
+var ErrLimit = errors.New("subscription limit")
+
 // Registry reads and writes subscriptions in the compacted subscriptions
 // topic: the record key is the id, a tombstone deletes. It needs no running
 // daemon: the CLI and the admin API write the topic directly.
@@ -80,6 +84,10 @@ type Security struct {
 	// URLs are let through: TLS to this host protects nothing, and only
 	// HOOKSTREAM_DELIVERY_ALLOW_PRIVATE lets deliveries reach them.
 	RequireHTTPS bool
+	// MaxSubscriptions refuses to create a subscription while this many
+	// exist (HOOKSTREAM_MAX_SUBSCRIPTIONS): each enabled one costs every
+	// dispatcher a Kafka client and a consumer group. 0: no limit.
+	MaxSubscriptions int
 }
 
 // Secure sets how r guards subscriptions and returns r. Call it before
@@ -402,6 +410,16 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
+	// Checked before the group's offsets are committed, so a refused
+	// subscription leaves no group behind, and again in the write, which
+	// sees every subscription committed before it.
+	subs, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.room(subs); err != nil {
+		return err
+	}
 	if err := r.setStart(ctx, s.ID, from); err != nil {
 		return err
 	}
@@ -409,9 +427,20 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 		if _, ok := subs[s.ID]; ok {
 			return nil, fmt.Errorf("%w: %s", ErrExists, s.ID)
 		}
+		if err := r.room(subs); err != nil {
+			return nil, err
+		}
 		rec, err := r.record(*s)
 		return []*kgo.Record{rec}, err
 	})
+}
+
+// room returns ErrLimit when subs leave no room for one more subscription.
+func (r *Registry) room(subs map[string]Subscription) error {
+	if n := r.sec.MaxSubscriptions; n > 0 && len(subs) >= n {
+		return fmt.Errorf("%w of %d reached (HOOKSTREAM_MAX_SUBSCRIPTIONS); delete one first", ErrLimit, n)
+	}
+	return nil
 }
 
 // record validates and encodes s, its secrets sealed.

@@ -100,9 +100,9 @@ func (c cluster) registry() (*dispatch.Registry, error) {
 
 // subscriptionSecurity is how subscriptions are guarded:
 // HOOKSTREAM_SECRET_KEY (and _PREVIOUS) and
-// HOOKSTREAM_DELIVERY_REQUIRE_HTTPS.
+// HOOKSTREAM_DELIVERY_REQUIRE_HTTPS and HOOKSTREAM_MAX_SUBSCRIPTIONS.
 func subscriptionSecurity(cfg *config.Config) (dispatch.Security, error) {
-	sec := dispatch.Security{RequireHTTPS: cfg.Delivery.RequireHTTPS}
+	sec := dispatch.Security{RequireHTTPS: cfg.Delivery.RequireHTTPS, MaxSubscriptions: cfg.Delivery.MaxSubscriptions}
 	if cfg.SecretKey != nil {
 		keys, err := dispatch.NewSecretKeys(cfg.SecretKey, cfg.SecretKeyPrevious)
 		if err != nil {
