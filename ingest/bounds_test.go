@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookstream/hookstream/topics"
 )
 
 // TestFailureLimiterHoldsBoundedAddresses: however many client addresses
@@ -38,27 +40,27 @@ func TestFailureLimiterHoldsBoundedAddresses(t *testing.T) {
 }
 
 // TestSourceLabelsBounded: with unknown sources allowed, at most
-// maxSourceLabels source names become metric labels and per-source
-// stats; every later one counts as otherSource.
+// topics.MaxSourceNames source names become metric labels and per-source
+// stats; every later one counts as topics.OtherSource.
 func TestSourceLabelsBounded(t *testing.T) {
 	m := newMetrics(prometheus.NewRegistry())
-	for i := range maxSourceLabels + 50 {
+	for i := range topics.MaxSourceNames + 50 {
 		name := fmt.Sprintf("src-%d", i)
 		got := m.label(name, true)
 		want := name
-		if i >= maxSourceLabels {
-			want = otherSource
+		if i >= topics.MaxSourceNames {
+			want = topics.OtherSource
 		}
 		if got != want {
 			t.Fatalf("label of source %d: got %q, want %q", i, got, want)
 		}
 		m.answered(got, 202)
 	}
-	if got := len(m.stats); got != maxSourceLabels+1 {
-		t.Errorf("per-source stats: got %d entries, want %d (the labelled sources and %q)", got, maxSourceLabels+1, otherSource)
+	if got := len(m.stats); got != topics.MaxSourceNames+1 {
+		t.Errorf("per-source stats: got %d entries, want %d (the labelled sources and %q)", got, topics.MaxSourceNames+1, topics.OtherSource)
 	}
-	if got := m.label("refused", false); got != otherSource {
-		t.Errorf("label of a refused unknown source: got %q, want %q", got, otherSource)
+	if got := m.label("refused", false); got != topics.OtherSource {
+		t.Errorf("label of a refused unknown source: got %q, want %q", got, topics.OtherSource)
 	}
 }
 

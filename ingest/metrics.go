@@ -6,15 +6,9 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookstream/hookstream/topics"
 )
-
-// maxSourceLabels bounds the source label's values: with unknown sources
-// allowed, any path segment would otherwise become a time series.
-const maxSourceLabels = 200
-
-// otherSource is the label of sources past maxSourceLabels and of unknown
-// ones that were refused.
-const otherSource = "_other"
 
 type metrics struct {
 	requests       *prometheus.CounterVec
@@ -24,8 +18,11 @@ type metrics struct {
 	lastAccepted   *prometheus.GaugeVec
 	invalid        *prometheus.CounterVec
 
-	mu     sync.Mutex
-	labels map[string]struct{}
+	mu sync.Mutex
+	// labels bounds the source label's values (topics.MaxSourceNames):
+	// with unknown sources allowed, any path segment would otherwise
+	// become a time series.
+	labels topics.SourceNames
 	stats  map[string]*SourceStats // by source label
 }
 
@@ -105,27 +102,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookstream_ingest_invalid_payloads_total",
 			Help: "Webhooks whose payload did not match their source's JSON Schema, by source and on_invalid action (reject: answered 422; dlq: accepted, then dead-lettered).",
 		}, []string{"source", "action"}),
-		labels: make(map[string]struct{}),
-		stats:  make(map[string]*SourceStats),
+		stats: make(map[string]*SourceStats),
 	}
 	reg.MustRegister(m.requests, m.fastDuplicates, m.ackLatency, m.shed, m.lastAccepted, m.invalid)
 	return m
 }
 
 // label is the source label of name: known says the source was accepted
-// for processing (configured, or unknown sources allowed).
+// for processing (configured, or unknown sources allowed); refused unknown
+// ones, and sources past topics.MaxSourceNames, are topics.OtherSource.
 func (m *metrics) label(name string, known bool) string {
 	if !known {
-		return otherSource
+		return topics.OtherSource
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.labels[name]; ok {
-		return name
-	}
-	if len(m.labels) >= maxSourceLabels {
-		return otherSource
-	}
-	m.labels[name] = struct{}{}
-	return name
+	return m.labels.Name(name)
 }

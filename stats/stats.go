@@ -29,11 +29,15 @@ type Counts struct {
 func (c Counts) Duplicates() int64 { return max(0, c.Accepted-c.Processed-c.Failed) }
 
 // Tally follows the ingest, events and DLQ topics from their start and
-// keeps every source's Counts in memory.
+// keeps every source's Counts in memory: those of the first
+// topics.MaxSourceNames source names it reads apart, those of later names
+// together under topics.OtherSource, as the receiver's metrics do.
 type Tally struct {
 	*topics.Follower
-	names   topics.Names
-	sources map[string]*Counts // written by the follower's fold, read in its View
+	names topics.Names
+	// Written by the follower's fold, read in its View.
+	sources map[string]*Counts
+	kept    topics.SourceNames
 }
 
 // NewTally builds a tally of names' topics; opts are the client options
@@ -72,8 +76,9 @@ func (t *Tally) add(r *kgo.Record) {
 	}
 }
 
-// of returns the counts of source, new ones at first.
+// of returns the counts source counts in, new ones at first.
 func (t *Tally) of(source string) *Counts {
+	source = t.kept.Name(source)
 	c := t.sources[source]
 	if c == nil {
 		c = new(Counts)
@@ -82,8 +87,9 @@ func (t *Tally) of(source string) *Counts {
 	return c
 }
 
-// Sources returns the counts of every source; records that name no source
-// count under "".
+// Sources returns the counts of every source kept apart, and of the
+// others under topics.OtherSource; records that name no source count
+// under "".
 func (t *Tally) Sources() (out map[string]Counts) {
 	t.View(func() {
 		out = make(map[string]Counts, len(t.sources))

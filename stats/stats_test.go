@@ -2,6 +2,7 @@ package stats_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -86,5 +87,50 @@ func TestTallyCountsByHeaders(t *testing.T) {
 	}
 	if d := got["crm"].Duplicates(); d != 0 {
 		t.Errorf("crm duplicates: got %d, want 0 (never negative)", d)
+	}
+}
+
+// TestTallyBoundsSources: the tally keeps apart at most
+// topics.MaxSourceNames source names, as the receiver's metric labels do;
+// later names count together under topics.OtherSource and no record goes
+// uncounted.
+func TestTallyBoundsSources(t *testing.T) {
+	env := kafkatest.New(t, 2, 1<<20)
+	const extra = 50
+	var recs []*kgo.Record
+	for i := range topics.MaxSourceNames + extra {
+		source := fmt.Sprintf("src-%d", i)
+		recs = append(recs, &kgo.Record{Topic: string(env.Names.Ingest), Key: []byte(source + ":1"),
+			Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte(source)}}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// One partition, so the tally reads the names in the order written.
+	cl := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tally := stats.NewTally([]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tally.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("tally: %v", err)
+		}
+	}()
+	if err := tally.CatchUp(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	got := tally.Sources()
+	if len(got) != topics.MaxSourceNames+1 {
+		t.Errorf("sources: got %d entries, want %d (the first names and %q)", len(got), topics.MaxSourceNames+1, topics.OtherSource)
+	}
+	if n := got["src-0"].Accepted; n != 1 {
+		t.Errorf("src-0: got %d accepted, want 1", n)
+	}
+	if n := got[topics.OtherSource].Accepted; n != extra {
+		t.Errorf("%s: got %d accepted, want %d", topics.OtherSource, n, extra)
 	}
 }
