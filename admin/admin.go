@@ -17,6 +17,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type Check func(ctx context.Context) (ready bool, detail any)
 type Config struct {
 	// Addr is the listener. Default 127.0.0.1:8081.
 	Addr string
+	// AdvertisedAddr is where other instances reach this listener to
+	// forward story queries. Default empty: Addr, a listener on every
+	// interface reached at the address the broker sees.
+	AdvertisedAddr string
 	// Token guards /api/* as a bearer token. Empty: no token.
 	Token string
 	// Roles are the roles this process runs, shown by /readyz.
@@ -47,6 +52,8 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	api  *echo.Group
+	// peer signs and verifies story queries between instances.
+	peer peerKey
 
 	mu     sync.Mutex
 	checks map[string]Check
@@ -54,7 +61,7 @@ type Server struct {
 
 // New builds the server; gatherer serves /metrics. It does no I/O.
 func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, log: log.With("component", "admin"), checks: make(map[string]Check)}
+	s := &Server{cfg: cfg, log: log.With("component", "admin"), peer: newPeerKey(cfg.Token), checks: make(map[string]Check)}
 	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: s.renderError})
 	e.Use(middleware.Recover())
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
@@ -103,10 +110,26 @@ func (s *Server) Run(ctx context.Context) error {
 		},
 		ListenerAddrFunc: func(a net.Addr) { s.log.Info("admin listening", "addr", a.String()) },
 	}
+	if why := s.forwardingLimit(); why != "" {
+		s.log.Info(why)
+	}
 	if err := sc.Start(ctx, s); err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
 	return nil
+}
+
+// forwardingLimit says, in one line, why story queries cannot be
+// forwarded between this instance and the others, if they cannot.
+func (s *Server) forwardingLimit() string {
+	if s.peer == nil {
+		return "story queries are not forwarded between instances: without HOOKSTREAM_ADMIN_TOKEN they share no key to authenticate each other, so each answers only for its own processor's partitions"
+	}
+	host, _, err := net.SplitHostPort(s.cfg.Addr)
+	if err == nil && s.cfg.AdvertisedAddr == "" && slices.Contains(s.cfg.Roles, "processor") && loopbackHost(host) {
+		return "story queries cannot be forwarded to this instance from other hosts: its admin listener " + s.cfg.Addr + " is loopback; set HOOKSTREAM_ADMIN_ADVERTISED_ADDR (and the listener) to an address they reach"
+	}
+	return ""
 }
 
 type readiness struct {

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,10 +41,18 @@ type API struct {
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
+
+	// Set by MountAPI from the server's configuration: the key of story
+	// queries between instances (nil: none), this instance's advertised
+	// admin address and its listener.
+	peer                 peerKey
+	advertised, listener string
 }
 
 // MountAPI serves the subscription and stats endpoints under /api.
 func (s *Server) MountAPI(api API) {
+	api.peer, api.advertised, api.listener = s.peer, cmp.Or(s.cfg.AdvertisedAddr, s.cfg.Addr), s.cfg.Addr
+	s.echo.GET(peerEventsPrefix+"*", api.peerEvent, s.peerOnly)
 	g := s.api
 	g.GET("/stats", api.stats)
 	g.GET("/events/*", api.event)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -19,20 +21,19 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// headerForwarded marks a query one instance forwarded to the owner of its
-// partition: the owner answers it or says why not, never forwards again.
-const headerForwarded = "X-Hookstream-Forwarded"
-
 // event answers GET /api/events/{source}:{event-id} with the event's story:
 // from this processor's store when it owns the key's partition, else from
 // the owner's, as the processor group's description names it.
-func (a API) event(c *echo.Context) error {
-	key := c.Param("*")
+func (a API) event(c *echo.Context) error { return a.answer(c, false) }
+
+// peerEvent answers a story query another instance forwarded (see
+// peer.go): from this processor's store, never forwarded again.
+func (a API) peerEvent(c *echo.Context) error { return a.answer(c, true) }
+
+func (a API) answer(c *echo.Context, forwarded bool) error {
+	key := eventKey(c)
 	if key == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "want /api/events/<source>:<event-id>")
-	}
-	if k, err := url.PathUnescape(key); err == nil {
-		key = k
 	}
 	ctx, cancel := timeout(c)
 	defer cancel()
@@ -55,10 +56,17 @@ func (a API) event(c *echo.Context) error {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is restoring; try again shortly", partition))
 	case !errors.Is(err, processor.ErrNotOwned):
 		return apiError(err)
-	case c.Request().Header.Get(headerForwarded) != "":
+	case forwarded:
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d moved while the query was forwarded; try again", partition))
 	}
 	return a.forward(ctx, c, partition, key)
+}
+
+// eventKey is the key a story query names: its path after the route's
+// prefix, decoded once. Not the router's wildcard, which is still escaped
+// when the path needed escaping and decoded when not.
+func eventKey(c *echo.Context) string {
+	return strings.TrimPrefix(c.Request().URL.Path, strings.TrimSuffix(c.Path(), "*"))
 }
 
 type story = processor.Story
@@ -162,32 +170,27 @@ func replayOf(r *kgo.Record) string {
 	return ""
 }
 
-// forward asks the processor that owns partition, and relays its answer.
+// forward asks the processor that owns partition, and relays its answer
+// once its signature is verified.
 func (a API) forward(ctx context.Context, c *echo.Context, partition int32, key string) error {
-	addr, err := a.owner(ctx, partition)
+	if a.peer == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is owned by another instance, and without HOOKSTREAM_ADMIN_TOKEN instances share no key to authenticate each other, so none forwards a story query: set the same HOOKSTREAM_ADMIN_TOKEN on every instance, or ask the owner's admin API", partition))
+	}
+	addr, err := a.owner(ctx, c, partition)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/events/"+url.PathEscape(key), nil)
+	status, body, err := a.peer.ask(ctx, addr, peerEventsPrefix+url.PathEscape(key))
 	if err != nil {
-		return err
+		return echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) %v", partition, addr, err))
 	}
-	if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
-		req.Header.Set(echo.HeaderAuthorization, auth)
-	}
-	req.Header.Set(headerForwarded, "1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) did not answer: %v", partition, addr, err))
-	}
-	defer resp.Body.Close()
-	c.Response().Header().Set("X-Hookstream-Served-By", addr)
-	return c.Stream(resp.StatusCode, resp.Header.Get(echo.HeaderContentType), io.LimitReader(resp.Body, 1<<20))
+	c.Response().Header().Set(headerServedBy, addr)
+	return c.Blob(status, echo.MIMEApplicationJSON, body)
 }
 
 // owner is the admin address of the processor group member assigned
-// ingest partition p.
-func (a API) owner(ctx context.Context, p int32) (string, error) {
+// ingest partition p, unless that address leads back to this instance.
+func (a API) owner(ctx context.Context, c *echo.Context, p int32) (string, error) {
 	group := string(a.Names.ProcessorGroup())
 	described, err := kadm.NewClient(a.Kafka).DescribeGroups(ctx, group)
 	if err == nil {
@@ -205,11 +208,37 @@ func (a API) owner(ctx context.Context, p int32) (string, error) {
 			if t.Topic != string(a.Names.Ingest) || !slices.Contains(t.Partitions, p) {
 				continue
 			}
-			if addr, ok := processor.AdminAddr(m.ClientID, m.ClientHost); ok {
-				return addr, nil
+			if a.Processor != nil && m.InstanceID != nil && *m.InstanceID == a.Processor.InstanceID() {
+				c.Response().Header().Set("Retry-After", "5")
+				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is being assigned to this instance; try again shortly", p))
 			}
-			return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is owned by processor %s, which advertises no admin listener", p, m.ClientID))
+			addr, ok := processor.AdminAddr(m.ClientID, m.ClientHost)
+			switch {
+			case !ok:
+				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is owned by processor %s, which advertises no admin listener", p, m.ClientID))
+			case a.reachesSelf(addr):
+				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is owned by a processor on another host that advertises %s, which leads back to this instance: set HOOKSTREAM_ADMIN_ADVERTISED_ADDR on every instance to an address the others reach", p, addr))
+			}
+			return addr, nil
 		}
 	}
 	return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("no processor owns partition %d right now; is one running?", p))
+}
+
+// reachesSelf reports whether addr, another member's advertised admin
+// address, leads back to this instance: it is this instance's own, or a
+// loopback address on the port of a listener on loopback or on every
+// interface. Instances on several hosts with the default loopback
+// listener all advertise the same address.
+func (a API) reachesSelf(addr string) bool {
+	if addr == a.advertised {
+		return true
+	}
+	host, port, err := net.SplitHostPort(addr)
+	lhost, lport, lerr := net.SplitHostPort(a.listener)
+	if err != nil || lerr != nil || port != lport || !loopbackHost(host) {
+		return false
+	}
+	ip, err := netip.ParseAddr(lhost)
+	return lhost == "" || err == nil && ip.IsUnspecified() || loopbackHost(lhost)
 }

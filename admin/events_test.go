@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,14 +32,20 @@ type processorNode struct {
 	stop func(t *testing.T)
 }
 
-func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processorNode {
+// startProcessorNode starts a processor whose admin listener is
+// configured by cfg, its address filled in: the processor advertises
+// cfg.AdvertisedAddr when set, else the listener.
+func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin.Config) *processorNode {
 	t.Helper()
 	log := kafkatest.Logger(t)
 	cl := env.Client(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	reg := prometheus.NewRegistry()
-	s := admin.New(admin.Config{Token: token}, reg, log)
-	srv := httptest.NewServer(s)
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.Addr = srv.Listener.Addr().String()
+	s := admin.New(cfg, reg, log)
+	srv.Config.Handler = s
+	srv.Start()
 	t.Cleanup(srv.Close)
 	p := processor.New(processor.Config{
 		Names:           env.Names,
@@ -46,7 +53,7 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processo
 		MaxRecordBytes:  topics.MaxRecordBytes(1 << 20),
 		TransactionalID: env.Names.Prefix + "-processor-" + name,
 		SessionTimeout:  6 * time.Second,
-		AdminAddr:       srv.Listener.Addr().String(),
+		AdminAddr:       cmp.Or(cfg.AdvertisedAddr, cfg.Addr),
 	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
 	s.MountAPI(admin.API{Registry: dispatch.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log),
 		Processor: p, Kafka: cl, Opts: opts, Names: env.Names})
@@ -66,24 +73,35 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string) *processo
 	return &processorNode{srv: srv, p: p, stop: stop}
 }
 
-// get asks n's admin API for an event's story.
+// get asks n's admin API for an event's story, with the token.
 func (n *processorNode) get(t *testing.T, key string) (int, processor.Story, string) {
 	t.Helper()
+	status, raw, servedBy := n.query(t, key, token)
+	var s processor.Story
+	if status == http.StatusOK {
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			t.Fatalf("story %q: %v", raw, err)
+		}
+	}
+	return status, s, servedBy
+}
+
+// query asks n's admin API for key's story, with bearer as the token when
+// given, and returns the status, the body and the instance that served it
+// when the query was forwarded.
+func (n *processorNode) query(t *testing.T, key, bearer string) (int, string, string) {
+	t.Helper()
 	req, _ := http.NewRequest("GET", n.srv.URL+"/api/events/"+url.PathEscape(key), nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	resp, err := n.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var s processor.Story
-	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(raw, &s); err != nil {
-			t.Fatalf("story %q: %v", raw, err)
-		}
-	}
-	return resp.StatusCode, s, resp.Header.Get("X-Hookstream-Served-By")
+	return resp.StatusCode, string(raw), resp.Header.Get("X-Hookstream-Served-By")
 }
 
 // TestEventQueriesReachTheOwner: with two processors sharing the
@@ -92,8 +110,8 @@ func (n *processorNode) get(t *testing.T, key string) (int, processor.Story, str
 // guards the endpoint like the rest of /api.
 func TestEventQueriesReachTheOwner(t *testing.T) {
 	env := kafkatest.New(t, 4, 1<<20)
-	a := startProcessorNode(t, env, "a")
-	b := startProcessorNode(t, env, "b")
+	a := startProcessorNode(t, env, "a", admin.Config{Token: token})
+	b := startProcessorNode(t, env, "b", admin.Config{Token: token})
 	kafkatest.WaitFor(t, 60*time.Second, func() error {
 		for _, n := range []*processorNode{a, b} {
 			if ready, detail := n.p.Ready(context.Background()); !ready || len(detail.(map[string]any)["partitions"].([]int32)) == 0 {
@@ -173,7 +191,7 @@ func TestStoryNamesItsEventsRecord(t *testing.T) {
 			return nil
 		})
 	}
-	a := startProcessorNode(t, env, "a")
+	a := startProcessorNode(t, env, "a", admin.Config{Token: token})
 	kafkatest.WaitFor(t, 60*time.Second, func() error {
 		if n := len(latest()); n != 6 {
 			return fmt.Errorf("%d events, want 6", n)
@@ -185,7 +203,7 @@ func TestStoryNamesItsEventsRecord(t *testing.T) {
 	a.stop(t)
 
 	env.ReplayProcessor(t)
-	b := startProcessorNode(t, env, "a")
+	b := startProcessorNode(t, env, "a", admin.Config{Token: token})
 	kafkatest.WaitFor(t, 60*time.Second, func() error {
 		if n := len(env.Records(t, env.Names.Events)); n != 12 {
 			return fmt.Errorf("%d events records, want 12 (6 and their replays)", n)

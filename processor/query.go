@@ -51,6 +51,11 @@ func ClientID(adminAddr string) string {
 	return clientIDPrefix + "@" + adminAddr
 }
 
+// InstanceID is this processor's static group instance id (its
+// transactional id), which the group's description shows beside each
+// member: how an instance recognises its own processor there.
+func (p *Processor) InstanceID() string { return p.cfg.TransactionalID }
+
 // AdminAddr is the admin listener a group member advertises in its client
 // id; a listener on every interface (":8081", "0.0.0.0:8081") is reached
 // at the member's host as the broker saw it (clientHost, "/10.0.0.5").

@@ -310,8 +310,9 @@ subscription.
 
 It asks the admin API of a running hookstream (--admin-addr, with
 --admin-token when it has one); any instance answers, forwarding to the
-processor that owns the event's partition. An event is remembered for
-HOOKSTREAM_DEDUP_TTL.`,
+processor that owns the event's partition when the instances share
+HOOKSTREAM_ADMIN_TOKEN, which authenticates them to each other. An event is
+remembered for HOOKSTREAM_DEDUP_TTL.`,
 		Example: `  hookstream events get github:72d3162e
   hookstream events get stripe:evt_1Nq --admin-addr 10.0.0.5:8081 --admin-token "$HOOKSTREAM_ADMIN_TOKEN" --output json`,
 		Args: cobra.ExactArgs(1),

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,5 +257,42 @@ func TestEventsTailAndSearch(t *testing.T) {
 	}
 	if _, errOut, code := lagReplayRun(t, cliEnv, "events", "search"); code == 0 || !strings.Contains(errOut, "--since: required") {
 		t.Errorf("search without --since: exit %d, stderr %q, want the error", code, errOut)
+	}
+}
+
+// TestEventIDsKeepTheirEscapes: an event id that holds what looks like
+// URL escapes, slashes or query characters is the same id everywhere:
+// accepted by ingest, answered by the admin API and by `events get`, each
+// decoding the path once.
+func TestEventIDsKeepTheirEscapes(t *testing.T) {
+	t.Parallel()
+	d := newEmbedded(t)
+	d.run(t, "hookstream run")
+	for _, delivery := range []string{"a%41b", "x/y%2Fz", "sp ace?q=1#f", "100%"} {
+		id := "github:" + delivery
+		d.mustAccept(t, delivery, `{"type":"push"}`)
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			status, body, err := httpGet("http://" + d.adminAddr + "/api/events/" + url.PathEscape(id))
+			if err != nil {
+				return err
+			}
+			var s processor.Story
+			if status != http.StatusOK || json.Unmarshal([]byte(body), &s) != nil || s.ID != id {
+				return fmt.Errorf("GET /api/events/%s: got %d %s, want the story of %s", url.PathEscape(id), status, body, id)
+			}
+			return nil
+		})
+		cmd := newRootCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs([]string{"events", "get", id, "--admin-addr", d.adminAddr, "--output", "json"})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := cmd.ExecuteContext(ctx)
+		cancel()
+		var s processor.Story
+		if err != nil || json.Unmarshal(out.Bytes(), &s) != nil || s.ID != id {
+			t.Errorf("events get %s: got %v %s, want its story", id, err, out.String())
+		}
 	}
 }
