@@ -15,6 +15,7 @@ import (
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // TestInstanceIDFencesPredecessor: a processor recreated with a new host
@@ -103,4 +104,33 @@ func processed(t *testing.T, reg *prometheus.Registry) int {
 		}
 	}
 	return 0
+}
+
+// TestProcessorAdvertisesItsAdminAddr: the processor advertises
+// HOOKSTREAM_ADMIN_ADVERTISED_ADDR to its group when set, else the admin
+// listener.
+func TestProcessorAdvertisesItsAdminAddr(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"listener", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "127.0.0.1:8081"}, "127.0.0.1:8081"},
+		{"advertised", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "127.0.0.1:8081", "HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "web-1.internal:9081"}, "web-1.internal:9081"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.env["HOOKSTREAM_INSTANCE_ID"] = "web-1"
+			cfg, err := config.Load(nil, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcfg, err := processorConfig(cfg, topics.NewNames("hookstream"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pcfg.AdminAddr != tt.want {
+				t.Errorf("advertised admin address: got %q, want %q", pcfg.AdminAddr, tt.want)
+			}
+		})
+	}
 }
