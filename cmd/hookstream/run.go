@@ -155,13 +155,12 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	g.Go(func() error { return counts.Run(ctx) })
 	if slices.Contains(roles, "ingest") {
 		icfg := ingest.Config{
-			Addr:           cfg.HTTPAddr,
-			Sources:        sources,
-			AcceptAll:      cfg.SourcesFile == "",
-			MaxBody:        cfg.MaxBody,
-			AckTimeout:     cfg.AckTimeout,
-			Topic:          names.Ingest,
-			TrustedProxies: cfg.TrustedProxies,
+			Addr:       cfg.HTTPAddr,
+			Sources:    sources,
+			AcceptAll:  cfg.SourcesFile == "",
+			MaxBody:    cfg.MaxBody,
+			AckTimeout: cfg.AckTimeout,
+			Topic:      names.Ingest,
 		}
 		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(ingest.ProducerOpts(icfg),
 			topics.Instrument(reg, "hookstream-ingest"))...)...)
