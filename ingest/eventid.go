@@ -68,8 +68,9 @@ type Payload struct {
 	Header http.Header
 	// Body is the raw request body. It is only read.
 	Body []byte
-	// JSON reports that Body is valid JSON (the handler checks with
-	// gjson.ValidBytes once). JSON parts are missing when it is false.
+	// JSON reports that Body is valid JSON nested at most
+	// topics.MaxJSONDepth deep (the handler checks with topics.CheckJSON
+	// once). JSON parts are missing when it is false.
 	JSON bool
 }
 

@@ -17,6 +17,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -24,7 +25,6 @@ import (
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
@@ -50,6 +50,12 @@ type Config struct {
 	Topic topics.Topic
 	// MaxInFlight bounds requests handled at once. Default DefaultMaxInFlight.
 	MaxInFlight int
+	// TrustedProxies are the networks whose X-Forwarded-For is believed:
+	// behind them, a client is the nearest address of that header outside
+	// them (the failed-verification limit counts per client). Default none:
+	// the connection's address is the client
+	// (HOOKSTREAM_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
 }
 
 // DefaultBodyTimeout bounds the arrival of a request's body: a provider
@@ -131,8 +137,9 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 }
 
 func (h *Handler) routes() *echo.Echo {
-	e := echo.NewWithConfig(echo.Config{Logger: h.log, HTTPErrorHandler: h.renderError})
+	e := echo.NewWithConfig(echo.Config{Logger: h.log, HTTPErrorHandler: h.renderError, IPExtractor: clientIP(h.cfg.TrustedProxies)})
 	e.Use(middleware.Recover())
+	e.Use(dropInvalidRequestID)
 	e.Use(middleware.RequestID())
 	e.POST("/webhooks/:source", h.receive)
 	return e
@@ -184,6 +191,7 @@ var (
 	errTooLarge      = &apiError{status: http.StatusRequestEntityTooLarge, msg: "payload too large"}
 	errEmptyBody     = &apiError{status: http.StatusBadRequest, msg: "empty body"}
 	errInvalidJSON   = &apiError{status: http.StatusBadRequest, msg: "invalid JSON payload"}
+	errDeepJSON      = &apiError{status: http.StatusBadRequest, msg: "invalid JSON payload: " + topics.ErrJSONDepth.Error()}
 	errNoEventID     = &apiError{status: http.StatusBadRequest, msg: "no event id in the request"}
 	errSignature     = &apiError{status: http.StatusUnauthorized, msg: "invalid signature"}
 	errSlowBody      = &apiError{status: http.StatusRequestTimeout, msg: "request body too slow"}
@@ -211,6 +219,51 @@ func answer(c *echo.Context, code int, status, id string) error {
 }
 
 func requestID(c *echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
+
+// maxRequestID bounds a client's X-Request-ID, which every record, log
+// line and answer of its request carries.
+const maxRequestID = 128
+
+// dropInvalidRequestID removes a client's X-Request-ID unless it is at
+// most maxRequestID characters of [A-Za-z0-9._:-], so that the RequestID
+// middleware generates a new one instead.
+func dropInvalidRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if h := c.Request().Header; !validRequestID(h.Get(echo.HeaderXRequestID)) {
+			h.Del(echo.HeaderXRequestID)
+		}
+		return next(c)
+	}
+}
+
+func validRequestID(id string) bool {
+	if len(id) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// clientIP is the receiver's echo.IPExtractor: the connection's address,
+// or behind trusted proxies the nearest address of X-Forwarded-For outside
+// them. Only the given networks are trusted, not echo's default loopback,
+// link-local and private ones.
+func clientIP(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
 
 // renderError answers every failed request with {"error", "request_id"}.
 func (h *Handler) renderError(c *echo.Context, err error) {
@@ -298,10 +351,14 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		}
 	}
 	contentType := req.Header.Get(echo.HeaderContentType)
-	p := &Payload{Header: req.Header, Body: body, JSON: gjson.ValidBytes(body)}
-	if !p.JSON && isJSON(contentType) {
+	jsonErr := topics.CheckJSON(body)
+	switch {
+	case errors.Is(jsonErr, topics.ErrJSONDepth):
+		return errDeepJSON
+	case jsonErr != nil && isJSON(contentType):
 		return errInvalidJSON
 	}
+	p := &Payload{Header: req.Header, Body: body, JSON: jsonErr == nil}
 	eventID, ok := EventID(src.id, p)
 	if !ok {
 		return errNoEventID
@@ -332,7 +389,6 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		ContentType: contentType,
 		Provider:    src.provider(req.Header),
 		Body:        body,
-		JSON:        p.JSON,
 		Violations:  violations,
 	}
 	rec := ir.Record(h.cfg.Topic)

@@ -149,7 +149,6 @@ func TestAcceptWritesOneRecord(t *testing.T) {
 		topics.HeaderEventType:     "push",
 		topics.HeaderRequestID:     resp.body["request_id"],
 		topics.HeaderContentType:   "application/json",
-		topics.HeaderBodyJSON:      "true",
 		"hs-h-x-github-delivery":   "d-1",
 		"hs-h-x-github-event":      "push",
 		"hs-h-x-hub-signature-256": githubHeaders("d-1", body).Get("X-Hub-Signature-256"),
@@ -213,11 +212,6 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 	recs := env.Records(t, env.Names.Ingest)
 	if len(recs) != 2 {
 		t.Errorf("records: got %d, want only the 2 accepted within the rate limit", len(recs))
-	}
-	for _, r := range recs {
-		if v, ok := kafkatest.Headers(r)[topics.HeaderBodyJSON]; ok {
-			t.Errorf("%s, a body that is not JSON: %s %q, want none", r.Key, topics.HeaderBodyJSON, v)
-		}
 	}
 }
 

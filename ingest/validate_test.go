@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/tidwall/gjson"
 
 	"github.com/hookstream/hookstream/topics"
 )
@@ -272,7 +271,14 @@ func BenchmarkValidate(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			decodeJSON(gjson.ParseBytes(body))
+			decodeJSON(body)
+		}
+	})
+	b.Run("deep", func(b *testing.B) {
+		body := deepBody(1 << 20)
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			decodeJSON(body)
 		}
 	})
 	b.Run("decode-encoding-json", func(b *testing.B) {
@@ -287,6 +293,34 @@ func BenchmarkValidate(b *testing.B) {
 	})
 }
 
+// deepBody is a body of about n bytes nested topics.MaxJSONDepth deep
+// whose innermost array holds most of its bytes: a decoder that finds
+// each value's end before descending into it reads those bytes once per
+// level.
+func deepBody(n int) []byte {
+	const levels = topics.MaxJSONDepth - 2 // the object and the innermost array
+	inner := strings.Repeat("12345678,", n/9)
+	return []byte(`{"type":7,"x":` + strings.Repeat("[", levels) + "[" + inner + "0]" + strings.Repeat("]", levels) + "}")
+}
+
+// TestValidateLargeDeepBody: a body of a mebibyte nested as deep as the
+// receiver allows gets its answer (BenchmarkValidate/deep records the
+// work it takes).
+func TestValidateLargeDeepBody(t *testing.T) {
+	s, err := writeSourcesFile(t, billingDoc, billingSchemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := deepBody(1 << 20)
+	if err := topics.CheckJSON(body); err != nil {
+		t.Fatalf("test body: %v", err)
+	}
+	got := s.Sources["billing"].Validate.check("customer.created", body, true)
+	if want := []topics.Violation{{Path: "/type", Message: "got number, want string"}}; !slices.Equal(got, want) {
+		t.Errorf("violations: got %v, want %v", got, want)
+	}
+}
+
 // FuzzDecodeJSON checks decodeJSON against the library's own decoder.
 // Invariants: never panics; on valid JSON it gives what
 // jsonschema.UnmarshalJSON gives (json.Number for numbers, the last of
@@ -296,14 +330,14 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add(`{"a":1,"a":[true,false,null,"x\u00e9\n",1e400,-0.5]}`)
 	f.Add(`[{}, [], "", 12345678901234567890123]`)
 	f.Fuzz(func(t *testing.T, doc string) {
-		if !gjson.Valid(doc) {
+		if topics.CheckJSON([]byte(doc)) != nil {
 			return
 		}
 		want, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
 		if err != nil {
-			return // gjson accepts a few documents encoding/json refuses
+			t.Fatalf("jsonschema.UnmarshalJSON(%q): %v, but CheckJSON passed it", doc, err)
 		}
-		if got := decodeJSON(gjson.Parse(doc)); !reflect.DeepEqual(got, want) {
+		if got := decodeJSON([]byte(doc)); !reflect.DeepEqual(got, want) {
 			t.Errorf("decodeJSON(%q): got %#v, want %#v", doc, got, want)
 		}
 	})

@@ -52,7 +52,6 @@ func fillIngest(b *testing.B, env *kafkatest.Env, cl *kgo.Client, n int) {
 				{Key: topics.HeaderEventType, Value: []byte("bench")},
 				{Key: topics.HeaderReceivedAt, Value: []byte(time.Now().UTC().Format(topics.TimeFormat))},
 				{Key: topics.HeaderContentType, Value: []byte("application/json")},
-				{Key: topics.HeaderBodyJSON, Value: []byte("true")},
 			}}
 		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil {

@@ -41,23 +41,24 @@ func TestNewEnvelopeRefusesNonIngestRecords(t *testing.T) {
 	}
 }
 
-// TestNewEnvelopeBodyJSON checks that a body the receiver marked JSON is
-// taken as JSON without checking it again, unless the record was cut to
-// fit (its body may then end mid-JSON), and that an unmarked body is
-// checked.
+// TestNewEnvelopeBodyJSON checks that a body is taken as JSON exactly when
+// CheckJSON passes it, whatever the record's headers claim (hs-body-json
+// is the mark receivers once wrote).
 func TestNewEnvelopeBodyJSON(t *testing.T) {
 	ids := []string{HeaderSource, "s", HeaderEventID, "1"}
+	marked := []string{"hs-body-json", "true"}
 	for _, tt := range []struct {
 		name     string
 		body     string
 		headers  []string
 		wantJSON bool
 	}{
-		{"marked", `{"a":1}`, []string{HeaderBodyJSON, "true"}, true},
-		{"marked, not checked", `{"a":`, []string{HeaderBodyJSON, "true"}, true},
-		{"marked but cut", `{"a":`, []string{HeaderBodyJSON, "true", HeaderTruncated, "9"}, false},
-		{"unmarked JSON", `{"a":1}`, nil, true},
-		{"unmarked, not JSON", `{"a":`, nil, false},
+		{"JSON", `{"a":1}`, nil, true},
+		{"not JSON", `{"a":`, nil, false},
+		{"marked, not JSON", `{"a":`, marked, false},
+		{"marked, spliced", `{"a":1},"id":"s:forged"`, marked, false},
+		{"marked, too deep", nested(MaxJSONDepth+1, "1"), marked, false},
+		{"JSON, cut", `{"a":1}`, []string{HeaderTruncated, "9"}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env, err := NewEnvelope(ingestRecord("s:1", tt.body, append(slices.Clone(ids), tt.headers...)...), time.Now())

@@ -28,10 +28,6 @@ type IngestRecord struct {
 	// ProviderHeaderKey(name), in the order they were carried.
 	Provider []kgo.RecordHeader
 	Body     []byte
-	// JSON says the receiver found Body to be JSON (HeaderBodyJSON) and
-	// it was not cut since: a record cut to fit (HeaderTruncated) may end
-	// mid-JSON, so ParseIngestRecord leaves its JSON false.
-	JSON bool
 	// Violations mark a payload that does not match its source's schema
 	// (HeaderViolations); the processor dead-letters such a record.
 	Violations []Violation
@@ -58,9 +54,6 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRequestID, Value: []byte(ir.RequestID)})
 	}
 	headers = append(headers, kgo.RecordHeader{Key: HeaderContentType, Value: []byte(ir.ContentType)})
-	if ir.JSON {
-		headers = append(headers, kgo.RecordHeader{Key: HeaderBodyJSON, Value: []byte("true")})
-	}
 	if ir.RedrivenFrom != "" {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderRedrivenFrom, Value: []byte(ir.RedrivenFrom)})
 	}
@@ -77,13 +70,11 @@ func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
 // r is not one: hs-source or hs-event-id missing, a key that is not
 // <source>:<event-id>, an hs-received-at that is not RFC 3339, or an empty
 // value. Of a header written twice the last counts; the dead-letter
-// headers (hs-error and the others) are skipped, and hs-truncated only
-// unsets JSON. An hs-violations that is not a non-empty JSON array of
+// headers (hs-error and the others) are skipped. An hs-violations that is not a non-empty JSON array of
 // violations is ErrDecode too. A missing hs-received-at or hs-event-type
 // is left zero.
 func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 	ir := &IngestRecord{Body: r.Value}
-	truncated := false
 	for _, h := range r.Headers {
 		switch {
 		case h.Key == HeaderSource:
@@ -98,10 +89,6 @@ func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 			ir.ContentType = string(h.Value)
 		case h.Key == HeaderRedrivenFrom:
 			ir.RedrivenFrom = string(h.Value)
-		case h.Key == HeaderBodyJSON:
-			ir.JSON = string(h.Value) == "true"
-		case h.Key == HeaderTruncated:
-			truncated = true
 		case h.Key == HeaderReceivedAt:
 			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
 			if err != nil {
@@ -126,6 +113,5 @@ func ParseIngestRecord(r *kgo.Record) (*IngestRecord, error) {
 	case len(r.Value) == 0:
 		return nil, fmt.Errorf("%w: empty value", ErrDecode)
 	}
-	ir.JSON = ir.JSON && !truncated
 	return ir, nil
 }

@@ -67,7 +67,6 @@ func (o *Operational) IngestRecord(facts ...string) *IngestRecord {
 		ReceivedAt:  o.At,
 		ContentType: "application/json",
 		Body:        body,
-		JSON:        true,
 	}
 }
 

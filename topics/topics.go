@@ -66,10 +66,6 @@ const (
 	HeaderReceivedAt  = "hs-received-at"
 	HeaderRequestID   = "hs-request-id"
 	HeaderContentType = "hs-content-type"
-	// HeaderBodyJSON, "true", marks an ingest record whose body the
-	// receiver found to be JSON: the processor takes it as JSON without
-	// checking it again, unless the record was cut (HeaderTruncated).
-	HeaderBodyJSON = "hs-body-json"
 	// HeaderProviderPrefix precedes a lowercased provider header name.
 	HeaderProviderPrefix = "hs-h-"
 
@@ -113,7 +109,7 @@ type Violation struct {
 // (provider headers, hs-h-*, are not).
 func isOwnHeader(key string) bool {
 	switch key {
-	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType, HeaderBodyJSON,
+	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
 		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
 		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated, HeaderBatchID,
 		HeaderViolations:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -144,7 +143,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		return ids, nil
 	}, log))
 
-	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
+	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
 	tally := attempts.NewTally(kafkaOpts(cfg, log), names, log)
 	counts := stats.NewTally(kafkaOpts(cfg, log), names, log)
@@ -155,12 +154,13 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	g.Go(func() error { return counts.Run(ctx) })
 	if slices.Contains(roles, "ingest") {
 		icfg := ingest.Config{
-			Addr:       cfg.HTTPAddr,
-			Sources:    sources,
-			AcceptAll:  cfg.SourcesFile == "",
-			MaxBody:    cfg.MaxBody,
-			AckTimeout: cfg.AckTimeout,
-			Topic:      names.Ingest,
+			Addr:           cfg.HTTPAddr,
+			Sources:        sources,
+			AcceptAll:      cfg.SourcesFile == "",
+			MaxBody:        cfg.MaxBody,
+			AckTimeout:     cfg.AckTimeout,
+			Topic:          names.Ingest,
+			TrustedProxies: cfg.TrustedProxies,
 		}
 		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(ingest.ProducerOpts(icfg),
 			topics.Instrument(reg, "hookstream-ingest"))...)...)
@@ -249,7 +249,7 @@ func processorConfig(cfg *config.Config, names topics.Names) (processor.Config, 
 		TTL:             cfg.DedupTTL,
 		MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
 		TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
-		AdminAddr:       cmp.Or(cfg.AdminAdvertisedAddr, cfg.AdminAddr),
+		AdminAddr:       cfg.AdminAddr,
 	}, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -333,7 +332,6 @@ func IngestRecord(names topics.Names, source, id, body string) *kgo.Record {
 		ContentType: "application/json",
 		Provider:    []kgo.RecordHeader{{Key: topics.ProviderHeaderKey("x-shop"), Value: []byte("s1")}},
 		Body:        []byte(body),
-		JSON:        json.Valid([]byte(body)),
 	}
 	return ir.Record(names.Ingest)
 }
