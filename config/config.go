@@ -38,6 +38,10 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// AdminAddr is the admin listener. Default 127.0.0.1:8081.
 	AdminAddr string
+	// AdminAdvertisedAddr is where other instances reach the admin
+	// listener to forward story queries. Default empty: AdminAddr, a
+	// listener on every interface reached at the address the broker sees.
+	AdminAdvertisedAddr string
 	// AdminToken is the bearer token of /api/*. Default empty; required off loopback.
 	AdminToken string
 	// TopicPrefix prefixes every topic, group and transactional id. Default hookstream.
@@ -188,6 +192,8 @@ var settings = []setting{
 		}},
 	{"HOOKSTREAM_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API, /metrics, /healthz, /readyz", Admin,
 		func(c *Config, v string) error { c.AdminAddr = v; return hostPort(v) }},
+	{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR", "admin-advertised-addr", "", "address other instances reach the admin listener at, to forward story queries (default: HOOKSTREAM_ADMIN_ADDR; a listener on every interface at the address the broker sees)", Server,
+		func(c *Config, v string) error { c.AdminAdvertisedAddr = v; return advertised(v) }},
 	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Admin,
 		func(c *Config, v string) error { c.AdminToken = v; return nil }},
 	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Topology,
@@ -331,6 +337,22 @@ func splitList(v string) []string {
 func hostPort(v string) error {
 	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
 		return fmt.Errorf("invalid address %q (want host:port)", v)
+	}
+	return nil
+}
+
+// advertised checks an address other hosts dial: empty (none), or
+// host:port with a host.
+func advertised(v string) error {
+	if v == "" {
+		return nil
+	}
+	if err := hostPort(v); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(v)
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q names no host (want the host name or address other instances reach)", v)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package config
 
 import (
 	"net/netip"
+	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -170,6 +172,9 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"replication factor word", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "three"}, []string{`HOOKSTREAM_REPLICATION_FACTOR: invalid replication factor "three"`}},
 		{"subscription limit", map[string]string{"HOOKSTREAM_MAX_SUBSCRIPTIONS": "0"}, []string{`HOOKSTREAM_MAX_SUBSCRIPTIONS: invalid subscription limit "0" (want a positive number)`}},
 		{"token", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR 0.0.0.0:8081 is not a loopback address`}},
+		{"advertised address", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: invalid address "8081" (want host:port)`}},
+		{"advertised everywhere", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: "0.0.0.0:8081" names no host (want the host name or address other instances reach)`}},
+		{"advertised without host", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": ":8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: ":8081" names no host`}},
 		{"trusted proxies", map[string]string{"HOOKSTREAM_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal"}, []string{`HOOKSTREAM_TRUSTED_PROXIES: invalid network "lb.internal" (want CIDR notation, e.g. 10.0.0.0/8)`}},
 		{"several at once", map[string]string{"HOOKSTREAM_PARTITIONS": "-1", "HOOKSTREAM_LOG_LEVEL": "loud"}, []string{"HOOKSTREAM_PARTITIONS:", "HOOKSTREAM_LOG_LEVEL:"}},
 	}
@@ -185,6 +190,53 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAdvertisedAdminAddr(t *testing.T) {
+	c, err := Load(nil, lookupFrom(map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "hookstream-1.internal:8081"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AdminAdvertisedAddr != "hookstream-1.internal:8081" {
+		t.Errorf("AdminAdvertisedAddr: got %q, want hookstream-1.internal:8081", c.AdminAdvertisedAddr)
+	}
+}
+
+// TestREADMEConfigurationTable: the README's configuration table names
+// every setting, and no other.
+func TestREADMEConfigurationTable(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(raw), "| variable | default | meaning |\n")
+	if !ok {
+		t.Fatal("README.md: no configuration table (| variable | default | meaning |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	var documented []string
+	for _, row := range strings.Split(table, "\n") {
+		first, _, _ := strings.Cut(strings.TrimPrefix(row, "|"), "|")
+		for _, m := range regexp.MustCompile("`(HOOKSTREAM_[A-Z_]+)`").FindAllStringSubmatch(first, -1) {
+			documented = append(documented, m[1])
+		}
+	}
+	var defined []string
+	for _, s := range settings {
+		defined = append(defined, s.env)
+	}
+	slices.Sort(documented)
+	slices.Sort(defined)
+	for _, env := range defined {
+		if _, found := slices.BinarySearch(documented, env); !found {
+			t.Errorf("%s: a setting the README's configuration table does not name", env)
+		}
+	}
+	for _, env := range documented {
+		if _, found := slices.BinarySearch(defined, env); !found {
+			t.Errorf("%s: in the README's configuration table, but no setting", env)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -143,7 +144,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		return ids, nil
 	}, log))
 
-	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
+	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
 	srv.AddCheck("broker", brokerCheck(adm))
 	tally := attempts.NewTally(kafkaOpts(cfg, log), names, log)
 	counts := stats.NewTally(kafkaOpts(cfg, log), names, log)
@@ -249,7 +250,7 @@ func processorConfig(cfg *config.Config, names topics.Names) (processor.Config, 
 		TTL:             cfg.DedupTTL,
 		MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
 		TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
-		AdminAddr:       cfg.AdminAddr,
+		AdminAddr:       cmp.Or(cfg.AdminAdvertisedAddr, cfg.AdminAddr),
 	}, nil
 }
 
