@@ -13,10 +13,21 @@ import (
 // Deliveries keep, per subscription, exact counts and the last RecentTries
 // real attempts, errors cut to MaxLedgerError bytes, so an entry stays
 // small: about 90 bytes, plus about 40 per subscription and 25 per kept
-// attempt with its error.
+// attempt with its error. A story keeps the deliveries of MaxDeliveries
+// subscriptions (at most about 40 KiB with subscription ids of 20 bytes)
+// and counts the others in Omitted; MarshalWithin keeps the whole value
+// within a record limit whatever its ids.
 
 // RecentTries is how many real attempts a Delivery keeps.
 const RecentTries = 4
+
+// MaxDeliveries is how many subscriptions' deliveries a story keeps: the
+// most recently attempted.
+const MaxDeliveries = 64
+
+// ErrTooLarge is a state that cannot be encoded within the room given,
+// even without its deliveries.
+var ErrTooLarge = errors.New("statestore: state too large")
 
 // MaxLedgerError bounds an error kept in the ledger, in bytes.
 const MaxLedgerError = 120
@@ -72,7 +83,7 @@ func Cut(s string) string {
 	return s[:i]
 }
 
-// appendLedger appends the ledger fields of s (value version 2).
+// appendLedger appends the ledger fields of s (value version 4).
 func appendLedger(b []byte, s *State) []byte {
 	b = appendVarTime(b, s.ReceivedAt)
 	b = binary.AppendUvarint(b, uint64(s.Replays))
@@ -83,29 +94,65 @@ func appendLedger(b []byte, s *State) []byte {
 	b = appendString(b, s.FailError)
 	b = binary.AppendUvarint(b, uint64(len(s.Deliveries)))
 	for i := range s.Deliveries {
-		d := &s.Deliveries[i]
-		b = appendString(b, d.Subscription)
-		b = binary.AppendUvarint(b, uint64(d.Attempts))
-		b = append(b, outcomeCode(d.Outcome))
-		b = binary.AppendUvarint(b, uint64(d.Status))
-		b = appendVarTime(b, d.DueAt)
-		b = appendVarTime(b, d.DeliveredAt)
-		b = appendVarTime(b, d.DeadLetteredAt)
-		b = binary.AppendUvarint(b, uint64(len(d.Recent)))
-		for _, t := range d.Recent {
-			b = binary.AppendUvarint(b, uint64(t.N))
-			b = append(b, outcomeCode(t.Outcome))
-			b = binary.AppendUvarint(b, uint64(t.Status))
-			b = appendVarTime(b, t.At)
-			b = binary.AppendUvarint(b, uint64(t.Latency.Microseconds()))
-			b = appendString(b, t.Error)
-		}
+		b = appendDelivery(b, &s.Deliveries[i])
+	}
+	return binary.AppendUvarint(b, uint64(s.Omitted))
+}
+
+func appendDelivery(b []byte, d *Delivery) []byte {
+	b = appendString(b, d.Subscription)
+	b = binary.AppendUvarint(b, uint64(d.Attempts))
+	b = append(b, outcomeCode(d.Outcome))
+	b = binary.AppendUvarint(b, uint64(d.Status))
+	b = appendVarTime(b, d.DueAt)
+	b = appendVarTime(b, d.DeliveredAt)
+	b = appendVarTime(b, d.DeadLetteredAt)
+	b = binary.AppendUvarint(b, uint64(len(d.Recent)))
+	for _, t := range d.Recent {
+		b = binary.AppendUvarint(b, uint64(t.N))
+		b = append(b, outcomeCode(t.Outcome))
+		b = binary.AppendUvarint(b, uint64(t.Status))
+		b = appendVarTime(b, t.At)
+		b = binary.AppendUvarint(b, uint64(t.Latency.Microseconds()))
+		b = appendString(b, t.Error)
 	}
 	return b
 }
 
-// decodeLedger reads what appendLedger wrote into s.
-func decodeLedger(b []byte, s *State) error {
+// MarshalWithin encodes s as MarshalBinary does, in at most n bytes: a
+// longer s loses its least recently attempted deliveries, counted in
+// Omitted, until it fits. When even s without deliveries takes more than
+// n bytes, it returns ErrTooLarge and leaves s as it was.
+func (s *State) MarshalWithin(n int) ([]byte, error) {
+	b, err := s.MarshalBinary()
+	if err != nil || len(b) <= n {
+		return b, err
+	}
+	// Drop deliveries by their encoded sizes, then check: the counts'
+	// varints may still take a byte or two more.
+	over, drop := len(b)-n, 0
+	for over > 0 && drop < len(s.Deliveries) {
+		over -= len(appendDelivery(nil, &s.Deliveries[drop]))
+		drop++
+	}
+	for ; drop <= len(s.Deliveries); drop++ {
+		st := *s
+		st.Deliveries = s.Deliveries[drop:]
+		if len(st.Deliveries) == 0 {
+			st.Deliveries = nil // as decoded
+		}
+		st.Omitted = s.Omitted + uint32(drop)
+		if b = appendValue(b[:0], &st); len(b) <= n {
+			*s = st
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %d bytes without deliveries, room for %d", ErrTooLarge, len(b), n)
+}
+
+// decodeLedger reads what appendLedger wrote into s; a ledger of version
+// 3 ends without Omitted.
+func decodeLedger(b []byte, s *State, omitted bool) error {
 	r := reader{b: b}
 	s.ReceivedAt = r.time()
 	s.Replays = r.u32()
@@ -139,6 +186,9 @@ func decodeLedger(b []byte, s *State) error {
 				t.Error = r.string()
 			}
 		}
+	}
+	if omitted {
+		s.Omitted = r.u32()
 	}
 	if r.err == nil && len(r.b) > 0 {
 		r.err = fmt.Errorf("%d bytes left over", len(r.b))

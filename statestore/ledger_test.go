@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -72,6 +73,62 @@ func TestOldFormatsDecode(t *testing.T) {
 	got, err = decodeValue(v1)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("version 1 stored value: got %+v %v, want %+v", got, err, want)
+	}
+	story := ledgerState()
+	v4 := appendValue(nil, &story)
+	v3 := append([]byte{versionV3}, v4[1:len(v4)-1]...) // without Omitted (0, one byte)
+	got, err = decodeValue(v3)
+	if err != nil || !reflect.DeepEqual(got, story) {
+		t.Errorf("version 3 stored value: got %+v %v, want %+v", got, err, story)
+	}
+}
+
+// TestMarshalWithin: a state is encoded whole in a room of its size; one
+// byte less, it loses its least recently attempted delivery, counted as
+// omitted; a room smaller than the state without deliveries is refused,
+// the state left as it was.
+func TestMarshalWithin(t *testing.T) {
+	st := ledgerState()
+	st.Omitted = 3
+	whole, _ := st.MarshalBinary()
+	bare := st
+	bare.Deliveries, bare.Omitted = nil, st.Omitted+uint32(len(st.Deliveries))
+	bareLen := len(appendValue(nil, &bare))
+	tests := []struct {
+		name        string
+		room        int
+		wantKept    int // deliveries kept, -1: refused
+		wantOmitted uint32
+	}{
+		{"at its size", len(whole), 2, 3},
+		{"a byte less", len(whole) - 1, 1, 4},
+		{"room for no delivery", bareLen, 0, 5},
+		{"a byte less than without deliveries", bareLen - 1, -1, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := st
+			b, err := got.MarshalWithin(tt.room)
+			if tt.wantKept < 0 {
+				if !errors.Is(err, ErrTooLarge) || !reflect.DeepEqual(got, st) {
+					t.Errorf("got %d bytes, %v, state changed: %v; want ErrTooLarge and the state as it was", len(b), err, !reflect.DeepEqual(got, st))
+				}
+				return
+			}
+			if err != nil || len(b) > tt.room {
+				t.Fatalf("got %d bytes, %v; want at most %d", len(b), err, tt.room)
+			}
+			want := st.Deliveries[len(st.Deliveries)-tt.wantKept:]
+			if tt.wantKept == 0 {
+				want = nil // as decoded
+			}
+			if !reflect.DeepEqual(got.Deliveries, want) || got.Omitted != tt.wantOmitted {
+				t.Errorf("got %d deliveries and %d omitted, want the last %d and %d", len(got.Deliveries), got.Omitted, tt.wantKept, tt.wantOmitted)
+			}
+			if dec, err := DecodeChangelog(b); err != nil || !reflect.DeepEqual(dec, got) {
+				t.Errorf("decode: got %+v %v, want %+v", dec, err, got)
+			}
+		})
 	}
 }
 

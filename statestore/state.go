@@ -83,9 +83,13 @@ type State struct {
 	// (Status Failed), the error cut to MaxLedgerError bytes.
 	FailStage string `json:"-"`
 	FailError string `json:"-"`
-	// Deliveries are the event's deliveries, one per subscription, in the
-	// order of their first attempt.
+	// Deliveries are the event's deliveries, one per subscription, at
+	// most MaxDeliveries, in the order of their last attempt record, the
+	// least recent first.
 	Deliveries []Delivery `json:"-"`
+	// Omitted counts the delivery entries left out of Deliveries, the
+	// least recently attempted, to keep the story bounded.
+	Omitted uint32 `json:"-"`
 }
 
 // MarshalBinary encodes s as a changelog value: the stored binary form.
@@ -372,7 +376,7 @@ func daysIn(month, year int) int {
 }
 
 // The stored value of a key, also the changelog value, is a binary form:
-// Get and Apply decode it on every call. Version 3, the fixed part of 38
+// Get and Apply decode it on every call. Version 4, the fixed part of 38
 // bytes and then the ledger (appendLedger):
 //
 //	[0] version  [1] status  [2:6] partition  [6:14] offset
@@ -382,9 +386,10 @@ func daysIn(month, year int) int {
 // all big-endian. Seconds and nanoseconds keep every time.Time exactly,
 // including the zero time. Version 1 (the fixed part alone, 38 bytes) and
 // version 2 (42 bytes: then the replays, big-endian uint32) still read,
-// with what they have.
+// with what they have, and so does version 3 (version 4 without Omitted).
 const (
-	valueVersion = 3
+	valueVersion = 4
+	versionV3    = 3  // a ledger without Omitted
 	valueLen     = 38 // the fixed part
 	valueLenV2   = 42
 )
@@ -401,7 +406,7 @@ func appendValue(b []byte, s *State) []byte {
 }
 
 func decodeValue(b []byte) (State, error) {
-	if !(len(b) == valueLen && b[0] == 1 || len(b) == valueLenV2 && b[0] == 2 || len(b) >= valueLen && b[0] == valueVersion) {
+	if !(len(b) == valueLen && b[0] == 1 || len(b) == valueLenV2 && b[0] == 2 || len(b) >= valueLen && (b[0] == versionV3 || b[0] == valueVersion)) {
 		return State{}, fmt.Errorf("%w: stored value: %d bytes, version %d", ErrCorrupt, len(b), firstByte(b))
 	}
 	st := State{
@@ -418,8 +423,8 @@ func decodeValue(b []byte) (State, error) {
 	if !st.Status.valid() || !ok1 || !ok2 {
 		return State{}, fmt.Errorf("%w: stored value: invalid status or time", ErrCorrupt)
 	}
-	if b[0] == valueVersion {
-		if err := decodeLedger(b[valueLen:], &st); err != nil {
+	if b[0] >= versionV3 {
+		if err := decodeLedger(b[valueLen:], &st, b[0] == valueVersion); err != nil {
 			return State{}, err
 		}
 	}
