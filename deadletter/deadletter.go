@@ -41,7 +41,9 @@
 package deadletter
 
 import (
+	"bytes"
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -118,8 +120,6 @@ type Letter struct {
 	Value []byte `json:"value,omitempty"`
 	// Redriven says a redrive already copied this letter back.
 	Redriven bool `json:"redriven"`
-
-	letter *topics.DeadLetter // as written, for the copy
 }
 
 // Filter selects letters. Its zero value selects every letter.
@@ -155,24 +155,86 @@ func (f Filter) match(l *Letter) bool {
 }
 
 // List reads the DLQ of kind from its start to its current end and returns
-// the letters f selects, oldest first. cl answers metadata queries; the
-// reading client is built from opts (seed brokers, logger) and closed
-// before List returns.
+// the letters f selects, oldest first. It holds at most f.Limit letters at
+// any time (the newest read so far); only without a limit does it hold
+// every letter selected. cl answers metadata queries; the reading client
+// is built from opts (seed brokers, logger) and closed before List
+// returns.
 func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, kind Kind, f Filter) ([]Letter, error) {
 	if _, err := ParseKind(string(kind)); err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
-	letters, err := scan(ctx, cl, opts, kind.Topic(names), kind, f)
-	if err != nil {
+	sel := newSelection(f.Limit)
+	if err := scan(ctx, cl, opts, kind.Topic(names), kind, f, sel.add, sel.mark); err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(letters, func(a, b Letter) int {
-		return cmp.Or(a.FailedAt.Compare(b.FailedAt), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
-	if f.Limit > 0 && len(letters) > f.Limit {
-		letters = letters[len(letters)-f.Limit:]
+	return sel.sorted(), nil
+}
+
+// selection keeps the letters a Filter selects as a DLQ is read: with a
+// limit, only the newest limit letters read so far, the others dropped as
+// soon as newer ones come.
+type selection struct {
+	limit int
+	held  letterHeap // the oldest first when limited
+	at    map[position]*Letter
+}
+
+type position struct {
+	partition int32
+	offset    int64
+}
+
+func newSelection(limit int) *selection {
+	return &selection{limit: limit, at: make(map[position]*Letter)}
+}
+
+// add keeps l, dropping the oldest letter held when over the limit.
+func (s *selection) add(l Letter) {
+	heap.Push(&s.held, &l)
+	s.at[position{l.Partition, l.Offset}] = &l
+	if s.limit > 0 && s.held.Len() > s.limit {
+		old := heap.Pop(&s.held).(*Letter)
+		delete(s.at, position{old.Partition, old.Offset})
 	}
-	return letters, nil
+}
+
+// mark notes that the letter at partition and offset was redriven. A
+// marker follows its letter, so the letter was added before, and is held
+// unless newer ones displaced it.
+func (s *selection) mark(partition int32, offset int64) {
+	if l := s.at[position{partition, offset}]; l != nil {
+		l.Redriven = true
+	}
+}
+
+// sorted returns the letters held, oldest first.
+func (s *selection) sorted() []Letter {
+	out := make([]Letter, 0, s.held.Len())
+	for _, l := range s.held {
+		out = append(out, *l)
+	}
+	slices.SortFunc(out, func(a, b Letter) int { return older(&a, &b) })
+	return out
+}
+
+// older orders letters by failure time, then by partition and offset.
+func older(a, b *Letter) int {
+	return cmp.Or(a.FailedAt.Compare(b.FailedAt), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+}
+
+type letterHeap []*Letter
+
+func (h letterHeap) Len() int           { return len(h) }
+func (h letterHeap) Less(i, j int) bool { return older(h[i], h[j]) < 0 }
+func (h letterHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *letterHeap) Push(x any)        { *h = append(*h, x.(*Letter)) }
+func (h *letterHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return l
 }
 
 // Show returns the letter at partition and offset of the DLQ of kind, or an
@@ -189,28 +251,30 @@ func Show(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 }
 
 // scan reads topic (read_committed) from each selected partition's start,
-// or f.From, to its current end, folding redrive markers into the letters f
-// selects. Markers always follow their letters, so starting at f.From
-// misses none that matter.
-func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topic, kind Kind, f Filter) ([]Letter, error) {
+// or f.From, to its current end, calling each with every letter f
+// selects (its value copied out of the fetch buffer, which it would
+// otherwise keep whole) and mark with every redrive marker's letter, in
+// offset order per partition. Markers always follow their letters, so
+// starting at f.From misses none that matter. f.Limit is the caller's.
+func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topic, kind Kind, f Filter, each func(Letter), mark func(partition int32, offset int64)) error {
 	adm := kadm.NewClient(cl)
 	starts, err := adm.ListStartOffsets(ctx, string(topic))
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, offsetsErr(topic, err)
+		return offsetsErr(topic, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, string(topic))
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, offsetsErr(topic, err)
+		return offsetsErr(topic, err)
 	}
 	if f.Partition != nil {
 		if _, ok := ends.Lookup(string(topic), *f.Partition); !ok {
-			return nil, fmt.Errorf("deadletter: %s has no partition %d", topic, *f.Partition)
+			return fmt.Errorf("deadletter: %s has no partition %d", topic, *f.Partition)
 		}
 	}
 	ranges := make(map[int32]topics.Range)
@@ -225,28 +289,21 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 		}
 		ranges[end.Partition] = topics.Range{From: at, To: end.Offset}
 	})
-	var letters []Letter
-	redriven := make(map[int32]map[int64]bool)
 	err = topics.ReadRanges(ctx, opts, topic, ranges, func(r *kgo.Record) bool {
 		if p, o, ok := markerOf(r, topic); ok {
-			if redriven[p] == nil {
-				redriven[p] = make(map[int64]bool)
-			}
-			redriven[p][o] = true
+			mark(p, o)
 			return true
 		}
 		if l := letterOf(r, kind); f.match(&l) {
-			letters = append(letters, l)
+			l.Value = bytes.Clone(l.Value)
+			each(l)
 		}
 		return true
 	}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("deadletter: %w", err)
+		return fmt.Errorf("deadletter: %w", err)
 	}
-	for i := range letters {
-		letters[i].Redriven = redriven[letters[i].Partition][letters[i].Offset]
-	}
-	return letters, nil
+	return nil
 }
 
 func offsetsErr(topic topics.Topic, err error) error {
@@ -272,7 +329,6 @@ func letterOf(r *kgo.Record, kind Kind) Letter {
 		LastStatus:   dl.LastStatus,
 		Headers:      make(map[string]string, len(r.Headers)),
 		Value:        r.Value,
-		letter:       dl,
 	}
 	for _, h := range r.Headers {
 		l.Headers[h.Key] = string(h.Value)

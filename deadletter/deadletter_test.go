@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -647,5 +648,62 @@ func TestConcurrentRedrivesCopyOnce(t *testing.T) {
 	}
 	if c, skipped := fx.redrive(t, deadletter.Processor, deadletter.Filter{}); c != 0 || skipped != n {
 		t.Errorf("Redrive after them: got %d copied, %d skipped, want 0 and %d", c, skipped, n)
+	}
+}
+
+// TestListAndRedriveWithASmallLimit: of a DLQ with many letters, List
+// with a limit shows the newest, oldest first, with their bodies and
+// redrive marks; Redrive with a limit copies those of them not yet
+// redriven, each once, and skips the others.
+func TestListAndRedriveWithASmallLimit(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, 3)
+	names := fx.env.Names
+	const n, limit = 300, 5
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	var recs []*kgo.Record
+	for i := range n {
+		// Failure times interleave across partitions: the newest letters
+		// are spread over all three.
+		recs = append(recs, processorLetter(names, int32(i%3), fmt.Sprintf("e%03d", i), t0.Add(time.Duration(i)*time.Second)))
+	}
+	fx.produce(t, recs...)
+	newest := func(k int) []string {
+		var want []string
+		for i := n - k; i < n; i++ {
+			want = append(want, fmt.Sprintf("shop:e%03d", i))
+		}
+		return want
+	}
+
+	letters := fx.list(t, deadletter.Processor, deadletter.Filter{Limit: limit})
+	if got := keys(letters); !slices.Equal(got, newest(limit)) {
+		t.Fatalf("List limit %d: got %v, want %v", limit, got, newest(limit))
+	}
+	for _, l := range letters {
+		if want := `{"id":"` + strings.TrimPrefix(l.Key, "shop:") + `"}`; string(l.Value) != want || l.Redriven {
+			t.Errorf("letter %s: body %q, redriven %v; want %q, not redriven", l.Key, l.Value, l.Redriven, want)
+		}
+	}
+
+	// The newest two are redriven first; a redrive of the newest five then
+	// copies the three others and skips those two.
+	if copied, skipped := fx.redrive(t, deadletter.Processor, deadletter.Filter{Limit: 2}); copied != 2 || skipped != 0 {
+		t.Errorf("Redrive limit 2: got %d copied, %d skipped, want 2 and 0", copied, skipped)
+	}
+	if copied, skipped := fx.redrive(t, deadletter.Processor, deadletter.Filter{Limit: limit}); copied != limit-2 || skipped != 2 {
+		t.Errorf("Redrive limit %d: got %d copied, %d skipped, want %d and 2", limit, copied, skipped, limit-2)
+	}
+	want := make(map[string]int)
+	for _, k := range newest(limit) {
+		want[k] = 1
+	}
+	if got := countKeys(t, fx.env, names.Ingest); !maps.Equal(got, want) {
+		t.Errorf("%s: got %v, want each of the newest %d once", names.Ingest, got, limit)
+	}
+	for _, l := range fx.list(t, deadletter.Processor, deadletter.Filter{Limit: limit + 1}) {
+		if l.Redriven != (l.Key != "shop:e294") {
+			t.Errorf("after the redrives, letter %s: redriven %v", l.Key, l.Redriven)
+		}
 	}
 }

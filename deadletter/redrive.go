@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,8 @@ import (
 )
 
 // Transactions of a redrive stay small: a few megabytes or a few hundred
-// letters each, far inside the transaction timeout.
+// letters each, far inside the transaction timeout. They also bound what a
+// redrive holds of the letters' bodies.
 const (
 	txnMaxLetters = 500
 	txnMaxBytes   = 8 << 20
@@ -28,6 +30,10 @@ const (
 // Each copy carries hs-redriven-from; each is written with its marker in
 // one transaction (see the package comment). It returns how many letters
 // it copied and how many it skipped as already redriven.
+//
+// It reads the DLQ twice: first to choose the letters, holding at most
+// f.Limit of them without their bodies (without a limit, every selected
+// one), then to copy them, holding one transaction's letters at a time.
 //
 // cl answers metadata queries; the reading and the transactional client
 // are built from opts, which carry the producer limits
@@ -58,44 +64,84 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 	if _, _, err := tx.ProducerID(ctx); err != nil {
 		return 0, 0, fmt.Errorf("deadletter: initialize transactional producer %s: %w", txnID, err)
 	}
-	letters, err := List(ctx, cl, opts, names, kind, f)
+	// First pass: which letters to copy. It holds at most f.Limit letters
+	// (every selected one without a limit), without their bodies, and
+	// checks that each can be redriven: a letter that cannot fails the
+	// whole redrive, before anything is written.
+	sel := newSelection(f.Limit)
+	err = scan(ctx, cl, opts, dlq, kind, f, func(l Letter) {
+		sel.add(Letter{Partition: l.Partition, Offset: l.Offset, FailedAt: l.FailedAt, Key: l.Key, Subscription: l.Subscription})
+	}, sel.mark)
 	if err != nil {
 		return 0, 0, err
 	}
-	// Every copy is built before any is written: a letter that cannot be
-	// redriven fails the whole redrive, not half of it.
-	now := time.Now()
-	var recs []*kgo.Record // copy, marker, copy, marker...
-	for _, l := range letters {
+	todo := make(map[position]bool, sel.held.Len())
+	ranges := make(map[int32]topics.Range)
+	for _, l := range sel.held {
 		if l.Redriven {
 			skipped++
 			continue
 		}
-		c, err := redriveCopy(names, &l, now)
+		if kind == Delivery {
+			if _, _, err := retryKey(dlq, l.Partition, l.Offset, l.Key, l.Subscription); err != nil {
+				return 0, skipped, err
+			}
+		}
+		todo[position{l.Partition, l.Offset}] = true
+		r, ok := ranges[l.Partition]
+		if !ok {
+			r = topics.Range{From: l.Offset, To: l.Offset + 1}
+		}
+		ranges[l.Partition] = topics.Range{From: min(r.From, l.Offset), To: max(r.To, l.Offset+1)}
+	}
+	// Second pass: copy them as they are read again, in transactions of at
+	// most txnMaxLetters letters or about txnMaxBytes, which are all that
+	// is held of their bodies.
+	now := time.Now()
+	var batch []*kgo.Record // copy, marker, copy, marker...
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := commit(ctx, tx, batch); err != nil {
+			return err
+		}
+		copied += len(batch) / 2
+		batch, size = batch[:0], 0
+		return nil
+	}
+	var copyErr error
+	err = topics.ReadRanges(ctx, opts, dlq, ranges, func(r *kgo.Record) bool {
+		if !todo[position{r.Partition, r.Offset}] {
+			return true
+		}
+		dl := topics.ParseDeadLetter(owned(r))
+		c, err := redriveCopy(names, kind, r.Partition, r.Offset, dl, now)
 		if err != nil {
-			return 0, skipped, err
+			copyErr = err
+			return false
 		}
 		marker := &kgo.Record{
 			Topic:     string(dlq),
-			Partition: l.Partition,
-			Key:       l.letter.Key,
-			Headers:   []kgo.RecordHeader{{Key: topics.HeaderRedrivenFrom, Value: []byte(ref(dlq, l.Partition, l.Offset))}},
+			Partition: r.Partition,
+			Key:       dl.Key,
+			Headers:   []kgo.RecordHeader{{Key: topics.HeaderRedrivenFrom, Value: []byte(ref(dlq, r.Partition, r.Offset))}},
 		}
-		recs = append(recs, c, marker)
+		batch = append(batch, c, marker)
+		size += len(c.Key) + len(c.Value)
+		if len(batch)/2 >= txnMaxLetters || size >= txnMaxBytes {
+			copyErr = flush()
+		}
+		return copyErr == nil
+	}, nil)
+	if err != nil {
+		return copied, skipped, fmt.Errorf("deadletter: %w", err)
 	}
-	for len(recs) > 0 {
-		n, size := 0, 0
-		for n < len(recs) && n/2 < txnMaxLetters && size < txnMaxBytes {
-			size += len(recs[n].Key) + len(recs[n].Value)
-			n += 2
-		}
-		if err := commit(ctx, tx, recs[:n]); err != nil {
-			return copied, skipped, err
-		}
-		copied += n / 2
-		recs = recs[n:]
+	if copyErr != nil {
+		return copied, skipped, copyErr
 	}
-	return copied, skipped, nil
+	return copied, skipped, flush()
 }
 
 // ErrFenced is returned by a redrive that another redrive of the same DLQ
@@ -139,19 +185,44 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 	return nil
 }
 
-// redriveCopy is the record that puts l back into the pipeline.
-func redriveCopy(names topics.Names, l *Letter, now time.Time) (*kgo.Record, error) {
-	from := ref(l.Kind.Topic(names), l.Partition, l.Offset)
-	if l.Kind == Processor {
-		c := l.letter.Unwrap(names.Ingest)
+// redriveCopy is the record that puts the letter dl, at partition and
+// offset of the DLQ of kind, back into the pipeline.
+func redriveCopy(names topics.Names, kind Kind, partition int32, offset int64, dl *topics.DeadLetter, now time.Time) (*kgo.Record, error) {
+	dlq := kind.Topic(names)
+	from := ref(dlq, partition, offset)
+	if kind == Processor {
+		c := dl.Unwrap(names.Ingest)
 		c.Headers = append(c.Headers, kgo.RecordHeader{Key: topics.HeaderRedrivenFrom, Value: []byte(from)})
 		return c, nil
 	}
-	sub, eventID, ok := topics.SplitRetryKey(l.Key, l.Subscription)
-	if !ok {
-		return nil, fmt.Errorf("deadletter: %s partition %d offset %d: key %q is not <subscription>:<event id>; nothing was redriven",
-			l.Kind.Topic(names), l.Partition, l.Offset, l.Key)
+	sub, eventID, err := retryKey(dlq, partition, offset, string(dl.Key), dl.Subscription)
+	if err != nil {
+		return nil, err
 	}
-	retry := &topics.Retry{Subscription: sub, EventID: eventID, DueAt: now, RedrivenFrom: from, Body: l.Value}
+	retry := &topics.Retry{Subscription: sub, EventID: eventID, DueAt: now, RedrivenFrom: from, Body: dl.Value}
 	return retry.Record(names.DeliveryRetry), nil
+}
+
+// retryKey splits the key of the delivery letter at partition and offset
+// of dlq into its subscription and event id.
+func retryKey(dlq topics.Topic, partition int32, offset int64, key, subscription string) (sub, eventID string, err error) {
+	sub, eventID, ok := topics.SplitRetryKey(key, subscription)
+	if !ok {
+		return "", "", fmt.Errorf("deadletter: %s partition %d offset %d: key %q is not <subscription>:<event id>; nothing was redriven",
+			dlq, partition, offset, key)
+	}
+	return sub, eventID, nil
+}
+
+// owned returns r with its key, value and header values copied out of the
+// fetch buffer they share with the other records fetched with it, which a
+// record kept past its poll would otherwise hold whole.
+func owned(r *kgo.Record) *kgo.Record {
+	c := *r
+	c.Key, c.Value = bytes.Clone(r.Key), bytes.Clone(r.Value)
+	c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+	for i, h := range r.Headers {
+		c.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)}
+	}
+	return &c
 }
