@@ -2,7 +2,9 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -27,7 +29,7 @@ func (t *txn) claim(old statestore.State, ok bool, r *kgo.Record, outcome string
 		st.ReceivedAt = old.ReceivedAt
 		st.Duplicates, st.LastDuplicateAt = old.Duplicates, old.LastDuplicateAt
 		st.Replays, st.LastReplayAt = old.Replays, old.LastReplayAt
-		st.Deliveries = old.Deliveries
+		st.Deliveries, st.Omitted = old.Deliveries, old.Omitted
 	}
 	if outcome == outcomeReplayed {
 		st.Replays++
@@ -56,29 +58,72 @@ func receivedAt(r *kgo.Record) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// duplicate counts a duplicate of the key in its story.
-func (t *txn) duplicate(ctx context.Context, pd *pending, old statestore.State, r *kgo.Record, now time.Time) {
+// duplicate counts a duplicate of the key in its story. A duplicate is
+// dropped, never dead-lettered: one whose count was refused alone (struck
+// s.n >= strikeDeadLetter times) is dropped without it.
+func (t *txn) duplicate(ctx context.Context, pd *pending, old statestore.State, r *kgo.Record, s strike, now time.Time) {
+	if s.n >= strikeDeadLetter {
+		t.p.log.Warn("duplicate dropped without counting it in its story: its state write was refused", logAttrs(r, s.cause)...)
+		return
+	}
 	old.Duplicates++
 	old.LastDuplicateAt = now
 	ref := refOf(r)
-	t.writeState(ctx, pd, &ref, r.Key, &old)
+	t.writeState(ctx, pd, &ref, s.n == strikeIsolate, r.Key, &old)
 }
 
 // writeState sets key's new state st in the transaction: in the pending
-// changes and on the changelog.
-func (t *txn) writeState(ctx context.Context, pd *pending, ref *recordRef, key []byte, st *statestore.State) {
-	value, err := st.MarshalBinary()
-	if err != nil {
-		t.fail(fmt.Errorf("encode state of %s: %w", key, err))
+// changes and on the changelog, as a write of ingest record ref (nil for
+// none), isolated if asked (emit). A state that cannot fit a changelog
+// record even without its deliveries is not written: the key keeps its
+// state.
+func (t *txn) writeState(ctx context.Context, pd *pending, ref *recordRef, isolate bool, key []byte, st *statestore.State) {
+	cl, err := t.stateRecord(pd.part.id, key, st)
+	switch {
+	case errors.Is(err, statestore.ErrTooLarge):
+		t.p.log.Error("state not written: its changelog record exceeds the record limit; the event keeps its story as it was",
+			"partition", pd.part.id, "event_id", string(key), "err", err)
+		return
+	case err != nil:
+		t.fail(err)
 		return
 	}
 	pd.set(key, st)
-	t.produce(ctx, ref, &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: pd.part.id, Key: key, Value: value})
+	if ref == nil {
+		t.produce(ctx, nil, cl)
+		return
+	}
+	t.emit(ctx, *ref, isolate, cl)
+}
+
+// stateRecord is the changelog record of key's new state st, within the
+// record limit: a state that would outgrow it is refused, counted and
+// logged, and st loses its least recently attempted deliveries (counted
+// as omitted) until it fits. An error wrapping statestore.ErrTooLarge
+// says that even st without deliveries cannot fit.
+func (t *txn) stateRecord(partition int32, key []byte, st *statestore.State) (*kgo.Record, error) {
+	cl := &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: partition, Key: key}
+	room := t.p.cfg.MaxRecordBytes - topics.RecordBytes(cl)
+	n := len(st.Deliveries)
+	value, err := st.MarshalWithin(int(max(room, 0)))
+	if errors.Is(err, statestore.ErrTooLarge) || len(st.Deliveries) < n {
+		t.refused++
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state of %s (key of %d bytes), record limit %d bytes: %w", key, len(key), t.p.cfg.MaxRecordBytes, err)
+	}
+	if len(st.Deliveries) < n {
+		t.p.log.Warn("state refused: its changelog record exceeds the record limit; written without its least recently attempted deliveries",
+			"partition", partition, "event_id", string(key), "omitted", n-len(st.Deliveries), "limit", t.p.cfg.MaxRecordBytes)
+	}
+	cl.Value = value
+	return cl, nil
 }
 
 // attempts folds delivery attempts of partition id into their events'
-// stories. An attempt of a key the store does not hold (expired, or an
-// event written to the events topic by something else) is skipped.
+// stories, each key's state written once. An attempt of a key the store
+// does not hold (expired, or an event written to the events topic by
+// something else) is skipped.
 func (t *txn) attempts(ctx context.Context, id int32, records []*kgo.Record) {
 	part := t.p.partition(id)
 	if part == nil || !part.ready.Load() {
@@ -89,50 +134,81 @@ func (t *txn) attempts(ctx context.Context, id int32, records []*kgo.Record) {
 		return
 	}
 	pd := t.pendingFor(part, len(records))
+	folded := make(map[string]*statestore.State)
+	var keys [][]byte // in the order of their first attempt here
 	for _, r := range records {
 		a, err := topics.ParseAttempt(r)
 		if err != nil {
 			t.p.log.Warn("delivery attempt record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			continue
 		}
-		old, ok, err := pd.lookup(r.Key)
-		if err != nil {
-			t.broken[id] = err
-			t.fail(fmt.Errorf("state store of partition %d: %w", id, err))
-			return
+		st, ok := folded[string(r.Key)]
+		if !ok {
+			old, ok, err := pd.lookup(r.Key)
+			if err != nil {
+				t.broken[id] = err
+				t.fail(fmt.Errorf("state store of partition %d: %w", id, err))
+				return
+			}
+			if !ok || !t.p.now().Before(old.Expires) {
+				continue
+			}
+			st = &old
+			folded[string(r.Key)] = st
+			keys = append(keys, r.Key)
 		}
-		if !ok || !t.p.now().Before(old.Expires) {
-			continue
-		}
-		record(&old, a)
-		t.writeState(ctx, pd, nil, r.Key, &old)
+		record(st, a)
+	}
+	for _, key := range keys {
+		t.writeState(ctx, pd, nil, false, key, folded[string(key)])
 	}
 }
 
-// record adds attempt a to st's deliveries; st's Deliveries are copied,
-// never changed in place (pending states share them).
+// record adds attempt a to st's deliveries: the subscription's entry
+// moves to the end (the deliveries are in the order of their last attempt
+// record), and past statestore.MaxDeliveries the first, least recently
+// attempted, are dropped and counted as omitted. A subscription without
+// an entry whose record is not a first attempt had one, dropped: it is no
+// longer omitted, and its new entry counts its attempts from a's number.
+// st's Deliveries are copied, never changed in place (pending states
+// share them).
 func record(st *statestore.State, a *topics.Attempt) {
-	i := slices.IndexFunc(st.Deliveries, func(d statestore.Delivery) bool { return d.Subscription == a.Subscription })
-	st.Deliveries = slices.Clone(st.Deliveries)
-	if i < 0 {
-		st.Deliveries = append(st.Deliveries, statestore.Delivery{Subscription: a.Subscription})
-		i = len(st.Deliveries) - 1
+	d := statestore.Delivery{Subscription: a.Subscription}
+	ds := make([]statestore.Delivery, 0, min(len(st.Deliveries)+1, statestore.MaxDeliveries))
+	found := false
+	for _, e := range st.Deliveries {
+		if e.Subscription == a.Subscription {
+			d, found = e, true
+		} else {
+			ds = append(ds, e)
+		}
 	}
-	d := &st.Deliveries[i]
+	real := a.Outcome == topics.OutcomeDelivered || a.Outcome == topics.OutcomeFailed
+	if !found && st.Omitted > 0 && (a.N > 1 || !real) {
+		st.Omitted--
+	}
+	if drop := len(ds) + 1 - statestore.MaxDeliveries; drop > 0 {
+		ds = ds[drop:]
+		st.Omitted += uint32(drop)
+	}
 	d.Outcome, d.Status = a.Outcome, a.Status
+	n := uint32(min(a.N, math.MaxUint32)) // ParseAttempt refuses a negative N
 	switch a.Outcome {
 	case topics.OutcomeDelivered, topics.OutcomeFailed:
-		d.Attempts++
+		d.Attempts = max(d.Attempts+1, n)
 		d.DueAt = time.Time{}
-		try := statestore.Try{N: uint32(a.N), Outcome: a.Outcome, Status: a.Status, At: a.At, Latency: a.Latency, Error: statestore.Cut(a.Error)}
+		try := statestore.Try{N: n, Outcome: a.Outcome, Status: a.Status, At: a.At, Latency: a.Latency, Error: statestore.Cut(a.Error)}
 		d.Recent = append(slices.Clone(d.Recent[max(0, len(d.Recent)-statestore.RecentTries+1):]), try)
 		if a.Outcome == topics.OutcomeDelivered {
 			d.DeliveredAt = a.At
 		}
 	case topics.OutcomeRetrying:
+		d.Attempts = max(d.Attempts, n)
 		d.DueAt = a.DueAt
 	case topics.OutcomeDeadLettered:
+		d.Attempts = max(d.Attempts, n)
 		d.DueAt = time.Time{}
 		d.DeadLetteredAt = a.At
 	}
+	st.Deliveries = append(ds, d)
 }

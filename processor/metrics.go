@@ -16,6 +16,8 @@ type metrics struct {
 	changelogSkipped prometheus.Counter
 	storeErrors      prometheus.Counter
 	sessionRestarts  prometheus.Counter
+	// stateRefused counts state writes refused for their size.
+	stateRefused prometheus.Counter
 }
 
 // committed counts n records of a committed transaction with outcome.
@@ -58,6 +60,10 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 			Name: "hookstream_processor_session_restarts_total",
 			Help: "Processor sessions that failed (broker outage, fenced producer) and were started anew.",
 		}),
+		stateRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_processor_state_refused_total",
+			Help: "State writes whose changelog record would have exceeded the record limit, counted once their transaction commits: each was written without the story's least recently attempted deliveries (counted as omitted), or not at all when even that could not fit.",
+		}),
 	}
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_processor_state_keys",
@@ -91,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, p *Processor) *metrics {
 		Name: "hookstream_processor_sweep_lag_seconds",
 		Help: "How long the oldest expired event id in this instance's state stores has waited for the sweep; 0 when the sweep is caught up. Up to the sweep interval is normal; growing means expired ids pile up.",
 	}, p.sweepLag)
-	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.changelogSkipped, m.storeErrors, m.sessionRestarts, keys, restoring, sweepLag)
+	reg.MustRegister(m.records, m.transactions, m.expired, m.restoreSeconds, m.restoreRecords, m.changelogSkipped, m.storeErrors, m.sessionRestarts, m.stateRefused, keys, restoring, sweepLag)
 	return m
 }
 

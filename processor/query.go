@@ -85,11 +85,15 @@ type Story struct {
 	ExpiresAt   time.Time  `json:"expires_at"`
 	// Events is the event's latest record on the events topic; none when
 	// it failed, or when that record is no longer retained.
-	Events     *Position  `json:"events,omitempty"`
-	Duplicates Count      `json:"duplicates"`
-	Replays    Count      `json:"replays"`
-	Failure    *Failure   `json:"failure,omitempty"`
+	Events     *Position `json:"events,omitempty"`
+	Duplicates Count     `json:"duplicates"`
+	Replays    Count     `json:"replays"`
+	Failure    *Failure  `json:"failure,omitempty"`
+	// Deliveries are the deliveries of the most recently attempted
+	// subscriptions, at most statestore.MaxDeliveries, the least recent
+	// first; Omitted counts the others.
 	Deliveries []Delivery `json:"deliveries"`
+	Omitted    uint32     `json:"omitted"`
 }
 
 // Position is a record's place in a topic.
@@ -150,6 +154,7 @@ func StoryOf(key string, st statestore.State, disabled func(id string) bool) Sto
 		Duplicates:  Count{st.Duplicates, optTime(st.LastDuplicateAt)},
 		Replays:     Count{st.Replays, optTime(st.LastReplayAt)},
 		Deliveries:  make([]Delivery, 0, len(st.Deliveries)),
+		Omitted:     st.Omitted,
 	}
 	if st.FailStage != "" || st.Status == statestore.Failed {
 		s.Failure = &Failure{Stage: st.FailStage, Error: st.FailError}

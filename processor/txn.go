@@ -40,7 +40,9 @@ type txn struct {
 	parts    map[int32]*pending
 	outcomes map[string]int
 	expired  int
-	broken   map[int32]error
+	// refused counts state writes refused for their size (stateRecord).
+	refused int
+	broken  map[int32]error
 	// strikesSeen are the struck records this transaction handled.
 	strikesSeen []recordRef
 	// dlqBytes is the DLQ topic's record limit once dlqRoom read it.
@@ -211,15 +213,15 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			return
 		}
 		outcome := decide(old, ok, r, now)
-		if outcome == outcomeDuplicate {
-			t.duplicate(ctx, pd, old, r, now)
-			t.outcomes[outcome]++
-			continue
-		}
 		ref := refOf(r)
 		s := t.p.strikes[ref]
 		if s.n > 0 {
 			t.strikesSeen = append(t.strikesSeen, ref)
+		}
+		if outcome == outcomeDuplicate {
+			t.duplicate(ctx, pd, old, r, s, now)
+			t.outcomes[outcome]++
+			continue
 		}
 		if s.n >= strikeDeadLetter {
 			t.handleStruck(ctx, ref, r, s, now)
@@ -254,15 +256,13 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 		failed(st, topics.StageProcess, evErr)
 		outcome = outcomeFailed
 	}
-	value, err := st.MarshalBinary()
-	if err != nil {
-		return "", fmt.Errorf("encode state of %s: %w", r.Key, err)
-	}
-	cl := &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: r.Partition, Key: r.Key, Value: value}
-	if n := topics.RecordBytes(cl); n > t.p.cfg.MaxRecordBytes {
-		err := fmt.Errorf("key of %d bytes: its changelog record of %d bytes exceeds the record limit of %d bytes", len(r.Key), n, t.p.cfg.MaxRecordBytes)
+	cl, err := t.stateRecord(r.Partition, r.Key, st)
+	if errors.Is(err, statestore.ErrTooLarge) {
 		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now)...)
 		return outcomeFailed, nil
+	}
+	if err != nil {
+		return "", err
 	}
 	out := []*kgo.Record{ev}
 	if evErr != nil {
@@ -406,6 +406,7 @@ func (t *txn) apply() {
 		t.p.metrics.committed(outcome, n)
 	}
 	t.p.metrics.expired.Add(float64(t.expired))
+	t.p.metrics.stateRefused.Add(float64(t.refused))
 	t.forget()
 	t.rebuildBroken()
 }
