@@ -23,6 +23,7 @@ import (
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -437,8 +438,11 @@ func printStory(w io.Writer, s processor.Story) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", d.Subscription, now, d.Attempts, d.Status)
 	}
-	if len(s.Deliveries) == 0 {
+	if len(s.Deliveries) == 0 && s.Omitted == 0 {
 		fmt.Fprintln(tw, "(no delivery attempt yet)")
+	}
+	if s.Omitted > 0 {
+		fmt.Fprintf(tw, "(and %d less recently attempted subscriptions, omitted: a story keeps the %d most recently attempted)\n", s.Omitted, statestore.MaxDeliveries)
 	}
 	return tw.Flush()
 }
