@@ -42,11 +42,18 @@ func storm(env *kafkatest.Env, key string, subs int) []*kgo.Record {
 	return recs
 }
 
-// batchedClient is a client whose batches the topics' max.message.bytes
-// takes, however many attempts a test writes at once.
-func batchedClient(t *testing.T, env *kafkatest.Env) *kgo.Client {
+// stormed starts a processor on a broker of one partition and has it
+// process the event shop:stormed. The client's batches are ones the
+// topics' max.message.bytes takes, however many attempts a test writes at
+// once.
+func stormed(t *testing.T) (*kafkatest.Env, *kgo.Client, *instance) {
 	t.Helper()
-	return env.Client(t, kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(maxBody))))
+	env := kafkatest.New(t, 1, maxBody)
+	cl := env.Client(t, kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(maxBody))))
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	produce(t, cl, ingestRecord(env, "shop", "stormed", `{"n":1}`))
+	waitEvents(t, env, 1, 30*time.Second)
+	return env, cl, in
 }
 
 // story waits until key's story in partition 0 has been told by check.
@@ -70,11 +77,7 @@ func story(t *testing.T, in *instance, key string, check func(statestore.State) 
 // keeps the entries of the MaxDeliveries most recently attempted
 // subscriptions, the rest counted as omitted.
 func TestManyFailingSubscriptionsKeepTheStoryBounded(t *testing.T) {
-	env := kafkatest.New(t, 1, maxBody)
-	cl := batchedClient(t, env)
-	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
-	produce(t, cl, ingestRecord(env, "shop", "stormed", `{"n":1}`))
-	waitEvents(t, env, 1, 30*time.Second)
+	env, cl, in := stormed(t)
 
 	produce(t, cl, storm(env, "shop:stormed", stormSubscriptions)...)
 	produce(t, cl, ingestRecord(env, "shop", "next", `{"n":2}`))
@@ -110,11 +113,7 @@ func TestManyFailingSubscriptionsKeepTheStoryBounded(t *testing.T) {
 // subscriptions failed, before and after the attempts are folded in, are
 // dropped and counted, never dead-lettered.
 func TestDuplicateOfAStormedEventIsDropped(t *testing.T) {
-	env := kafkatest.New(t, 1, maxBody)
-	cl := batchedClient(t, env)
-	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
-	produce(t, cl, ingestRecord(env, "shop", "stormed", `{"n":1}`))
-	waitEvents(t, env, 1, 30*time.Second)
+	env, cl, in := stormed(t)
 
 	produce(t, cl, ingestRecord(env, "shop", "stormed", `{"n":1}`))
 	produce(t, cl, storm(env, "shop:stormed", stormSubscriptions)...)
@@ -154,11 +153,7 @@ func TestDuplicateOfAStormedEventIsDropped(t *testing.T) {
 // attempted deliveries, counted as omitted: the partition goes on, and
 // no changelog record exceeds the limit.
 func TestOversizedStoryIsTrimmedToTheRecordLimit(t *testing.T) {
-	env := kafkatest.New(t, 1, maxBody)
-	cl := batchedClient(t, env)
-	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
-	produce(t, cl, ingestRecord(env, "shop", "stormed", `{"n":1}`))
-	waitEvents(t, env, 1, 30*time.Second)
+	env, cl, in := stormed(t)
 
 	at := time.Now().UTC()
 	var recs []*kgo.Record
@@ -202,11 +197,7 @@ func TestOversizedStoryIsTrimmedToTheRecordLimit(t *testing.T) {
 // at most the aborts the strikes take: never dead-lettered, and its
 // partition goes on.
 func TestDuplicateWhoseStoryTheBrokerRefusesIsDropped(t *testing.T) {
-	env := kafkatest.New(t, 1, maxBody)
-	cl := batchedClient(t, env)
-	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
-	produce(t, cl, ingestRecord(env, "shop", "stormed", `{"n":1}`))
-	waitEvents(t, env, 1, 30*time.Second)
+	env, cl, in := stormed(t)
 	produce(t, cl, storm(env, "shop:stormed", 100)...)
 	story(t, in, "shop:stormed", func(st statestore.State) error {
 		if st.Omitted != 100-statestore.MaxDeliveries {
