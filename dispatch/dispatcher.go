@@ -51,6 +51,13 @@ type Config struct {
 	// retries at most, and re-appending costs at most one record per
 	// finished retry. Default 1000.
 	RetryReappendAfter int
+	// MaxSpilledRetries bounds the retries waiting long (subscription
+	// disabled, or due beyond RetryHorizon) whose place in the retry topic
+	// is kept in memory. Past it a partition's reading stops at the next
+	// retry due beyond the horizon until there is room again; a retry of a
+	// disabled subscription is kept with the retries held in memory
+	// instead. Default 100000.
+	MaxSpilledRetries int
 	// MaxRecordBytes is the largest retry or dead-letter record the
 	// producer (its ProducerBatchMaxBytes) and the delivery topics take:
 	// topics.MaxHandOffBytes of the body limit. A hand-off over it, or
@@ -134,6 +141,9 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, l
 	}
 	if cfg.RetryReappendAfter == 0 {
 		cfg.RetryReappendAfter = 1000
+	}
+	if cfg.MaxSpilledRetries == 0 {
+		cfg.MaxSpilledRetries = 100_000
 	}
 	if cfg.DisableAfter == 0 {
 		for _, s := range cfg.Schedule {

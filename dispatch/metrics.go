@@ -8,6 +8,7 @@ type metrics struct {
 	latency        prometheus.Histogram
 	dlq            *prometheus.CounterVec
 	retriesPending prometheus.Gauge
+	retriesSpilled prometheus.Gauge
 	reappended     prometheus.Counter
 	// attemptWriteErrors counts attempts the attempts topic did not take.
 	attemptWriteErrors prometheus.Counter
@@ -36,6 +37,10 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 			Name: "hookstream_delivery_retries_pending",
 			Help: "Retries read from the retry topic and waiting for their due time.",
 		}),
+		retriesSpilled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookstream_delivery_retries_spilled",
+			Help: "Retries waiting long (subscription disabled, or due beyond the horizon) whose place in the retry topic is kept in memory, at most the dispatcher's bound; past it a partition's reading stops until there is room.",
+		}),
 		reappended: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_delivery_retries_reappended_total",
 			Help: "Retries waiting long (subscription disabled, or due beyond the horizon) written anew, unchanged, at the end of the retry topic so that its committed offset moves past them.",
@@ -53,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.reappended, m.attemptWriteErrors, open, disabled, subscriptionStates{d})
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, open, disabled, subscriptionStates{d})
 	return m
 }
 

@@ -32,6 +32,14 @@ import (
 // time, and reads their partition again from the oldest of them as they
 // come near (or as their subscription is enabled).
 //
+// The spilled retries kept are bounded too (MaxSpilledRetries). At the
+// bound, a partition's reading stops at the next retry due beyond the
+// horizon, which is not taken, and the partition's fetches pause: nothing
+// of it from there on is committed or lost, and it is read on from there
+// once spilled retries have come near (a rewind) and left room. A retry
+// of a disabled subscription that finds no room stays in the timer heap,
+// waiting, instead, among the MaxPendingRetries held.
+//
 // A spilled retry may wait for hours, or for as long as its subscription
 // stays disabled: it must not hold its partition's committed offset back
 // that long, or every restart delivers again all the retries finished
@@ -60,6 +68,9 @@ type retries struct {
 	// reappendAt: no spilled retry is re-appended before; the last write
 	// of one failed.
 	reappendAt time.Time
+	// stop: partition -> offset of the first retry not taken for want of
+	// room among the spilled ones; the partition's fetches are paused.
+	stop map[int32]int64
 }
 
 // spill is a pending retry not held in memory.
@@ -133,6 +144,7 @@ func newRetries(d *Dispatcher) *retries {
 		gen:     make(map[int32]int),
 		running: make(map[int32]*inFlight),
 		spilled: make(map[int32]map[int64]spill),
+		stop:    make(map[int32]int64),
 		rewind:  make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
 		sem:     make(chan struct{}, retryConcurrency),
@@ -223,6 +235,9 @@ func (r *retries) add(rec *kgo.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := rec.Partition
+	if at, ok := r.stop[p]; ok && rec.Offset >= at {
+		return // read again from at once there is room
+	}
 	it := &retryItem{rec: rec, sub: retry.Subscription, due: due, gen: r.gen[p]}
 	if rec.Offset < r.next[p] {
 		sp, ok := r.spilled[p][rec.Offset]
@@ -240,13 +255,19 @@ func (r *retries) add(rec *kgo.Record) {
 		r.pauseLocked()
 		return
 	}
+	far := r.far(due)
+	if far && !r.roomLocked() {
+		r.stop[p] = rec.Offset
+		r.cl.PauseFetchPartitions(map[string][]int32{rec.Topic: {p}})
+		return
+	}
 	if r.pending[p] == nil {
 		r.pending[p] = make(map[int64]bool)
 	}
 	r.pending[p][rec.Offset] = true
 	r.next[p] = rec.Offset + 1
 	r.epoch[p] = rec.LeaderEpoch
-	if r.far(due) {
+	if far {
 		r.spillLocked(it, spill{due: due, sub: it.sub})
 		return
 	}
@@ -257,6 +278,11 @@ func (r *retries) add(rec *kgo.Record) {
 // far reports whether due is beyond the horizon.
 func (r *retries) far(due time.Time) bool {
 	return due.After(r.d.now().Add(r.d.cfg.RetryHorizon))
+}
+
+// roomLocked reports whether one more retry may be spilled.
+func (r *retries) roomLocked() bool {
+	return r.nspill < r.d.cfg.MaxSpilledRetries
 }
 
 // held reports whether a spilled retry still waits: parked, or far.
@@ -271,12 +297,14 @@ func (r *retries) spillLocked(it *retryItem, sp spill) {
 	}
 	r.spilled[p][it.rec.Offset] = sp
 	r.nspill++
+	r.d.metrics.retriesSpilled.Set(float64(r.nspill))
 	r.pauseLocked()
 }
 
 func (r *retries) unspillLocked(p int32, offset int64) {
 	delete(r.spilled[p], offset)
 	r.nspill--
+	r.d.metrics.retriesSpilled.Set(float64(r.nspill))
 }
 
 // pauseLocked pauses reading the retry topic while MaxPendingRetries are
@@ -302,7 +330,7 @@ func (r *retries) requeue(it *retryItem, due time.Time) {
 	if it.gen != r.gen[it.rec.Partition] {
 		return
 	}
-	if r.far(due) {
+	if r.far(due) && r.roomLocked() {
 		r.spillLocked(it, spill{due: due, sub: it.sub, waiting: true})
 		return
 	}
@@ -327,6 +355,13 @@ func (r *retries) park(it *retryItem) {
 		heap.Push(&r.heap, it)
 		r.pauseLocked()
 		r.signal()
+		return
+	}
+	if !r.roomLocked() {
+		// Looked at again after the horizon, or at once when enabled.
+		it.due, it.waiting = r.d.now().Add(r.d.cfg.RetryHorizon), true
+		heap.Push(&r.heap, it)
+		r.pauseLocked()
 		return
 	}
 	r.spillLocked(it, spill{sub: it.sub, parked: true})
@@ -379,10 +414,30 @@ func (r *retries) rewinds(ctx context.Context) {
 		case <-t.C:
 		case <-r.rewind:
 		}
-		if offsets := r.rewindOffsets(); len(offsets) > 0 {
+		offsets, stopped := r.rewindOffsets()
+		if len(offsets) > 0 {
 			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{string(r.d.cfg.Names.DeliveryRetry): offsets})
 		}
+		r.restart(stopped)
 	}
+}
+
+// restart reads on the stopped partitions given, set back to where they
+// stopped (or earlier), unless they moved or stopped again meanwhile.
+func (r *retries) restart(stopped map[int32]int64) {
+	if len(stopped) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var parts []int32
+	for p, at := range stopped {
+		if cur, ok := r.stop[p]; ok && cur == at {
+			delete(r.stop, p)
+			parts = append(parts, p)
+		}
+	}
+	r.cl.ResumeFetchPartitions(map[string][]int32{string(r.d.cfg.Names.DeliveryRetry): parts})
 }
 
 // rewindEvery is how often spilled retries are looked at again.
@@ -391,14 +446,18 @@ func (r *retries) rewindEvery() time.Duration {
 }
 
 // rewindOffsets returns, per partition, the oldest spilled retry now
-// within the horizon or to be re-appended; none while the consumer is
-// paused at its limit.
-func (r *retries) rewindOffsets() map[int32]kgo.EpochOffset {
+// within the horizon or to be re-appended, or where the partition stopped
+// for want of room, if earlier; none while the consumer is paused at its
+// limit. stopped are the stopped partitions to read on, with where they
+// stopped: those with a spilled retry to read again (which makes room),
+// or all while there is room.
+func (r *retries) rewindOffsets() (offsets map[int32]kgo.EpochOffset, stopped map[int32]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	offsets := make(map[int32]kgo.EpochOffset)
+	offsets = make(map[int32]kgo.EpochOffset)
+	stopped = make(map[int32]int64)
 	if r.paused {
-		return offsets
+		return offsets, stopped
 	}
 	for p, spilled := range r.spilled {
 		for off, sp := range spilled {
@@ -410,7 +469,17 @@ func (r *retries) rewindOffsets() map[int32]kgo.EpochOffset {
 			}
 		}
 	}
-	return offsets
+	for p, at := range r.stop {
+		_, rereads := offsets[p]
+		if !rereads && !r.roomLocked() {
+			continue
+		}
+		stopped[p] = at
+		if !rereads {
+			offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: at}
+		}
+	}
+	return offsets, stopped
 }
 
 // start registers a due retry as under way and returns its context and
@@ -486,8 +555,13 @@ func (r *retries) forget(parts []int32) {
 		delete(r.running, p)
 		r.nspill -= len(r.spilled[p])
 		delete(r.spilled, p)
+		delete(r.stop, p)
 		r.gen[p]++
 	}
+	// A partition paused at the bound stays paused, for its next owner
+	// here too, until resumed.
+	r.cl.ResumeFetchPartitions(map[string][]int32{string(r.d.cfg.Names.DeliveryRetry): parts})
+	r.d.metrics.retriesSpilled.Set(float64(r.nspill))
 	kept := r.heap[:0]
 	for _, it := range r.heap {
 		if it.gen == r.gen[it.rec.Partition] {

@@ -273,3 +273,76 @@ func TestParkedRetryReappendedAfterFailedWrite(t *testing.T) {
 	}
 	h.enableParked(t, parkedSub.ID, parkedSink, parked[0])
 }
+
+// TestSpilledRetriesBounded: retries due beyond the horizon are spilled
+// up to MaxSpilledRetries; past it their partition's reading stops at the
+// next one, while another partition's retries go on. As the spilled ones
+// come due there is room again, the partition is read on, and every retry
+// is delivered once.
+func TestSpilledRetriesBounded(t *testing.T) {
+	const bound, n = 5, 40
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
+		RetryHorizon: time.Second, MaxSpilledRetries: bound})
+	farSink, nearSink := newSubscriber(t, nil), newSubscriber(t, nil)
+	farSub := h.subscribe(t, dispatch.Subscription{URL: farSink.srv.URL})
+	nearSub := h.subscribe(t, dispatch.Subscription{URL: nearSink.srv.URL})
+	far := h.retryRecords(t, farSub.ID, 0, n, time.Now().Add(6*time.Second))
+	near := h.retryRecords(t, nearSub.ID, 1, 1, time.Now())
+	peak := 0.0
+	wait := func(sink *subscriber, ids []string) {
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			peak = max(peak, h.gauge(t, "hookstream_delivery_retries_spilled"))
+			got := sink.received()
+			for _, id := range ids {
+				if got[id] == 0 {
+					return fmt.Errorf("%s not delivered", id)
+				}
+			}
+			return nil
+		})
+	}
+	wait(nearSink, near)
+	wait(farSink, far)
+	if peak > bound {
+		t.Errorf("spilled retries: %v at most, want at most %d", peak, bound)
+	}
+	for _, id := range far {
+		if c := farSink.received()[id]; c != 1 {
+			t.Errorf("far retry %s delivered %d times, want once", id, c)
+		}
+	}
+}
+
+// TestParkedRetriesBounded: a disabled subscription's retries are spilled
+// up to MaxSpilledRetries and the others kept among the retries held in
+// memory; after enable each is delivered once.
+func TestParkedRetriesBounded(t *testing.T) {
+	const bound, n = 5, 20
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
+		RetryHorizon: time.Second, MaxSpilledRetries: bound})
+	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, nil)
+	parkedSub := h.subscribe(t, dispatch.Subscription{URL: parkedSink.srv.URL})
+	other := h.subscribe(t, dispatch.Subscription{URL: otherSink.srv.URL})
+	h.setEnabled(t, parkedSub.ID, false)
+	parked := h.retryRecords(t, parkedSub.ID, 0, n, time.Now())
+	// Read after the parked ones: they were all read, and parked, before.
+	after := h.retryRecords(t, other.ID, 0, 1, time.Now())
+	peak := 0.0
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		peak = max(peak, h.gauge(t, "hookstream_delivery_retries_spilled"))
+		if otherSink.received()[after[0]] == 0 {
+			return fmt.Errorf("%s not delivered", after[0])
+		}
+		return nil
+	})
+	if peak > bound {
+		t.Errorf("spilled retries: %v at most, want at most %d", peak, bound)
+	}
+	h.setEnabled(t, parkedSub.ID, true)
+	parkedSink.waitFor(t, parked, 30*time.Second)
+	for _, id := range parked {
+		if c := parkedSink.received()[id]; c != 1 {
+			t.Errorf("parked retry %s delivered %d times, want once", id, c)
+		}
+	}
+}
