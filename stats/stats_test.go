@@ -14,6 +14,28 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
+// caughtUp runs a tally of env's topics until the test ends and returns
+// it once it read what was written with cl.
+func caughtUp(t *testing.T, env *kafkatest.Env, cl *kgo.Client) *stats.Tally {
+	t.Helper()
+	tally := stats.NewTally([]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tally.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("tally: %v", err)
+		}
+	})
+	catchCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tally.CatchUp(catchCtx, cl); err != nil {
+		t.Fatal(err)
+	}
+	return tally
+}
+
 // TestTallyCountsByHeaders: the tally counts ingest records with a key,
 // first emissions in events (not re-emissions, not aborted writes) and
 // dead letters (not redrive markers) by their hs-source header, leaves
@@ -61,19 +83,7 @@ func TestTallyCountsByHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tally := stats.NewTally([]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, n, kafkatest.Logger(t))
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tally.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("tally: %v", err)
-		}
-	}()
-	if err := tally.CatchUp(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
+	tally := caughtUp(t, env, cl)
 	want := map[string]stats.Counts{
 		"shop": {Accepted: 2, Processed: 1},
 		"crm":  {Failed: 1},
@@ -110,20 +120,7 @@ func TestTallyBoundsSources(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	tally := stats.NewTally([]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tally.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("tally: %v", err)
-		}
-	}()
-	if err := tally.CatchUp(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
-	got := tally.Sources()
+	got := caughtUp(t, env, cl).Sources()
 	if len(got) != topics.MaxSourceNames+1 {
 		t.Errorf("sources: got %d entries, want %d (the first names and %q)", len(got), topics.MaxSourceNames+1, topics.OtherSource)
 	}
