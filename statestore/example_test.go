@@ -21,24 +21,26 @@ func Example() {
 
 	// Changelog records from offset s.Checkpoint(): a nil value is a
 	// tombstone.
+	first := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	records := []struct {
 		offset int64
 		key    string
 		value  []byte
 	}{
-		{0, "github:6f1c", []byte(`{"status":"done","partition":7,"offset":42,"first_seen":"2026-11-21T10:00:00Z","expires":"2026-11-28T10:00:00Z"}`)},
-		{1, "stripe:evt_1", []byte(`{"status":"failed","partition":7,"offset":43,"first_seen":"2026-11-21T10:00:01Z","expires":"2026-11-28T10:00:01Z"}`)},
+		{0, "github:6f1c", value(statestore.State{Status: statestore.Done, Partition: 7, Offset: 42, FirstSeen: first, Expires: first.Add(168 * time.Hour)})},
+		{1, "stripe:evt_1", value(statestore.State{Status: statestore.Failed, Partition: 7, Offset: 43, FirstSeen: first.Add(time.Second), Expires: first.Add(168*time.Hour + time.Second)})},
 		{2, "stripe:evt_1", nil},
 	}
 	var changes []statestore.Change
 	for _, r := range records {
 		c := statestore.Change{Key: []byte(r.key)}
 		if r.value != nil {
-			c.State = new(statestore.State)
-			if err := c.State.UnmarshalJSON(r.value); err != nil {
+			st, err := statestore.DecodeChangelog(r.value)
+			if err != nil {
 				fmt.Println(err)
 				return
 			}
+			c.State = &st
 		}
 		changes = append(changes, c)
 	}
@@ -56,4 +58,13 @@ func Example() {
 	// done 42 true <nil>
 	// [github:6f1c] <nil>
 	// checkpoint 3 keys 1
+}
+
+// value is a changelog value as the processor writes it.
+func value(st statestore.State) []byte {
+	b, err := st.MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

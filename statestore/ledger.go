@@ -150,9 +150,8 @@ func (s *State) MarshalWithin(n int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %d bytes without deliveries, room for %d", ErrTooLarge, len(b), n)
 }
 
-// decodeLedger reads what appendLedger wrote into s; a ledger of version
-// 3 ends without Omitted.
-func decodeLedger(b []byte, s *State, omitted bool) error {
+// decodeLedger reads what appendLedger wrote into s.
+func decodeLedger(b []byte, s *State) error {
 	r := reader{b: b}
 	s.ReceivedAt = r.time()
 	s.Replays = r.u32()
@@ -187,9 +186,7 @@ func decodeLedger(b []byte, s *State, omitted bool) error {
 			}
 		}
 	}
-	if omitted {
-		s.Omitted = r.u32()
-	}
+	s.Omitted = r.u32()
 	if r.err == nil && len(r.b) > 0 {
 		r.err = fmt.Errorf("%d bytes left over", len(r.b))
 	}

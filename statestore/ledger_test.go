@@ -60,26 +60,30 @@ func TestLedgerRoundTrip(t *testing.T) {
 	}
 }
 
-// TestOldFormatsDecode: changelog values and stored values written before
-// the ledger are read with an empty ledger.
-func TestOldFormatsDecode(t *testing.T) {
-	want := State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0, Expires: t1}
-	got, err := DecodeChangelog([]byte(`{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z"}`))
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("JSON changelog value: got %+v %v, want %+v", got, err, want)
-	}
-	v1 := appendValue(nil, &want)[:valueLen]
-	v1[0] = 1
-	got, err = decodeValue(v1)
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("version 1 stored value: got %+v %v, want %+v", got, err, want)
-	}
+// TestOldFormatsRefused: the value forms written before the current one
+// (JSON, versions 1 to 3) never shipped and do not decode: a changelog
+// record of one is an error wrapping ErrCorrupt, which restore skips and
+// counts like any record that is not a state.
+func TestOldFormatsRefused(t *testing.T) {
+	st := State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0, Expires: t1}
+	v4 := appendValue(nil, &st)
 	story := ledgerState()
-	v4 := appendValue(nil, &story)
-	v3 := append([]byte{versionV3}, v4[1:len(v4)-1]...) // without Omitted (0, one byte)
-	got, err = decodeValue(v3)
-	if err != nil || !reflect.DeepEqual(got, story) {
-		t.Errorf("version 3 stored value: got %+v %v, want %+v", got, err, story)
+	v4story := appendValue(nil, &story)
+	for _, tt := range []struct {
+		name  string
+		value []byte
+	}{
+		{"JSON", []byte(`{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z"}`)},
+		{"version 1", append([]byte{1}, v4[1:valueLen]...)},
+		{"version 2", append(append([]byte{2}, v4[1:valueLen]...), 0, 0, 0, 1)},
+		{"version 3", append([]byte{3}, v4story[1:len(v4story)-1]...)}, // without Omitted
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeChangelog(tt.value)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("DecodeChangelog: got %+v, %v; want an error wrapping ErrCorrupt", got, err)
+			}
+		})
 	}
 }
 
@@ -151,6 +155,8 @@ func FuzzLedger(f *testing.F) {
 	st := ledgerState()
 	good, _ := st.MarshalBinary()
 	f.Add(good)
+	f.Add(good[:valueLen])
+	f.Add([]byte(`{"status":"done","partition":3,"offset":42}`)) // an old form: refused
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := DecodeChangelog(b)
 		if err != nil {

@@ -3,12 +3,12 @@
 // to its State, plus the changelog offset the store reflects.
 //
 // It owns the on-disk layout, the State codec (the changelog value is a
-// State's binary form, or the JSON of older versions), the ledger's shape,
-// the expiry index, and the exact key count. It refuses to know Kafka: it
-// never imports a Kafka client. The processor reads the changelog, decodes
-// each record with DecodeChangelog and feeds the entries to Apply;
-// it writes new states to the changelog in its transaction and, once
-// committed, applies them here.
+// State's binary form, the only one it reads), the ledger's shape, the
+// expiry index, and the exact key count. It refuses to know Kafka: it never
+// imports a Kafka client. The processor reads the changelog, decodes each
+// record with DecodeChangelog and feeds the entries to Apply; it writes new
+// states to the changelog in its transaction and, once committed, applies
+// them here.
 //
 // # Durability contract
 //
@@ -72,8 +72,10 @@ const (
 	prefixExpiry = 'x'
 
 	// layoutVersion is stored under m/format; bump it when the layout
-	// changes, and old stores are reported corrupt and rebuilt.
-	layoutVersion = 1
+	// or the stored value changes, and old stores are reported corrupt
+	// and rebuilt from the changelog. Version 2 holds only values of
+	// version 4 (valueVersion).
+	layoutVersion = 2
 
 	// formatVersion pins Pebble's on-disk format: the newest stable one of
 	// pebble v2.1.7. Raise it deliberately when upgrading Pebble.

@@ -407,6 +407,9 @@ func TestOpenCorrupt(t *testing.T) {
 		{"garbage table", func(t *testing.T, dir string) { overwrite(t, dir, "*.sst", garbage) }},
 		{"missing table", func(t *testing.T, dir string) { overwrite(t, dir, "*.sst", nil) }},
 		{"unknown layout", func(t *testing.T, dir string) { rewrite(t, dir, keyFormat, binary.BigEndian.AppendUint64(nil, 99)) }},
+		{"previous layout", func(t *testing.T, dir string) {
+			rewrite(t, dir, keyFormat, binary.BigEndian.AppendUint64(nil, layoutVersion-1))
+		}},
 		{"missing layout", func(t *testing.T, dir string) { rewrite(t, dir, keyFormat, nil) }},
 		{"short checkpoint", func(t *testing.T, dir string) { rewrite(t, dir, keyCheckpoint, []byte{1}) }},
 		{"bad state", func(t *testing.T, dir string) { rewrite(t, dir, []byte("sa"), []byte{1, 2, 3}) }},
@@ -689,7 +692,7 @@ func BenchmarkRestore(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	value, err := st(Done, 1, t1).MarshalJSON()
+	value, err := st(Done, 1, t1).MarshalBinary()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -699,7 +702,7 @@ func BenchmarkRestore(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for i, k := range benchKeys(n, benchBatch) {
-			if err := states[i].UnmarshalJSON(value); err != nil {
+			if states[i], err = DecodeChangelog(value); err != nil {
 				b.Fatal(err)
 			}
 			changes[i] = Change{Key: k, State: &states[i]}
