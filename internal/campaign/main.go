@@ -662,7 +662,7 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "  %2d. +%-8s %-8s %-13s took %-8s recovered %-8s %.1f/s %s\n", i+1, f.At.Round(time.Second), f.Kind, f.Target,
 			f.Took.Round(100*time.Millisecond), f.Recovery.Round(100*time.Millisecond), f.Rate, f.Error)
 	}
-	fmt.Fprintf(w, "quiesced (invariants 1-4 held) %s after the last fault\n", s.QuiescedAfter)
+	fmt.Fprintf(w, "quiesced (invariants 1-4 and 6 held) %s after the last fault\n", s.QuiescedAfter)
 	fmt.Fprintf(w, "peak RSS MiB (bound %.0f): %v\n", s.MaxRSSMiB, s.PeakRSSMiB)
 	for _, f := range s.Failures {
 		fmt.Fprintln(w, "FAIL:", f)
