@@ -197,6 +197,28 @@ func TestPermanentProduceErrorDeadLettersOneRecord(t *testing.T) {
 	}
 }
 
+// TestRetryOfDeadLetteredEventInOnePoll: a provider's retry of an event,
+// in the same poll, after the event is dead-lettered without state (the
+// events topic refuses it) is no duplicate of an emission that never
+// happened: its envelope, not built ahead for a likely duplicate, is built
+// when it is decided, and it is dead-lettered the same way.
+func TestRetryOfDeadLetteredEventInOnePoll(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	lowerMaxMessageBytes(t, env, env.Names.Events, 16<<10)
+	produce(t, env.Client(t), interleaved(env, 5, bigEvent(env, "big"), bigEvent(env, "big"))...)
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	dlq := waitDLQ(t, env, 2)
+	exactlyOnce(t, waitEvents(t, env, 15, 30*time.Second), 15, 1)
+	for _, r := range dlq {
+		if string(r.Key) != "shop:big" {
+			t.Errorf("dead letter of %s, want only shop:big's", r.Key)
+		}
+	}
+	if len(dlq) != 2 || in.count("failed") != 2 {
+		t.Errorf("got %d dead letters and %d failed, want 2 of each", len(dlq), in.count("failed"))
+	}
+}
+
 // TestRefusedLetterIsSentBare: the DLQ refuses a dead letter its
 // max.message.bytes allows (here INVALID_RECORD, injected once): the
 // record's next attempt writes a bare dead letter with the refusal, and

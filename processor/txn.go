@@ -177,6 +177,18 @@ func (pd *pending) lookup(key []byte) (statestore.State, bool, error) {
 	return st, ok, nil
 }
 
+// lookupPrepared is lookup for a record whose preparation may have read
+// its key's state already.
+func (pd *pending) lookupPrepared(key []byte, pr *prepared) (statestore.State, bool, error) {
+	if _, ok := pd.keys[string(key)]; !ok && pr.isRead {
+		if pr.readErr != nil {
+			return statestore.State{}, false, pr.readErr
+		}
+		pd.keys[string(key)] = &keyState{read: pr.read}
+	}
+	return pd.lookup(key)
+}
+
 func (pd *pending) set(key []byte, st *statestore.State) {
 	c := statestore.Change{Key: key, State: st}
 	k := pd.keys[string(key)]
@@ -202,11 +214,12 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		return
 	}
 	pd := t.pendingFor(part, len(records))
-	events := t.p.prepare(records)
+	prep := t.p.prepare(part.store, records)
+	defer prep.stop()
 	for _, r := range records {
-		pr := <-events
+		pr := prep.next()
 		now := pr.now
-		old, ok, err := pd.lookup(r.Key)
+		old, ok, err := pd.lookupPrepared(r.Key, pr)
 		if err != nil {
 			t.broken[id] = err
 			t.fail(fmt.Errorf("state store of partition %d: %w", id, err))
@@ -242,10 +255,10 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 // st; it returns r's outcome. A record that is not an ingest record (no
 // key, or headers that do not match it) is dead-lettered without state:
 // its key names no event.
-func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, pr prepared, isolate bool) (string, error) {
+func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *statestore.State, outcome string, pr *prepared, isolate bool) (string, error) {
 	ref := refOf(r)
 	now, ev, evErr := pr.now, pr.ev, pr.err
-	if st.Replays > 0 {
+	if st.Replays > 0 || !pr.built {
 		ev, evErr = t.p.event(r, st.Replays, now)
 	}
 	if errors.Is(evErr, topics.ErrDecode) {
@@ -289,31 +302,6 @@ func decide(old statestore.State, ok bool, r *kgo.Record, now time.Time) string 
 	default:
 		return outcomeDuplicate
 	}
-}
-
-// prepared is an ingest record's first events record, or why it has
-// none, and the time it is processed at.
-type prepared struct {
-	now time.Time
-	ev  *kgo.Record
-	err error
-}
-
-// prepare builds the first events records of records, in their order, on
-// another goroutine: an envelope does not depend on its key's state, so
-// it is built while the records before it are decided. The goroutine
-// never blocks and ends with its last record, whether or not they are
-// received.
-func (p *Processor) prepare(records []*kgo.Record) <-chan prepared {
-	events := make(chan prepared, len(records))
-	go func() {
-		for _, r := range records {
-			now := p.now().UTC()
-			ev, err := p.event(r, 0, now)
-			events <- prepared{now: now, ev: ev, err: err}
-		}
-	}()
-	return events
 }
 
 // event builds the events record of r, emitted again for the replays-th
