@@ -19,7 +19,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -50,6 +50,10 @@ type Config struct {
 	Topic topics.Topic
 	// MaxInFlight bounds requests handled at once. Default DefaultMaxInFlight.
 	MaxInFlight int
+	// BodyBudget bounds the bytes of body buffers held at once, across all
+	// requests being read or handled; past it a request gets 503. Default
+	// max(DefaultBodyBudget, 2×MaxBody).
+	BodyBudget int64
 	// TrustedProxies are the networks whose X-Forwarded-For is believed:
 	// behind them, a client is the nearest address of that header outside
 	// them (the failed-verification limit counts per client). Default none:
@@ -70,6 +74,15 @@ const DuplicateWindow = 10 * time.Minute
 // receiver answers 503 at once: under CPU saturation, queueing would only
 // grow every provider's latency.
 const DefaultMaxInFlight = 1024
+
+// DefaultBodyBudget is the least body budget (Config.BodyBudget): bodies
+// are read before a slot is taken, so without a budget every connection
+// could hold a buffer of up to MaxBody for BodyTimeout.
+const DefaultBodyBudget = 64 << 20
+
+// maxHeaderBytes bounds a request's headers, net/http's default being 1 MiB:
+// providers send a few KB (GitHub and Stripe about 2 KB).
+const maxHeaderBytes = 64 << 10
 
 // The producer buffer bounds: beyond them the receiver sheds load.
 const (
@@ -102,6 +115,8 @@ type Handler struct {
 	now      func() time.Time
 	// inFlight holds a slot per request being handled.
 	inFlight chan struct{}
+	// bodies counts the body buffers of requests being read or handled.
+	bodies bodyBudget
 }
 
 // New builds the receiver. client must produce with acks=all and
@@ -126,6 +141,11 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 		now:      time.Now,
 		inFlight: make(chan struct{}, cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
 	}
+	h.bodies.max = cmp.Or(cfg.BodyBudget, max(DefaultBodyBudget, 2*cfg.MaxBody))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookstream_ingest_body_bytes",
+		Help: "Bytes of body buffers held by requests being read or handled; past the body budget a request gets 503.",
+	}, func() float64 { return float64(h.bodies.held.Load()) }))
 	if cfg.AcceptAll || cfg.Sources.AllowUnknown {
 		h.unknown, err = compileSource(Source{})
 		if err != nil {
@@ -158,6 +178,7 @@ func (h *Handler) Run(ctx context.Context) error {
 		GracefulTimeout: h.cfg.AckTimeout + 5*time.Second,
 		BeforeServeFunc: func(s *http.Server) error {
 			s.ReadHeaderTimeout = 10 * time.Second
+			s.MaxHeaderBytes = maxHeaderBytes
 			// The handler bounds the body itself (BodyTimeout); this
 			// bounds requests that never reach it.
 			s.ReadTimeout = s.ReadHeaderTimeout + cmp.Or(h.cfg.BodyTimeout, DefaultBodyTimeout)
@@ -302,12 +323,14 @@ func (h *Handler) receive(c *echo.Context) error {
 }
 
 // handle reads the body, then accepts the request in an in-flight slot:
-// a slow sender holds its own connection, never a slot.
+// a slow sender holds its own connection and its part of the body budget,
+// never a slot.
 func (h *Handler) handle(c *echo.Context, name string, src *source) error {
 	body, err := h.readBody(c)
 	if err != nil {
 		return err
 	}
+	defer h.bodies.release(int64(cap(body)))
 	select {
 	case h.inFlight <- struct{}{}:
 		defer func() { <-h.inFlight }()
@@ -407,9 +430,10 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 	return answer(c, http.StatusAccepted, "accepted", key)
 }
 
-// readBody reads the body within MaxBody and BodyTimeout. Memory follows
-// the bytes that arrived: a Content-Length reserves at most
-// preallocatedBody before they come.
+// readBody reads the body within MaxBody, BodyTimeout and the body budget,
+// which holds cap(body) until the caller releases it. Memory follows the
+// bytes that arrived: a Content-Length reserves at most preallocatedBody
+// before they come.
 func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
 	req := c.Request()
 	if req.ContentLength > h.cfg.MaxBody {
@@ -427,16 +451,12 @@ func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
 	default:
 		return nil, &apiError{status: http.StatusBadRequest, msg: "could not read body", err: err}
 	}
-	limited := http.MaxBytesReader(c.Response(), req.Body, h.cfg.MaxBody)
-	var body []byte
-	var err error
-	if req.ContentLength >= 0 {
-		body, err = readAnnounced(limited, req.ContentLength)
-	} else {
-		body, err = io.ReadAll(limited)
-	}
+	body, err := h.readAll(http.MaxBytesReader(c.Response(), req.Body, h.cfg.MaxBody), req.ContentLength)
 	var tooLarge *http.MaxBytesError
 	switch {
+	case errors.Is(err, errBodyBudget):
+		h.metrics.shed.Inc()
+		return nil, errOverloaded
 	case errors.As(err, &tooLarge):
 		return nil, errTooLarge
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -444,31 +464,75 @@ func (h *Handler) readBody(c *echo.Context) ([]byte, error) {
 	case err != nil:
 		return nil, &apiError{status: http.StatusBadRequest, msg: "could not read body", err: err}
 	case len(body) == 0:
+		h.bodies.release(int64(cap(body))) // a chunked body's first buffer
 		return nil, errEmptyBody
 	}
 	return body, nil
 }
 
-// preallocatedBody is the most readAnnounced allocates before bytes
-// arrive: typical webhooks fit it, so they are read into one allocation.
+// preallocatedBody is the most readAll allocates before bytes arrive:
+// typical webhooks fit it, so they are read into one allocation.
 const preallocatedBody = 32 << 10
 
-// readAnnounced reads the n bytes a Content-Length announced, doubling its
-// buffer as they arrive instead of trusting n with one allocation.
-func readAnnounced(r io.Reader, n int64) ([]byte, error) {
-	body := make([]byte, 0, min(n, preallocatedBody))
-	for int64(len(body)) < n {
+// errBodyBudget: the body budget has no room for a request's buffer.
+var errBodyBudget = errors.New("body budget spent")
+
+// readAll reads r to its end, or the announced bytes of a Content-Length
+// (-1: none), into a buffer that doubles as bytes arrive instead of
+// trusting the announcement with one allocation. Each allocation is first
+// reserved in the body budget; on error the buffer is released, on
+// success the caller releases cap(body).
+func (h *Handler) readAll(r io.Reader, announced int64) ([]byte, error) {
+	size := announced
+	if size < 0 {
+		size = h.cfg.MaxBody + 1 // r, limited to MaxBody, refuses a byte more
+	}
+	var body []byte
+	for announced < 0 || int64(len(body)) < announced {
 		if len(body) == cap(body) {
-			body = slices.Grow(body, int(min(n-int64(len(body)), int64(len(body)))))
+			grow := min(max(int64(len(body)), preallocatedBody), size-int64(len(body)))
+			if !h.bodies.reserve(grow) {
+				h.bodies.release(int64(cap(body)))
+				return nil, errBodyBudget
+			}
+			body = append(make([]byte, 0, int64(len(body))+grow), body...)
 		}
-		got, err := io.ReadFull(r, body[len(body):min(int64(cap(body)), n)])
+		got, err := r.Read(body[len(body):cap(body)])
 		body = body[:len(body)+got]
+		switch {
+		case err == io.EOF && (announced < 0 || int64(len(body)) == announced):
+			return body, nil
+		case err == io.EOF:
+			err = io.ErrUnexpectedEOF
+		}
 		if err != nil {
+			h.bodies.release(int64(cap(body)))
 			return nil, err
 		}
 	}
 	return body, nil
 }
+
+// bodyBudget counts bytes of body buffers held, up to max.
+type bodyBudget struct {
+	max  int64
+	held atomic.Int64
+}
+
+// reserve takes n bytes of the budget, or reports false when fewer are left.
+func (b *bodyBudget) reserve(n int64) bool {
+	for {
+		held := b.held.Load()
+		if held+n > b.max {
+			return false
+		}
+		if b.held.CompareAndSwap(held, held+n) {
+			return true
+		}
+	}
+}
+
+func (b *bodyBudget) release(n int64) { b.held.Add(-n) }
 
 // produce waits, at most AckTimeout, for Kafka to acknowledge rec. On
 // timeout the record may still be in flight: the provider is told to retry

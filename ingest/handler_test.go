@@ -591,6 +591,159 @@ func TestSlowSendersTakeNoSlots(t *testing.T) {
 	})
 }
 
+// bodyBytes reads hookstream_ingest_body_bytes, the bytes of body buffers
+// the receiver holds.
+func (r *receiver) bodyBytes(t *testing.T) int64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "hookstream_ingest_body_bytes" {
+			return int64(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	t.Fatal("hookstream_ingest_body_bytes not registered")
+	return 0
+}
+
+// TestBodyBudgetBoundsBodiesHeld: slow senders holding partial bodies take
+// the body budget, not slots; a sender past the budget gets 503 with
+// Retry-After at once and nothing is written, and once the slow senders
+// finish, requests are accepted again. The bytes held never exceed the
+// budget, even under a burst.
+func TestBodyBudgetBoundsBodiesHeld(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	const budget, size = 10 << 10, 4 << 10
+	rc := newReceiver(t, env, ingest.Config{BodyBudget: budget})
+	body := func(id string) string {
+		return fmt.Sprintf(`{"id":%q,"pad":"%s"}`, id, strings.Repeat("x", size-len(id)-17))
+	}
+	post := func(id string) response {
+		return rc.post(t, "open", http.Header{"Content-Type": {"application/json"}}, body(id))
+	}
+	slow := []*slowSender{startSlow(t, rc, "open", body("slow-0")), startSlow(t, rc, "open", body("slow-1"))}
+	if held := rc.bodyBytes(t); held > budget || held < 2*size {
+		t.Errorf("bytes held by two slow senders of %d bytes: got %d, want between %d and the budget %d", size, held, 2*size, budget)
+	}
+	if resp := post("over"); resp.status != 503 || resp.header.Get("Retry-After") != "1" {
+		t.Errorf("a sender past the budget: got %d %v Retry-After %q, want 503 with Retry-After 1", resp.status, resp.body, resp.header.Get("Retry-After"))
+	}
+	for i, s := range slow {
+		if status := s.finish(t); status != 202 {
+			t.Errorf("slow sender %d once its body is complete: got %d, want 202", i, status)
+		}
+	}
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if held := rc.bodyBytes(t); held != 0 {
+			return fmt.Errorf("bytes held once every request ended: got %d, want 0", held)
+		}
+		return nil
+	})
+	if resp := post("after"); resp.status != 202 {
+		t.Errorf("a sender once the slow ones finished: got %d %v, want 202", resp.status, resp.body)
+	}
+	keys := map[string]bool{}
+	for _, r := range env.Records(t, env.Names.Ingest) {
+		keys[string(r.Key)] = true
+	}
+	if len(keys) != 3 || keys["open:over"] {
+		t.Errorf("records: got keys %v, want open:slow-0, open:slow-1 and open:after, not open:over (answered 503)", keys)
+	}
+
+	t.Run("burst", func(t *testing.T) {
+		var wg sync.WaitGroup
+		statuses := make(chan int, 16)
+		for i := range cap(statuses) {
+			wg.Go(func() { statuses <- post(fmt.Sprintf("burst-%d", i)).status })
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		for held := int64(0); ; held = rc.bodyBytes(t) {
+			if held > budget {
+				t.Fatalf("bytes held during a burst: got %d, want at most the budget %d", held, budget)
+			}
+			select {
+			case <-done:
+			default:
+				continue
+			}
+			break
+		}
+		close(statuses)
+		for status := range statuses {
+			if status != 202 && status != 503 {
+				t.Errorf("a request of the burst: got %d, want 202, or 503 past the budget", status)
+			}
+		}
+	})
+}
+
+// TestHeaderBytesBounded: the receiver's server refuses request headers
+// past maxHeaderBytes with 431, and takes a provider's usual few KB. Each
+// request has a connection of its own: on a kept-alive one, net/http's
+// bufio slop lets a few KiB more through.
+func TestHeaderBytesBounded(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	addr := kafkatest.FreeAddr(t)
+	rc := newReceiver(t, env, ingest.Config{Addr: addr})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rc.h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	post := func(id string, header http.Header) int {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/open", strings.NewReader(`{"id":"`+id+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = header
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	provider := githubHeaders("d", "{}") // and a few KB more, as providers send
+	provider.Set("X-Trace", strings.Repeat("t", 4<<10))
+	if status := post("normal", provider); status != 202 {
+		t.Errorf("request with %d bytes of headers: got %d, want 202", headerBytes(provider), status)
+	}
+	huge := http.Header{}
+	for i := range 70 {
+		huge.Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("p", 1<<10))
+	}
+	if status := post("huge", huge); status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("request with %d bytes of headers: got %d, want 431", headerBytes(huge), status)
+	}
+}
+
+func headerBytes(h http.Header) int {
+	var n int
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
 // TestAcceptedEventCanBeReplayed: the largest form of invalid bytes the
 // receiver accepts makes an events record that still fits the record limit
 // when a replay marks it (hs-replay and the envelope's replay), so a

@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_ingest_shed_total",
-			Help: "Webhooks answered 503 at once because the receiver was over capacity (requests in flight or producer buffer).",
+			Help: "Webhooks answered 503 at once because the receiver was over capacity (requests in flight, body budget or producer buffer).",
 		}),
 		lastAccepted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookstream_ingest_last_accepted_timestamp_seconds",
