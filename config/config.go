@@ -55,7 +55,8 @@ type Config struct {
 	MaxBody int64
 	// AckTimeout bounds how long ingest waits for Kafka before answering 503. Default 5s.
 	AckTimeout time.Duration
-	// DedupTTL is how long an event id is remembered. Default 168h.
+	// DedupTTL is how long an event id is remembered. Default
+	// DefaultDedupTTL, 168h.
 	DedupTTL time.Duration
 	// InstanceID names this process stably across restarts and container
 	// re-creations: its transactional id, so a successor fences its
@@ -74,11 +75,22 @@ type Config struct {
 	Log Log
 }
 
+// DefaultDedupTTL is how long an event id is remembered by default, the
+// default of HOOKSTREAM_DEDUP_TTL and of processor.Config.TTL.
+const DefaultDedupTTL = 168 * time.Hour
+
+// DefaultSchedule returns the default delays before retries 1..n, the
+// default of HOOKSTREAM_DELIVERY_SCHEDULE.
+func DefaultSchedule() []time.Duration {
+	return []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+}
+
 // Delivery configures outbound deliveries.
 type Delivery struct {
 	// Timeout of one HTTP attempt. Default 15s.
 	Timeout time.Duration
-	// Schedule holds the delays before retries 1..n. Default 5s,5m,30m,2h,5h,10h,10h.
+	// Schedule holds the delays before retries 1..n. Default
+	// DefaultSchedule, 5s,5m,30m,2h,5h,10h,10h.
 	Schedule []time.Duration
 	// AllowPrivate allows targets on loopback, private and link-local
 	// addresses. Default false; true on the embedded broker.
@@ -207,11 +219,11 @@ var settings = []setting{
 		}},
 	{"HOOKSTREAM_ACK_TIMEOUT", "ack-timeout", "5s", "how long ingest waits for Kafka's acknowledgement before answering 503", Server,
 		func(c *Config, v string) (err error) { c.AckTimeout, err = positiveDuration(v); return err }},
-	{"HOOKSTREAM_DEDUP_TTL", "dedup-ttl", "168h", "how long an event id is remembered", Server,
+	{"HOOKSTREAM_DEDUP_TTL", "dedup-ttl", durations(DefaultDedupTTL), "how long an event id is remembered", Server,
 		func(c *Config, v string) (err error) { c.DedupTTL, err = positiveDuration(v); return err }},
 	{"HOOKSTREAM_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "timeout of one delivery attempt", Server,
 		func(c *Config, v string) (err error) { c.Delivery.Timeout, err = positiveDuration(v); return err }},
-	{"HOOKSTREAM_DELIVERY_SCHEDULE", "delivery-schedule", "5s,5m,30m,2h,5h,10h,10h", "delays before retries 1..n", Server,
+	{"HOOKSTREAM_DELIVERY_SCHEDULE", "delivery-schedule", durations(DefaultSchedule()...), "delays before retries 1..n", Server,
 		func(c *Config, v string) error {
 			c.Delivery.Schedule = nil
 			for _, part := range splitList(v) {
@@ -417,6 +429,23 @@ func secretKey(v string) ([]byte, error) {
 		return nil, errors.New("not base64 of 32 bytes (generate one with: openssl rand -base64 32)")
 	}
 	return k, nil
+}
+
+// durations writes ds as a setting's default: comma separated, without
+// zero minutes or seconds (168h, 5s,5m,2h).
+func durations(ds ...time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		s := d.String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, ",")
 }
 
 func positiveDuration(v string) (time.Duration, error) {

@@ -257,3 +257,20 @@ func TestTrustedProxies(t *testing.T) {
 		t.Errorf("TrustedProxies: got %v, want %v", c.TrustedProxies, want)
 	}
 }
+
+// TestDurations: a default written from a duration reads as the settings
+// are documented, without zero units.
+func TestDurations(t *testing.T) {
+	for _, tt := range []struct {
+		ds   []time.Duration
+		want string
+	}{
+		{[]time.Duration{DefaultDedupTTL}, "168h"},
+		{DefaultSchedule(), "5s,5m,30m,2h,5h,10h,10h"},
+		{[]time.Duration{90 * time.Minute, 1500 * time.Millisecond, 10 * time.Second, 2*time.Hour + time.Second}, "1h30m,1.5s,10s,2h0m1s"},
+	} {
+		if got := durations(tt.ds...); got != tt.want {
+			t.Errorf("durations(%v): got %q, want %q", tt.ds, got, tt.want)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
@@ -48,7 +49,8 @@ type Config struct {
 	Names topics.Names
 	// StateDir holds the partition stores: <data-dir>/state/processor.
 	StateDir string
-	// TTL is how long an event id is remembered. Default 168h.
+	// TTL is how long an event id is remembered. Default
+	// config.DefaultDedupTTL (168h).
 	TTL time.Duration
 	// MaxRecordBytes is the largest record written, counted whole by
 	// topics.RecordBytes (topics.MaxRecordBytes of the body limit): an
@@ -110,7 +112,7 @@ type Processor struct {
 // process (seed brokers, logger, hooks). It does no I/O.
 func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) *Processor {
 	if cfg.TTL == 0 {
-		cfg.TTL = 168 * time.Hour
+		cfg.TTL = config.DefaultDedupTTL
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Minute
