@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,8 +74,9 @@ func (p *Processor) endRevocation(ctx context.Context) {
 	}
 }
 
-// onRevoked drops the stores of partitions this instance no longer owns,
-// without committing anything (the session aborts an open transaction).
+// onRevoked drops the stores and strikes of partitions this instance no
+// longer owns, without committing anything (the session aborts an open
+// transaction).
 func (p *Processor) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	p.revokedSinceEnd.Store(true)
 	ids := revoked[string(p.cfg.Names.Ingest)]
@@ -84,6 +86,9 @@ func (p *Processor) onRevoked(_ context.Context, _ *kgo.Client, revoked map[stri
 	for _, id := range ids {
 		p.drop(id)
 	}
+	// Its new owner strikes a record of its own; offsets reset to one
+	// here bring the cause back, and a strike with it.
+	maps.DeleteFunc(p.strikes, func(r recordRef, _ strike) bool { return slices.Contains(ids, r.partition) })
 }
 
 // onLost drops every lost partition: this instance left the group (a

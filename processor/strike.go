@@ -16,10 +16,10 @@ import (
 // transaction every time its batch came back. The processor remembers such
 // records by (partition, offset) across aborts, with a strike per failure,
 // and handles each more defensively when its batch returns; the first
-// commit that includes a struck record forgets it. A struck record of a
-// partition that moves to another instance stays remembered here, which is
-// harmless: its offset is committed elsewhere, and if offsets are reset to
-// it, the cause stands.
+// commit that includes a struck record forgets it, and so does the
+// revocation of its partition: strikes are at most one per record of the
+// partitions held whose writes failed permanently and were not committed
+// yet.
 //
 // The broker fails a partition's whole batch, so a first strike may be a
 // neighbour's fault: only a failure of the record's writes produced alone
