@@ -26,6 +26,7 @@ import (
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/net/netutil"
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/topics"
@@ -50,6 +51,9 @@ type Config struct {
 	Topic topics.Topic
 	// MaxInFlight bounds requests handled at once. Default DefaultMaxInFlight.
 	MaxInFlight int
+	// MaxConns bounds the connections Run serves at once; one more waits
+	// in the listen backlog until one closes. Default DefaultMaxConns.
+	MaxConns int
 	// BodyBudget bounds the bytes of body buffers held at once, across all
 	// requests being read or handled; past it a request gets 503. Default
 	// max(DefaultBodyBudget, 2×MaxBody).
@@ -74,6 +78,11 @@ const DuplicateWindow = 10 * time.Minute
 // receiver answers 503 at once: under CPU saturation, queueing would only
 // grow every provider's latency.
 const DefaultMaxInFlight = 1024
+
+// DefaultMaxConns bounds the connections served at once: each costs a
+// goroutine, net/http's buffers and up to maxHeaderBytes of headers, its
+// body being within the body budget.
+const DefaultMaxConns = 16384
 
 // DefaultBodyBudget is the least body budget (Config.BodyBudget): bodies
 // are read before a slot is taken, so without a budget every connection
@@ -171,8 +180,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.echo.Ser
 // Run serves on cfg.Addr until ctx ends, then stops accepting and waits for
 // in-flight requests (their produces are bounded by AckTimeout).
 func (h *Handler) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", h.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
 	sc := echo.StartConfig{
-		Address:         h.cfg.Addr,
+		Listener:        netutil.LimitListener(ln, cmp.Or(h.cfg.MaxConns, DefaultMaxConns)),
 		HideBanner:      true,
 		HidePort:        true,
 		GracefulTimeout: h.cfg.AckTimeout + 5*time.Second,

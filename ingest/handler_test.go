@@ -844,3 +844,63 @@ func TestEventMustFitARecord(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionsBounded checks that the receiver serves at most MaxConns
+// connections at once: one more waits, unserved, until one closes, and is
+// then served.
+func TestConnectionsBounded(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	addr := kafkatest.FreeAddr(t)
+	const conns = 3
+	rc := newReceiver(t, env, ingest.Config{Addr: addr, MaxConns: conns})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rc.h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	var idle []net.Conn
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			idle = append(idle, conn)
+		}
+		return err
+	})
+	for len(idle) < conns {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, conn)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+		resp, err := client.Post("http://"+addr+"/webhooks/open", "application/json", strings.NewReader(`{"id":"one-more"}`))
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	// Each idle connection holds its place: the request waits unserved.
+	// Nothing can show that it never will; a second of waiting shows it
+	// was not served while the bound held.
+	select {
+	case status := <-answered:
+		t.Fatalf("request beside %d open connections (bound %d): answered %d, want it to wait", len(idle), conns, status)
+	case <-time.After(time.Second):
+	}
+	idle[0].Close()
+	if status := <-answered; status != http.StatusAccepted {
+		t.Errorf("request once a connection closed: got %d, want 202", status)
+	}
+	for _, c := range idle[1:] {
+		c.Close()
+	}
+}
