@@ -15,18 +15,18 @@ import (
 
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/deadletter"
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/stats"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
 // API is what /api serves from.
 type API struct {
 	// Registry reads and writes subscriptions.
-	Registry *dispatch.Registry
+	Registry *subscriptions.Registry
 	// Attempts follows the delivery attempts: the subscriptions' totals
 	// and the delivery counts of /api/stats.
 	Attempts *attempts.Tally
@@ -70,11 +70,11 @@ func (s *Server) MountAPI(api API) {
 // apiError maps registry and validation errors to statuses.
 func apiError(err error) error {
 	switch {
-	case errors.Is(err, dispatch.ErrNotFound):
+	case errors.Is(err, subscriptions.ErrNotFound):
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrConflict), errors.Is(err, dispatch.ErrLimit):
+	case errors.Is(err, subscriptions.ErrExists), errors.Is(err, subscriptions.ErrConflict), errors.Is(err, subscriptions.ErrLimit):
 		return echo.NewHTTPError(http.StatusConflict, err.Error())
-	case errors.Is(err, dispatch.ErrInvalid):
+	case errors.Is(err, subscriptions.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
 	case errors.Is(err, context.DeadlineExceeded):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "kafka did not answer in time")
@@ -89,12 +89,12 @@ func timeout(c *echo.Context) (context.Context, context.CancelFunc) {
 // subscriptionView is a subscription as the API shows it: secrets
 // redacted, with its delivery totals from the attempts topic.
 type subscriptionView struct {
-	dispatch.Subscription
+	subscriptions.Subscription
 	attempts.Totals
 }
 
 // view is the API form of s, its totals read once the tally caught up.
-func (a API) view(s dispatch.Subscription) subscriptionView {
+func (a API) view(s subscriptions.Subscription) subscriptionView {
 	return subscriptionView{Subscription: s.Redacted(), Totals: a.Attempts.Totals(s.ID)}
 }
 
@@ -140,7 +140,7 @@ func (a API) getSubscription(c *echo.Context) error {
 type subscriptionInput struct {
 	ID   *string `json:"id"`
 	From *string `json:"from"`
-	dispatch.Patch
+	subscriptions.Patch
 }
 
 func decode(c *echo.Context) (subscriptionInput, error) {
@@ -164,7 +164,7 @@ func (a API) createSubscription(c *echo.Context) error {
 	if in.URL == nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "url: required")
 	}
-	var s dispatch.Subscription
+	var s subscriptions.Subscription
 	if in.ID != nil {
 		s.ID = *in.ID
 	}
@@ -189,7 +189,7 @@ func (a API) patchSubscription(c *echo.Context) error {
 	if in.ID != nil || in.From != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id and from cannot be changed")
 	}
-	return a.update(c, func(s *dispatch.Subscription) { in.Apply(s) }, false)
+	return a.update(c, func(s *subscriptions.Subscription) { in.Apply(s) }, false)
 }
 
 func (a API) rotateSecret(c *echo.Context) error {
@@ -201,14 +201,14 @@ func (a API) rotateSecret(c *echo.Context) error {
 			return echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
 		}
 	}
-	return a.update(c, func(s *dispatch.Subscription) { s.Rotate(body.Secret, time.Now().UTC()) }, true)
+	return a.update(c, func(s *subscriptions.Subscription) { s.Rotate(body.Secret, time.Now().UTC()) }, true)
 }
 
 // update edits one subscription in the registry's read-modify-write.
-func (a API) update(c *echo.Context, edit func(*dispatch.Subscription), withSecret bool) error {
+func (a API) update(c *echo.Context, edit func(*subscriptions.Subscription), withSecret bool) error {
 	ctx, cancel := timeout(c)
 	defer cancel()
-	s, err := a.Registry.Update(ctx, c.Param("id"), func(s *dispatch.Subscription) error {
+	s, err := a.Registry.Update(ctx, c.Param("id"), func(s *subscriptions.Subscription) error {
 		edit(s)
 		return nil
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/stats"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -30,7 +31,7 @@ type apiHarness struct {
 	srv      *httptest.Server
 	env      *kafkatest.Env
 	cl       *kgo.Client
-	registry *dispatch.Registry
+	registry *subscriptions.Registry
 	reg      *prometheus.Registry
 	api      admin.API
 }
@@ -52,7 +53,7 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	h := &apiHarness{env: env, cl: cl, registry: dispatch.NewRegistry(cl, opts, env.Names, log), reg: prometheus.NewRegistry()}
+	h := &apiHarness{env: env, cl: cl, registry: subscriptions.NewRegistry(cl, opts, env.Names, log), reg: prometheus.NewRegistry()}
 	tally := attempts.NewTally(opts, env.Names, log)
 	h.run(t, "attempts tally", tally.Run)
 	counts := stats.NewTally(opts, env.Names, log)
@@ -173,11 +174,11 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 	}))
 	defer sink.Close()
 
-	var created dispatch.Subscription
+	var created subscriptions.Subscription
 	if status := h.call(t, "POST", "/api/subscriptions", bearer, map[string]any{"url": sink.URL, "from": "earliest", "description": "ci"}, &created); status != 201 {
 		t.Fatalf("create: got %d, want 201", status)
 	}
-	if created.ID == "" || len(created.Secret) < 10 || !created.Enabled || created.MaxInFlight != dispatch.DefaultMaxInFlight {
+	if created.ID == "" || len(created.Secret) < 10 || !created.Enabled || created.MaxInFlight != subscriptions.DefaultMaxInFlight {
 		t.Fatalf("created: got %+v, want an id, a secret, enabled, default in-flight", created)
 	}
 	produce := func() {
@@ -202,7 +203,7 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 		return nil
 	})
 
-	var got dispatch.Subscription
+	var got subscriptions.Subscription
 	if status := h.call(t, "GET", "/api/subscriptions/"+created.ID, bearer, nil, &got); status != 200 || got.Secret == created.Secret || got.Description != "ci" {
 		t.Errorf("get: got %d %+v, want the subscription with its secret hidden", status, got)
 	}
@@ -216,7 +217,7 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 	if hits.Load() != before {
 		t.Errorf("a disabled subscription got a delivery")
 	}
-	var rotated dispatch.Subscription
+	var rotated subscriptions.Subscription
 	if status := h.call(t, "POST", "/api/subscriptions/"+created.ID+"/rotate-secret", bearer, nil, &rotated); status != 200 || rotated.Secret == created.Secret || rotated.PreviousSecret != created.Secret {
 		t.Errorf("rotate: got %d, want a new secret with the old one kept for the overlap", status)
 	}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -55,7 +55,7 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 		SessionTimeout:  6 * time.Second,
 		AdminAddr:       cmp.Or(cfg.AdvertisedAddr, cfg.Addr),
 	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
-	s.MountAPI(admin.API{Registry: dispatch.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log),
+	s.MountAPI(admin.API{Registry: subscriptions.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log),
 		Processor: p, Kafka: cl, Opts: opts, Names: env.Names})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // guardedAPI serves the subscription API on a loopback listener, with the
@@ -27,7 +27,7 @@ func guardedAPI(t *testing.T, tok string) *httptest.Server {
 	reg := prometheus.NewRegistry()
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	s := admin.New(admin.Config{Token: tok}, reg, log)
-	s.MountAPI(admin.API{Registry: dispatch.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log), Kafka: cl, Opts: opts, Names: env.Names})
+	s.MountAPI(admin.API{Registry: subscriptions.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log), Kafka: cl, Opts: opts, Names: env.Names})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv
@@ -80,7 +80,7 @@ func subscriptionCount(t *testing.T, srv *httptest.Server, header http.Header) i
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var subs []dispatch.Subscription
+	var subs []subscriptions.Subscription
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("list subscriptions: got %d, want 200", resp.StatusCode)
 	}

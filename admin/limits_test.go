@@ -3,7 +3,7 @@ package admin_test
 import (
 	"testing"
 
-	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // TestSubscriptionLimit: at HOOKSTREAM_MAX_SUBSCRIPTIONS subscriptions a
@@ -11,11 +11,11 @@ import (
 // makes room again.
 func TestSubscriptionLimit(t *testing.T) {
 	h := newAPI(t)
-	h.registry.Secure(dispatch.Security{MaxSubscriptions: 2})
+	h.registry.Secure(subscriptions.Security{MaxSubscriptions: 2})
 	bearer := "Bearer " + token
 	var ids []string
 	for range 2 {
-		var created dispatch.Subscription
+		var created subscriptions.Subscription
 		if status := h.call(t, "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/"}, &created); status != 201 {
 			t.Fatalf("create under the limit: got %d, want 201", status)
 		}
@@ -26,7 +26,7 @@ func TestSubscriptionLimit(t *testing.T) {
 	if want := "subscription limit of 2 reached (HOOKSTREAM_MAX_SUBSCRIPTIONS); delete one first"; status != 409 || refused["error"] != want {
 		t.Errorf("create at the limit: got %d %q, want 409 %q", status, refused["error"], want)
 	}
-	var listed []dispatch.Subscription
+	var listed []subscriptions.Subscription
 	if status := h.call(t, "GET", "/api/subscriptions", bearer, nil, &listed); status != 200 || len(listed) != 2 {
 		t.Errorf("list after the refused create: got %d with %d subscriptions, want 200 with 2", status, len(listed))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -269,7 +270,7 @@ func (s *healing) delivered(id string) int {
 	return s.ok[id]
 }
 
-func startDispatcher(t *testing.T, fx *fixture, registry *dispatch.Registry, schedule []time.Duration) {
+func startDispatcher(t *testing.T, fx *fixture, registry *subscriptions.Registry, schedule []time.Duration) {
 	t.Helper()
 	d := dispatch.New(dispatch.Config{
 		Names:           fx.env.Names,
@@ -296,11 +297,11 @@ func TestDeliveryRedrive(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 3)
 	names := fx.env.Names
-	registry := dispatch.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
 	schedule := []time.Duration{20 * time.Millisecond, 20 * time.Millisecond}
 	startDispatcher(t, fx, registry, schedule)
 	sink := newHealing(t)
-	sub := dispatch.Subscription{URL: sink.srv.URL}
+	sub := subscriptions.Subscription{URL: sink.srv.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := registry.Create(ctx, &sub, "earliest"); err != nil {
@@ -372,17 +373,17 @@ func TestRedeadLetteredDeliveryNotifiesAgain(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 3)
 	names := fx.env.Names
-	registry := dispatch.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
 	startProcessor(t, fx)
 	startDispatcher(t, fx, registry, []time.Duration{20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	notifier := newHealing(t)
 	notifier.healthy.Store(true)
-	if err := registry.Create(ctx, &dispatch.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}}, "earliest"); err != nil {
+	if err := registry.Create(ctx, &subscriptions.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}}, "earliest"); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
-	failing := dispatch.Subscription{URL: newHealing(t).srv.URL, Sources: []string{"shop"}}
+	failing := subscriptions.Subscription{URL: newHealing(t).srv.URL, Sources: []string{"shop"}}
 	if err := registry.Create(ctx, &failing, "earliest"); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}

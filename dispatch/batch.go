@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -58,7 +59,7 @@ func batchID(sub string, first, last *kgo.Record) string {
 
 // newMessage is the message of events records read from one partition: the
 // envelope of one, or a batch when the subscription batches.
-func newMessage(sub Subscription, recs []*kgo.Record) *message {
+func newMessage(sub subscriptions.Subscription, recs []*kgo.Record) *message {
 	m := &message{events: make([]event, len(recs))}
 	for i, r := range recs {
 		m.events[i] = event{id: string(r.Key), envelope: r.Value, orig: r}
@@ -81,7 +82,7 @@ func newMessage(sub Subscription, recs []*kgo.Record) *message {
 // batch of one, whose id the retry record derives. The events of a batch
 // are read from its body; one that cannot be split (written by something
 // else) is dead-lettered whole, as one event.
-func retryMessage(retry *topics.Retry, rec *kgo.Record, sub Subscription) *message {
+func retryMessage(retry *topics.Retry, rec *kgo.Record, sub subscriptions.Subscription) *message {
 	m := &message{id: retry.EventID, body: rec.Value, batch: retry.Batch}
 	envelopes, err := topics.SplitBatch(rec.Value)
 	if !retry.Batch || err != nil {
@@ -108,7 +109,7 @@ func retryMessage(retry *topics.Retry, rec *kgo.Record, sub Subscription) *messa
 // batch_max of them whose body stays within maxBytes (0: no bound). A
 // last batch not full is left for more records unless flush. covered
 // counts the records the messages account for, filtered ones included.
-func cut(sub Subscription, recs []*kgo.Record, maxBytes int, flush bool) (msgs []*message, covered int) {
+func cut(sub subscriptions.Subscription, recs []*kgo.Record, maxBytes int, flush bool) (msgs []*message, covered int) {
 	var batch []*kgo.Record
 	size, end := 0, 0 // body bytes of batch; index after its last record
 	send := func(upto int) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -106,7 +107,7 @@ func TestBatchesOfOnePartitionInOrder(t *testing.T) {
 	h := onePartition(t, dispatch.Config{})
 	sink := newSubscriber(t, nil)
 	ids := h.events(t, 250)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 100, BatchWait: dispatch.Duration(5 * time.Second)})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, BatchMax: 100, BatchWait: subscriptions.Duration(5 * time.Second)})
 	sink.mu.Lock()
 	sink.secrets = []string{sub.Secret}
 	sink.mu.Unlock()
@@ -149,7 +150,7 @@ func TestFailingBatchRetriedWhole(t *testing.T) {
 		return http.StatusOK
 	})
 	ids := h.events(t, 25)
-	h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 10, BatchWait: dispatch.Duration(5 * time.Second)})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, BatchMax: 10, BatchWait: subscriptions.Duration(5 * time.Second)})
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		got := sink.received()
 		if len(got) != 3 {
@@ -192,7 +193,7 @@ func TestDeadBatchLettersEachEvent(t *testing.T) {
 			h := onePartition(t, dispatch.Config{})
 			sink := newSubscriber(t, func(string, int) int { return http.StatusInternalServerError })
 			ids := h.events(t, 5)
-			sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 5, BatchWait: dispatch.Duration(5 * time.Second), Ordered: ordered})
+			sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, BatchMax: 5, BatchWait: subscriptions.Duration(5 * time.Second), Ordered: ordered})
 			var dlq []map[string]string
 			kafkatest.WaitFor(t, 30*time.Second, func() error {
 				dlq = nil
@@ -243,7 +244,7 @@ func TestBatchMaxOneSendsEnvelopes(t *testing.T) {
 	h := onePartition(t, dispatch.Config{})
 	sink := newSubscriber(t, nil)
 	ids := h.events(t, 3)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 1, BatchWait: dispatch.Duration(time.Second)})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, BatchMax: 1, BatchWait: subscriptions.Duration(time.Second)})
 	sink.mu.Lock()
 	sink.secrets = []string{sub.Secret}
 	sink.mu.Unlock()
@@ -276,7 +277,7 @@ func TestOrderedBatchesHoldTheirPartition(t *testing.T) {
 		return http.StatusOK
 	}
 	ids := h.events(t, 15)
-	h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 5, BatchWait: dispatch.Duration(5 * time.Second), Ordered: true})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, BatchMax: 5, BatchWait: subscriptions.Duration(5 * time.Second), Ordered: true})
 	sink.waitForBatched(t, ids, 30*time.Second)
 	posts := sink.posts(t)
 	if len(posts) != 5 || posts[1].id != posts[2].id || posts[2].id != posts[3].id || posts[3].id == posts[4].id {
@@ -297,7 +298,7 @@ func TestOrderedBatchesHoldTheirPartition(t *testing.T) {
 func TestRedrivenEventBatchedForBatchingSubscription(t *testing.T) {
 	h := onePartition(t, dispatch.Config{})
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, BatchMax: 50})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, BatchMax: 50})
 	e := &topics.Envelope{ID: "shop:redriven", Source: "shop", EventID: "redriven", Type: "order",
 		ReceivedAt: time.Now().UTC(), ProcessedAt: time.Now().UTC(), Data: []byte(`{}`)}
 	v, err := e.Marshal()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -100,10 +101,10 @@ func BenchmarkDelivery(b *testing.B) {
 			if err := cl.Flush(ctx); err != nil {
 				b.Fatal(err)
 			}
-			registry := dispatch.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(b))
+			registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(b))
 			srv, n := countingSink(b)
 			for range subs {
-				s := dispatch.Subscription{URL: srv.URL, BatchMax: c.batchMax}
+				s := subscriptions.Subscription{URL: srv.URL, BatchMax: c.batchMax}
 				if err := registry.Create(ctx, &s, "earliest"); err != nil {
 					b.Fatal(err)
 				}

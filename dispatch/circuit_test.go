@@ -16,10 +16,11 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
-func (h *harness) get(t *testing.T, id string) dispatch.Subscription {
+func (h *harness) get(t *testing.T, id string) subscriptions.Subscription {
 	t.Helper()
 	s, err := h.registry.Get(context.Background(), id)
 	if err != nil {
@@ -54,7 +55,7 @@ func TestFlakySubscriberDeliversEverything(t *testing.T) {
 				ok.Store(id, true)
 				return http.StatusOK
 			})
-			sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, Ordered: ordered})
+			sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, Ordered: ordered})
 			var ids []string
 			for range 20 {
 				ids = append(ids, h.event(t, "shop", "order"))
@@ -88,7 +89,7 @@ func TestFlakySubscriberDeliversEverything(t *testing.T) {
 func TestDeadLetterCarriesLastRealStatus(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}, BreakerFailures: 2})
 	sink := newSubscriber(t, func(string, int) int { return http.StatusInternalServerError })
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	var ids []string
 	for range 10 {
 		ids = append(ids, h.event(t, "shop", "order"))
@@ -136,7 +137,7 @@ func TestReenableResumesWaitingEvents(t *testing.T) {
 		}
 		return http.StatusServiceUnavailable
 	})
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	var ids []string
 	for range 5 {
 		ids = append(ids, h.event(t, "shop", "order"))
@@ -151,8 +152,8 @@ func TestReenableResumesWaitingEvents(t *testing.T) {
 		ids = append(ids, h.event(t, "shop", "order"))
 	}
 	healthy.Store(true)
-	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *dispatch.Subscription) error {
-		dispatch.Patch{Enabled: new(true)}.Apply(s)
+	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *subscriptions.Subscription) error {
+		subscriptions.Patch{Enabled: new(true)}.Apply(s)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -182,70 +183,31 @@ func TestReenableResumesWaitingEvents(t *testing.T) {
 	}
 }
 
-// TestRegistryUpdatesNeverLost: concurrent read-modify-writes of one
-// subscription all land, none overwriting another.
-func TestRegistryUpdatesNeverLost(t *testing.T) {
-	env := kafkatest.New(t, 1, 1<<20)
-	registry := dispatch.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
-	ctx := context.Background()
-	sub := dispatch.Subscription{URL: "https://example.com/hook"}
-	if err := registry.Create(ctx, &sub, ""); err != nil {
-		t.Fatal(err)
-	}
-	const writers = 6
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			_, err := registry.Update(ctx, sub.ID, func(s *dispatch.Subscription) error {
-				s.Sources = append(s.Sources, "s"+strconv.Itoa(i))
-				return nil
-			})
-			if err != nil {
-				t.Errorf("writer %d: %v", i, err)
-			}
-		})
-	}
-	wg.Wait()
-	got, err := registry.Get(ctx, sub.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Sources) != writers {
-		t.Errorf("sources after %d concurrent updates: got %v, want all %d", writers, got.Sources, writers)
-	}
-	if err := registry.Delete(ctx, sub.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := registry.Update(ctx, sub.ID, func(*dispatch.Subscription) error { return nil }); !errors.Is(err, dispatch.ErrNotFound) {
-		t.Errorf("update of a deleted subscription: got %v, want ErrNotFound", err)
-	}
-}
-
 // TestDisableRacingOperator: the dispatcher disables a subscription (410
 // Gone) just as an operator edits or deletes it; the operator's change
 // stands: the edit is kept, the deleted subscription stays deleted.
 func TestDisableRacingOperator(t *testing.T) {
 	tests := []struct {
 		name     string
-		operator func(r *dispatch.Registry, id string) error
-		check    func(t *testing.T, r *dispatch.Registry, id string)
+		operator func(r *subscriptions.Registry, id string) error
+		check    func(t *testing.T, r *subscriptions.Registry, id string)
 	}{
-		{"edit", func(r *dispatch.Registry, id string) error {
-			_, err := r.Update(context.Background(), id, func(s *dispatch.Subscription) error {
+		{"edit", func(r *subscriptions.Registry, id string) error {
+			_, err := r.Update(context.Background(), id, func(s *subscriptions.Subscription) error {
 				s.Description = "edited by the operator"
 				return nil
 			})
 			return err
-		}, func(t *testing.T, r *dispatch.Registry, id string) {
+		}, func(t *testing.T, r *subscriptions.Registry, id string) {
 			s, err := r.Get(context.Background(), id)
 			if err != nil || s.Description != "edited by the operator" {
 				t.Errorf("after the race: %+v %v, want the operator's description", s.Redacted(), err)
 			}
 		}},
-		{"delete", func(r *dispatch.Registry, id string) error {
+		{"delete", func(r *subscriptions.Registry, id string) error {
 			return r.Delete(context.Background(), id)
-		}, func(t *testing.T, r *dispatch.Registry, id string) {
-			if s, err := r.Get(context.Background(), id); !errors.Is(err, dispatch.ErrNotFound) {
+		}, func(t *testing.T, r *subscriptions.Registry, id string) {
+			if s, err := r.Get(context.Background(), id); !errors.Is(err, subscriptions.ErrNotFound) {
 				t.Errorf("deleted subscription came back: %+v %v", s.Redacted(), err)
 			}
 		}},
@@ -265,7 +227,7 @@ func TestDisableRacingOperator(t *testing.T) {
 				})
 				return http.StatusGone
 			})
-			sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+			sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 			id.Store(sub.ID)
 			h.event(t, "shop", "order")
 			kafkatest.WaitFor(t, 30*time.Second, func() error {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // ErrForbiddenAddress marks a target refused by the SSRF guard: an address
@@ -62,7 +63,7 @@ type ClientConfig struct {
 	// MaxConns bounds the connections per host, idle or active; default 64.
 	MaxConns int
 	// RequireHTTPS refuses targets that are not https, loopback aside (see
-	// Security.RequireHTTPS); default false.
+	// subscriptions.Security.RequireHTTPS); default false.
 	RequireHTTPS bool
 }
 
@@ -177,7 +178,7 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 		return Result{Err: fmt.Errorf("url: %w", err)}
 	}
 	target := clientRedactURL(req.URL)
-	if err := c.checkURL(req.URL); err != nil {
+	if err := subscriptions.CheckTarget(req.URL, c.requireHTTPS); err != nil {
 		return Result{Err: err}
 	}
 	if len(d.Keys) == 0 {
@@ -303,90 +304,6 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	return min(max(t.Sub(now), 0), clientMaxRetryAfter)
-}
-
-// ValidateURL checks a subscription URL when it is written: absolute http or
-// https, a host, a valid port if any, no user:password, no fragment. Errors
-// are one line and start with "url: ". Whether the host is a public address
-// is checked at each delivery, by the dialer.
-func ValidateURL(raw string) error {
-	if raw == "" {
-		return errors.New("url: empty")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) { // do not repeat the URL, which may hold secrets
-			err = ue.Err
-		}
-		return fmt.Errorf("url: %w", err)
-	}
-	if strings.Contains(raw, "#") {
-		return errors.New("url: must not have a fragment")
-	}
-	return checkDeliveryURL(u)
-}
-
-// checkURL checks a target before a request: checkDeliveryURL, then https
-// when required.
-func (c *Client) checkURL(u *url.URL) error {
-	if err := checkDeliveryURL(u); err != nil {
-		return err
-	}
-	if c.requireHTTPS && !secureTarget(u) {
-		return errHTTPSRequired
-	}
-	return nil
-}
-
-var errHTTPSRequired = errors.New("url: must be https (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS)")
-
-// requireHTTPS refuses a URL that is not https, loopback aside.
-func requireHTTPS(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || !secureTarget(u) {
-		return errHTTPSRequired
-	}
-	return nil
-}
-
-// secureTarget reports whether u is https, or http to this host by a
-// loopback address or the name localhost: TLS there protects nothing.
-func secureTarget(u *url.URL) bool {
-	if strings.EqualFold(u.Scheme, "https") {
-		return true
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// checkDeliveryURL checks the parsed form of a subscription URL (see
-// ValidateURL).
-func checkDeliveryURL(u *url.URL) error {
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("url: must be http or https")
-	}
-	if u.Opaque != "" || u.Hostname() == "" {
-		return errors.New("url: must have a host, as in https://example.com/hook")
-	}
-	if u.User != nil {
-		return errors.New("url: must not contain user:password")
-	}
-	if u.Fragment != "" {
-		return errors.New("url: must not have a fragment")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-			return errors.New("url: port must be 1 to 65535")
-		}
-	} else if strings.HasSuffix(u.Host, ":") {
-		return errors.New("url: port must be 1 to 65535")
-	}
-	return nil
 }
 
 // guardDeliveryDial is the net.Dialer Control of the SSRF guard: it refuses

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -44,7 +45,7 @@ func TestCut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub := Subscription{ID: "sub_a", Sources: []string{"a"}, BatchMax: tt.batchMax}
+			sub := subscriptions.Subscription{ID: "sub_a", Sources: []string{"a"}, BatchMax: tt.batchMax}
 			msgs, covered := cut(sub, tt.recs, tt.maxBytes, tt.flush)
 			var got [][]string
 			for _, m := range msgs {
@@ -64,10 +65,10 @@ func TestCut(t *testing.T) {
 	}
 	// A batch's id depends on where it is and what it holds, nothing else.
 	r := recs("a", "a", "a")
-	sub := Subscription{ID: "sub_a", BatchMax: 2}
+	sub := subscriptions.Subscription{ID: "sub_a", BatchMax: 2}
 	first, _ := cut(sub, r, 0, false)
 	again, _ := cut(sub, r, 0, false)
-	other, _ := cut(Subscription{ID: "sub_b", BatchMax: 2}, r, 0, false)
+	other, _ := cut(subscriptions.Subscription{ID: "sub_b", BatchMax: 2}, r, 0, false)
 	shifted, _ := cut(sub, r[1:], 0, false)
 	if first[0].id != again[0].id || first[0].id == other[0].id || first[0].id == shifted[0].id {
 		t.Errorf("batch ids: %s, again %s, other subscription %s, other offsets %s; want the same twice, else different",

@@ -1,3 +1,18 @@
+// Package dispatch delivers events to subscribers: one consumer group per
+// subscription on the events topic, signed HTTP POSTs (Standard Webhooks)
+// of one event or of a batch of one partition's events through an
+// SSRF-guarded client, retries through the delivery-retry topic on a
+// schedule, a circuit breaker per subscription, and the delivery DLQ.
+// Offsets are committed only once an event is delivered, handed to the
+// retry topic, or dead-lettered: delivery is at least once, never zero.
+// It also emits the operational events of deliveries and circuits
+// (operational.go), and verifies a subscriber endpoint before it is
+// subscribed (verify.go).
+//
+// It owns delivery; it does not own the subscriptions themselves (package
+// subscriptions: the record, its validation, the registry and its topic,
+// which this package watches and updates through the Registry), the events
+// topic's content (the processor does), nor the admin API's HTTP surface.
 package dispatch
 
 import (
@@ -17,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -80,7 +96,7 @@ type Config struct {
 type Dispatcher struct {
 	cfg      Config
 	opts     []kgo.Opt
-	registry *Registry
+	registry *subscriptions.Registry
 	client   *Client
 	log      *slog.Logger
 	metrics  *metrics
@@ -105,7 +121,7 @@ type subState struct {
 	circuit *circuit
 
 	mu      sync.Mutex
-	sub     Subscription
+	sub     subscriptions.Subscription
 	limiter *rate.Limiter
 	// failingSince is when the first real attempt failed since the last
 	// success; zero while the subscriber is healthy.
@@ -120,7 +136,7 @@ var errSuperseded = errors.New("subscription changed since it was judged")
 // New builds a dispatcher. producer writes retries and dead letters
 // (acks=all); opts are the shared client options for its consumers. It does
 // no I/O.
-func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *Registry, log *slog.Logger, reg prometheus.Registerer) *Dispatcher {
+func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptions.Registry, log *slog.Logger, reg prometheus.Registerer) *Dispatcher {
 	if cfg.Schedule == nil {
 		cfg.Schedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
 	}
@@ -174,7 +190,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	wg.Go(func() { errc <- d.registry.Watch(ctx, func(subs map[string]Subscription) { d.reconcile(ctx, subs) }) })
+	wg.Go(func() {
+		errc <- d.registry.Watch(ctx, func(subs map[string]subscriptions.Subscription) { d.reconcile(ctx, subs) })
+	})
 	wg.Go(func() { errc <- d.retries.run(ctx) })
 	var err error
 	select {
@@ -194,7 +212,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // consumer can take seconds to leave its group, and nothing else (the
 // retries, readiness, the next change) waits on that. A worker started
 // in a stopping one's place waits for it.
-func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]Subscription) {
+func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscriptions.Subscription) {
 	defer d.loadedOnce.Do(func() { close(d.loaded) })
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -318,7 +336,7 @@ func newLimiter(perSecond float64) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))
 }
 
-func (d *Dispatcher) newSubState(s Subscription) *subState {
+func (d *Dispatcher) newSubState(s subscriptions.Subscription) *subState {
 	return &subState{sub: s, limiter: newLimiter(s.RateLimit), circuit: newCircuit(d.cfg.BreakerFailures, d.cfg.BreakerCooldown)}
 }
 
@@ -333,7 +351,7 @@ func (d *Dispatcher) stopAll() {
 }
 
 // current returns the subscription as last read.
-func (st *subState) current() Subscription {
+func (st *subState) current() subscriptions.Subscription {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.sub
@@ -423,7 +441,7 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 // m, and tracks the subscription's health: 410 Gone disables it at once;
 // real attempts all failing, with no success, for DisableAfter disable it
 // too.
-func (d *Dispatcher) record(ctx context.Context, st *subState, sub Subscription, m *message, n int, res Result) {
+func (d *Dispatcher) record(ctx context.Context, st *subState, sub subscriptions.Subscription, m *message, n int, res Result) {
 	now := d.now()
 	a := topics.Attempt{Subscription: sub.ID, N: n, Outcome: topics.OutcomeDelivered, Status: res.Status, Latency: res.Latency, At: now}
 	if !res.OK() {
@@ -474,7 +492,7 @@ func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
 	// The write does not end with the delivery that decided it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	updated, err := d.registry.Update(ctx, seen.ID, func(s *Subscription) error {
+	updated, err := d.registry.Update(ctx, seen.ID, func(s *subscriptions.Subscription) error {
 		if !s.Enabled || !s.UpdatedAt.Equal(seen.UpdatedAt) {
 			return errSuperseded
 		}
@@ -482,7 +500,7 @@ func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errSuperseded), errors.Is(err, ErrNotFound):
+	case errors.Is(err, errSuperseded), errors.Is(err, subscriptions.ErrNotFound):
 		d.log.Info("subscription not disabled: changed or deleted meanwhile", "subscription", seen.ID, "reason", reason)
 	case err != nil:
 		d.log.Error("could not record the disabled subscription", "subscription", seen.ID, "err", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -30,7 +31,7 @@ type harness struct {
 	env      *kafkatest.Env
 	cl       *kgo.Client
 	producer *kgo.Client // the dispatcher's, as run builds it
-	registry *dispatch.Registry
+	registry *subscriptions.Registry
 	cfg      dispatch.Config
 	stop     func()
 	seq      int
@@ -54,7 +55,7 @@ func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg dispatch.Config) *harnes
 	t.Helper()
 	cl := env.Client(t)
 	h := &harness{env: env, cl: cl}
-	h.registry = dispatch.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	h.registry = subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
 	cfg.Names = env.Names
 	cfg.Client.Timeout, cfg.Client.UserAgent = 2*time.Second, "hookstream/test"
 	if cfg.Schedule == nil {
@@ -130,7 +131,7 @@ func (h *harness) event(t *testing.T, source, eventType string) string {
 	return e.ID
 }
 
-func (h *harness) subscribe(t *testing.T, s dispatch.Subscription) dispatch.Subscription {
+func (h *harness) subscribe(t *testing.T, s subscriptions.Subscription) subscriptions.Subscription {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -245,7 +246,7 @@ func (s *subscriber) waitFor(t *testing.T, ids []string, timeout time.Duration) 
 func TestDeliversSignedEventsMatchingFilters(t *testing.T) {
 	h := newHarness(t, true)
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, Sources: []string{"github"}, EventTypes: []string{"push", "pull_*"}})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, Sources: []string{"github"}, EventTypes: []string{"push", "pull_*"}})
 	sink.secrets = []string{sub.Secret}
 	var want []string
 	for range 5 {
@@ -269,7 +270,7 @@ func TestRetriesUntilSuccess(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	sink.secrets = []string{sub.Secret}
 	ids := []string{h.event(t, "shop", "order"), h.event(t, "shop", "order")}
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
@@ -292,8 +293,8 @@ func TestFailingSubscriberDoesNotSlowHealthyOne(t *testing.T) {
 	h := newHarness(t, true)
 	bad := newSubscriber(t, func(string, int) int { return http.StatusInternalServerError })
 	good := newSubscriber(t, nil)
-	badSub := h.subscribe(t, dispatch.Subscription{URL: bad.srv.URL})
-	goodSub := h.subscribe(t, dispatch.Subscription{URL: good.srv.URL})
+	badSub := h.subscribe(t, subscriptions.Subscription{URL: bad.srv.URL})
+	goodSub := h.subscribe(t, subscriptions.Subscription{URL: good.srv.URL})
 	good.secrets = []string{goodSub.Secret}
 	var ids []string
 	for range 20 {
@@ -344,7 +345,7 @@ func TestOrderedSubscriptionKeepsOrderAcrossFailures(t *testing.T) {
 		mu.Unlock()
 		return http.StatusOK
 	}
-	h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL, Ordered: true})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL, Ordered: true})
 	var ids []string
 	for range 8 {
 		id := h.event(t, "solo", "e")
@@ -393,7 +394,7 @@ func TestSubscriptionsDisabled(t *testing.T) {
 			tt.cfg.Client.AllowPrivate = true
 			h := newHarnessWith(t, tt.cfg)
 			sink := newSubscriber(t, func(string, int) int { return tt.status })
-			sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+			sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 			h.event(t, "shop", "order")
 			kafkatest.WaitFor(t, 30*time.Second, func() error {
 				got, err := h.registry.Get(context.Background(), sub.ID)
@@ -412,7 +413,7 @@ func TestSubscriptionsDisabled(t *testing.T) {
 func TestPrivateTargetsRefused(t *testing.T) {
 	h := newHarness(t, false)
 	sink := newSubscriber(t, nil)
-	h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	h.event(t, "shop", "order")
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		dlq := h.env.Records(t, h.env.Names.DeliveryDLQ)
@@ -434,7 +435,7 @@ func TestPrivateTargetsRefused(t *testing.T) {
 func TestRestartDeliversEverything(t *testing.T) {
 	h := newHarness(t, true)
 	sink := newSubscriber(t, nil)
-	h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	var ids []string
 	for i := range 60 {
 		ids = append(ids, h.event(t, "shop", "order"))
@@ -449,9 +450,9 @@ func TestRestartDeliversEverything(t *testing.T) {
 func TestRotationSignsWithBothSecrets(t *testing.T) {
 	h := newHarness(t, true)
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	old := sub.Secret
-	sub, err := h.registry.Update(context.Background(), sub.ID, func(s *dispatch.Subscription) error {
+	sub, err := h.registry.Update(context.Background(), sub.ID, func(s *subscriptions.Subscription) error {
 		s.Rotate("", time.Now())
 		return nil
 	})

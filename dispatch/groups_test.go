@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -148,7 +149,7 @@ func TestKilledDispatchersRestartInPlace(t *testing.T) {
 	h := newHarness(t, true)
 	h.stop()
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	group := h.env.Names.SubscriptionGroup(sub.ID)
 	a, b := h.proc(t, "a"), h.proc(t, "b")
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
@@ -180,7 +181,7 @@ func TestKilledDispatchersRestartInPlace(t *testing.T) {
 func TestStopBoundedWhileJoinHangs(t *testing.T) {
 	h := newHarness(t, true)
 	h.stop()
-	sub := h.subscribe(t, dispatch.Subscription{URL: newSubscriber(t, nil).srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: newSubscriber(t, nil).srv.URL})
 	p := h.proc(t, "a")
 	h.hang(t, h.env.Names.SubscriptionGroup(sub.ID), p)
 	stopped := make(chan struct{})
@@ -201,19 +202,19 @@ func TestStopBoundedWhileJoinHangs(t *testing.T) {
 func TestStoppingSubscriptionStallsNoOther(t *testing.T) {
 	h := newHarness(t, true)
 	h.stop()
-	toggled := h.subscribe(t, dispatch.Subscription{URL: newSubscriber(t, nil).srv.URL})
+	toggled := h.subscribe(t, subscriptions.Subscription{URL: newSubscriber(t, nil).srv.URL})
 	flaky := newSubscriber(t, func(_ string, n int) int {
 		if n == 1 {
 			return http.StatusServiceUnavailable
 		}
 		return http.StatusOK
 	})
-	h.subscribe(t, dispatch.Subscription{URL: flaky.srv.URL})
+	h.subscribe(t, subscriptions.Subscription{URL: flaky.srv.URL})
 	p := h.proc(t, "a")
 	h.hang(t, h.env.Names.SubscriptionGroup(toggled.ID), p)
 
-	if _, err := h.registry.Update(context.Background(), toggled.ID, func(s *dispatch.Subscription) error {
-		dispatch.Patch{Enabled: new(false)}.Apply(s)
+	if _, err := h.registry.Update(context.Background(), toggled.ID, func(s *subscriptions.Subscription) error {
+		subscriptions.Patch{Enabled: new(false)}.Apply(s)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -68,7 +69,7 @@ func TestLargestEventIsRetried(t *testing.T) {
 		sink.serve(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	h.subscribe(t, dispatch.Subscription{URL: srv.URL})
+	h.subscribe(t, subscriptions.Subscription{URL: srv.URL})
 	big := h.largest(t)
 	after := []string{h.event(t, "shop", "order"), h.event(t, "shop", "order")}
 	sink.waitFor(t, after, 30*time.Second)
@@ -112,7 +113,7 @@ func TestRefusedHandOffDeadLetters(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	big := h.largest(t)
 	after := []string{h.event(t, "shop", "order"), h.event(t, "shop", "order")}
 	sink.waitFor(t, after, 30*time.Second)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // subGauge reads the gauge name of one subscription from the first
@@ -44,9 +45,9 @@ func TestSubscriptionStateMetrics(t *testing.T) {
 		DisableAfter:    1500 * time.Millisecond,
 	})
 	failing := newSubscriber(t, func(string, int) int { return http.StatusInternalServerError })
-	bad := h.subscribe(t, dispatch.Subscription{URL: failing.srv.URL})
+	bad := h.subscribe(t, subscriptions.Subscription{URL: failing.srv.URL})
 	healthy := newSubscriber(t, nil)
-	good := h.subscribe(t, dispatch.Subscription{URL: healthy.srv.URL})
+	good := h.subscribe(t, subscriptions.Subscription{URL: healthy.srv.URL})
 	for range 3 {
 		h.event(t, "shop", "order")
 	}

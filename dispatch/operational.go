@@ -17,24 +17,8 @@ import (
 // of the facts that identify its occurrence, so whatever writes one twice
 // (a retried hand-off, a restarted dispatcher) writes the same key and the
 // processor's deduplication keeps one. subscription.disabled and
-// subscription.enabled are written in the registry's transaction with the
-// change itself.
-
-// operatorDisabled is the reason of a subscription.disabled event when an
-// operator disabled the subscription.
-const operatorDisabled = "disabled by an operator"
-
-// toggled is the operational event of s, just enabled or disabled.
-func toggled(s Subscription) *topics.IngestRecord {
-	o := &topics.Operational{Type: topics.OpSubscriptionEnabled, SubscriptionID: s.ID, At: s.UpdatedAt}
-	if !s.Enabled {
-		o.Type, o.Reason = topics.OpSubscriptionDisabled, s.DisabledReason
-		if o.Reason == "" {
-			o.Reason = operatorDisabled
-		}
-	}
-	return o.IngestRecord(s.ID, s.UpdatedAt.Format(time.RFC3339Nano))
-}
+// subscription.enabled are written by the subscriptions registry, in its
+// transaction with the change itself.
 
 // notify writes an operational event, trying again while Kafka refuses,
 // until ctx ends.

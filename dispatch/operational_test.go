@@ -16,6 +16,7 @@ import (
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -99,9 +100,9 @@ func TestOperationalEvents(t *testing.T) {
 	})
 	h.runProcessor(t)
 	notifier := newSubscriber(t, nil)
-	h.subscribe(t, dispatch.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}})
+	h.subscribe(t, subscriptions.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}})
 	everything := newSubscriber(t, nil)
-	h.subscribe(t, dispatch.Subscription{URL: everything.srv.URL})
+	h.subscribe(t, subscriptions.Subscription{URL: everything.srv.URL})
 	var healthy atomic.Bool
 	failing := newSubscriber(t, func(string, int) int {
 		if healthy.Load() {
@@ -109,7 +110,7 @@ func TestOperationalEvents(t *testing.T) {
 		}
 		return http.StatusInternalServerError
 	})
-	sub := h.subscribe(t, dispatch.Subscription{URL: failing.srv.URL, Sources: []string{"shop", topics.OperationalSource}})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: failing.srv.URL, Sources: []string{"shop", topics.OperationalSource}})
 
 	var ids []string
 	for range 4 {
@@ -133,8 +134,8 @@ func TestOperationalEvents(t *testing.T) {
 	})
 
 	healthy.Store(true)
-	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *dispatch.Subscription) error {
-		dispatch.Patch{Enabled: new(true)}.Apply(s)
+	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *subscriptions.Subscription) error {
+		subscriptions.Patch{Enabled: new(true)}.Apply(s)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -217,14 +218,14 @@ func TestCircuitEvents(t *testing.T) {
 	})
 	h.runProcessor(t)
 	notifier := newSubscriber(t, nil)
-	h.subscribe(t, dispatch.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}})
+	h.subscribe(t, subscriptions.Subscription{URL: notifier.srv.URL, Sources: []string{topics.OperationalSource}})
 	flaky := newSubscriber(t, func(_ string, n int) int {
 		if n <= 3 { // two failures open the circuit, the first probe fails too
 			return http.StatusInternalServerError
 		}
 		return http.StatusOK
 	})
-	sub := h.subscribe(t, dispatch.Subscription{URL: flaky.srv.URL, Sources: []string{"shop", topics.OperationalSource}})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: flaky.srv.URL, Sources: []string{"shop", topics.OperationalSource}})
 	id := h.event(t, "shop", "order")
 	var evs []opEvent
 	kafkatest.WaitFor(t, 60*time.Second, func() error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -141,7 +142,7 @@ func TestPausedPartitionResumesAfterRebalance(t *testing.T) {
 	sink := newSubscriber(t, slow.respond)
 	// Over the queue's high mark in each partition: both pause.
 	ids := append(h.bulk(t, 0, 2500), h.bulk(t, 1, 2500)...)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	group := h.env.Names.SubscriptionGroup(sub.ID)
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		if got := sink.received(); !(got["bulk:1"] > 0 && got["bulk:2501"] > 0) {
@@ -211,7 +212,7 @@ func (h *harness) gauge(t *testing.T, name string) float64 {
 func TestRetriesResumeAfterRevokeWhilePaused(t *testing.T) {
 	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}, MaxPendingRetries: 4})
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	group := h.env.Names.RetryGroup()
 	first := h.sole(t, group, h.env.Names.DeliveryRetry, 2)
 	// Due once partitions have moved away and back.
@@ -244,7 +245,7 @@ func TestDueRetryWaitsForRegistry(t *testing.T) {
 	cl := h.env.Client(t)
 	var wg sync.WaitGroup
 	for i := range 3000 {
-		s := dispatch.Subscription{ID: fmt.Sprintf("filler-%d", i), URL: "https://example.com/hook", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		s := subscriptions.Subscription{ID: fmt.Sprintf("filler-%d", i), URL: "https://example.com/hook", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 			MaxInFlight: 1, Description: strings.Repeat("x", 200)}
 		v, err := json.Marshal(s)
 		if err != nil {
@@ -260,7 +261,7 @@ func TestDueRetryWaitsForRegistry(t *testing.T) {
 	}
 	wg.Wait()
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	ids := h.retryRecords(t, sub.ID, 0, 3, time.Now())
 	h.start(t)
 	sink.waitFor(t, ids, 30*time.Second)
@@ -276,7 +277,7 @@ func TestRevokedRetriesNotRepeated(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // a slow subscriber
 		return http.StatusOK
 	})
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	group := h.env.Names.RetryGroup()
 	first := h.sole(t, group, h.env.Names.DeliveryRetry, 2)
 	const n, inFlight = 150, 64 // inFlight: the retry consumer's concurrency
@@ -309,8 +310,8 @@ func TestFarRetriesDoNotHoldUpNearOnes(t *testing.T) {
 	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
 		MaxPendingRetries: 10, RetryHorizon: time.Second})
 	far, near := newSubscriber(t, nil), newSubscriber(t, nil)
-	farSub := h.subscribe(t, dispatch.Subscription{URL: far.srv.URL})
-	nearSub := h.subscribe(t, dispatch.Subscription{URL: near.srv.URL})
+	farSub := h.subscribe(t, subscriptions.Subscription{URL: far.srv.URL})
+	nearSub := h.subscribe(t, subscriptions.Subscription{URL: near.srv.URL})
 	farDue := time.Now().Add(5 * time.Second)
 	farIDs := h.retryRecords(t, farSub.ID, 0, 40, farDue)
 	nearIDs := h.retryRecords(t, nearSub.ID, 0, 3, time.Now())
@@ -332,8 +333,8 @@ func TestFarRetriesDoNotHoldUpNearOnes(t *testing.T) {
 func TestDeletedSubscriptionReleasesRetries(t *testing.T) {
 	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true}})
 	sink := newSubscriber(t, nil)
-	sub := h.subscribe(t, dispatch.Subscription{URL: sink.srv.URL})
-	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *dispatch.Subscription) error {
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
+	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *subscriptions.Subscription) error {
 		s.Enabled = false
 		return nil
 	}); err != nil {

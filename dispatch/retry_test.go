@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -71,7 +72,7 @@ func (h *harness) retryOffsets(t *testing.T) (committed, end int64) {
 // (a disabled one with a reason) and waits until the dispatcher follows.
 func (h *harness) setEnabled(t *testing.T, id string, enabled bool) {
 	t.Helper()
-	if _, err := h.registry.Update(context.Background(), id, func(s *dispatch.Subscription) error {
+	if _, err := h.registry.Update(context.Background(), id, func(s *subscriptions.Subscription) error {
 		s.Enabled, s.DisabledReason = enabled, ""
 		if !enabled {
 			s.DisabledReason = "subscriber answered 410 Gone"
@@ -117,8 +118,8 @@ func TestParkedRetryDoesNotPinRetryOffsets(t *testing.T) {
 	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
 		RetryReappendAfter: after})
 	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, nil)
-	parkedSub := h.subscribe(t, dispatch.Subscription{URL: parkedSink.srv.URL})
-	other := h.subscribe(t, dispatch.Subscription{URL: otherSink.srv.URL})
+	parkedSub := h.subscribe(t, subscriptions.Subscription{URL: parkedSink.srv.URL})
+	other := h.subscribe(t, subscriptions.Subscription{URL: otherSink.srv.URL})
 	h.setEnabled(t, parkedSub.ID, false)
 	parked := h.retryRecords(t, parkedSub.ID, 0, 1, time.Now())
 
@@ -185,8 +186,8 @@ func TestFarRetryReappendedFiresWhenDue(t *testing.T) {
 		return http.StatusOK
 	})
 	otherSink := newSubscriber(t, nil)
-	farSub := h.subscribe(t, dispatch.Subscription{URL: farSink.srv.URL})
-	other := h.subscribe(t, dispatch.Subscription{URL: otherSink.srv.URL})
+	farSub := h.subscribe(t, subscriptions.Subscription{URL: farSink.srv.URL})
+	other := h.subscribe(t, subscriptions.Subscription{URL: otherSink.srv.URL})
 	due := time.Now().Add(15 * time.Second)
 	far := h.retryRecords(t, farSub.ID, 0, 1, due)
 	otherSink.waitFor(t, h.retryRecords(t, other.ID, 0, 2*after, time.Now()), time.Until(due))
@@ -226,8 +227,8 @@ func TestParkedRetryReappendedAfterFailedWrite(t *testing.T) {
 		RetryHorizon: time.Second, RetryReappendAfter: after})
 	held := newGate(t) // no retry finishes before the refusal is set up
 	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, held.respond)
-	parkedSub := h.subscribe(t, dispatch.Subscription{URL: parkedSink.srv.URL})
-	other := h.subscribe(t, dispatch.Subscription{URL: otherSink.srv.URL})
+	parkedSub := h.subscribe(t, subscriptions.Subscription{URL: parkedSink.srv.URL})
+	other := h.subscribe(t, subscriptions.Subscription{URL: otherSink.srv.URL})
 	h.setEnabled(t, parkedSub.ID, false)
 	parked := h.retryRecords(t, parkedSub.ID, 0, 1, time.Now())
 	ids := h.retryRecords(t, other.ID, 0, 2*after, time.Now())
@@ -284,8 +285,8 @@ func TestSpilledRetriesBounded(t *testing.T) {
 	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
 		RetryHorizon: time.Second, MaxSpilledRetries: bound})
 	farSink, nearSink := newSubscriber(t, nil), newSubscriber(t, nil)
-	farSub := h.subscribe(t, dispatch.Subscription{URL: farSink.srv.URL})
-	nearSub := h.subscribe(t, dispatch.Subscription{URL: nearSink.srv.URL})
+	farSub := h.subscribe(t, subscriptions.Subscription{URL: farSink.srv.URL})
+	nearSub := h.subscribe(t, subscriptions.Subscription{URL: nearSink.srv.URL})
 	far := h.retryRecords(t, farSub.ID, 0, n, time.Now().Add(6*time.Second))
 	near := h.retryRecords(t, nearSub.ID, 1, 1, time.Now())
 	peak := 0.0
@@ -321,8 +322,8 @@ func TestParkedRetriesBounded(t *testing.T) {
 	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
 		RetryHorizon: time.Second, MaxSpilledRetries: bound})
 	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, nil)
-	parkedSub := h.subscribe(t, dispatch.Subscription{URL: parkedSink.srv.URL})
-	other := h.subscribe(t, dispatch.Subscription{URL: otherSink.srv.URL})
+	parkedSub := h.subscribe(t, subscriptions.Subscription{URL: parkedSink.srv.URL})
+	other := h.subscribe(t, subscriptions.Subscription{URL: otherSink.srv.URL})
 	h.setEnabled(t, parkedSub.ID, false)
 	parked := h.retryRecords(t, parkedSub.ID, 0, n, time.Now())
 	// Read after the parked ones: they were all read, and parked, before.

@@ -1,11 +1,8 @@
 package dispatch_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,175 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/hookstream/hookstream/dispatch"
-	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/signature"
 )
-
-func newKey(t *testing.T) []byte {
-	t.Helper()
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	return k
-}
-
-func secureRegistry(t *testing.T, env *kafkatest.Env, sec dispatch.Security) *dispatch.Registry {
-	t.Helper()
-	return dispatch.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t)).Secure(sec)
-}
-
-func mustKeys(t *testing.T, current, previous []byte) *dispatch.SecretKeys {
-	t.Helper()
-	k, err := dispatch.NewSecretKeys(current, previous)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// TestSecretsEncryptedAtRest: with a key, the compacted topic holds no
-// secret in plaintext, readers with the key see it as it was set, and
-// readers without it or with another key fail naming
-// HOOKSTREAM_SECRET_KEY instead of skipping the subscription.
-func TestSecretsEncryptedAtRest(t *testing.T) {
-	env := kafkatest.New(t, 3, 1<<20)
-	ctx := context.Background()
-	key := newKey(t)
-	r := secureRegistry(t, env, dispatch.Security{Keys: mustKeys(t, key, nil)})
-	s := &dispatch.Subscription{URL: "https://example.com/hook"}
-	if err := r.Create(ctx, s, ""); err != nil {
-		t.Fatal(err)
-	}
-	rotated, err := r.Update(ctx, s.ID, func(s *dispatch.Subscription) error { s.Rotate("", time.Now()); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rotated.PreviousSecret != s.Secret {
-		t.Fatalf("rotation: previous secret %q, want %q", rotated.PreviousSecret, s.Secret)
-	}
-	for _, rec := range env.Records(t, env.Names.Subscriptions) {
-		for _, secret := range []string{s.Secret, rotated.Secret, strings.TrimPrefix(s.Secret, "whsec_"), strings.TrimPrefix(rotated.Secret, "whsec_")} {
-			if bytes.Contains(rec.Value, []byte(secret)) {
-				t.Errorf("record %d holds a secret in plaintext: %s", rec.Offset, rec.Value)
-			}
-		}
-		var stored dispatch.Subscription
-		if err := json.Unmarshal(rec.Value, &stored); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(stored.Secret, "enc:v1:") {
-			t.Errorf("record %d: secret %q, want enc:v1:...", rec.Offset, stored.Secret)
-		}
-	}
-	got, err := r.Get(ctx, s.ID)
-	if err != nil || got.Secret != rotated.Secret || got.PreviousSecret != s.Secret {
-		t.Errorf("Get with the key: got %+v, %v, want the secrets as set", got, err)
-	}
-
-	for _, tt := range []struct {
-		name string
-		sec  dispatch.Security
-		want string
-	}{
-		{"no key", dispatch.Security{}, "HOOKSTREAM_SECRET_KEY is not set"},
-		{"wrong key", dispatch.Security{Keys: mustKeys(t, newKey(t), nil)}, "HOOKSTREAM_SECRET_KEY"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := secureRegistry(t, env, tt.sec).List(ctx)
-			if !errors.Is(err, dispatch.ErrSecretKey) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), s.ID) {
-				t.Errorf("List: got %v, want ErrSecretKey naming %s and %q", err, s.ID, tt.want)
-			}
-			if err != nil && strings.Contains(err.Error(), "\n") {
-				t.Errorf("List: error %q is more than one line", err)
-			}
-		})
-	}
-}
-
-// TestSecretKeyRotation: records written in plaintext (no key yet) or
-// with the previous key are read while HOOKSTREAM_SECRET_KEY_PREVIOUS is
-// set; Reseal rewrites them with the current key, after which the
-// previous key is no longer needed.
-func TestSecretKeyRotation(t *testing.T) {
-	env := kafkatest.New(t, 3, 1<<20)
-	ctx := context.Background()
-	oldKey, newKey := newKey(t), newKey(t)
-	plain := &dispatch.Subscription{URL: "https://example.com/plain"}
-	if err := secureRegistry(t, env, dispatch.Security{}).Create(ctx, plain, ""); err != nil {
-		t.Fatal(err)
-	}
-	sealed := &dispatch.Subscription{URL: "https://example.com/sealed"}
-	if err := secureRegistry(t, env, dispatch.Security{Keys: mustKeys(t, oldKey, nil)}).Create(ctx, sealed, ""); err != nil {
-		t.Fatal(err)
-	}
-
-	rotating := secureRegistry(t, env, dispatch.Security{Keys: mustKeys(t, newKey, oldKey)})
-	n, err := rotating.Reseal(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("Reseal: got %d, %v, want 2 rewritten", n, err)
-	}
-	if n, err := rotating.Reseal(ctx); err != nil || n != 0 {
-		t.Errorf("second Reseal: got %d, %v, want nothing left to rewrite", n, err)
-	}
-	subs, err := secureRegistry(t, env, dispatch.Security{Keys: mustKeys(t, newKey, nil)}).List(ctx)
-	if err != nil {
-		t.Fatalf("List with the new key alone: %v", err)
-	}
-	if subs[plain.ID].Secret != plain.Secret || subs[sealed.ID].Secret != sealed.Secret {
-		t.Errorf("secrets after rotation: got %q and %q, want %q and %q", subs[plain.ID].Secret, subs[sealed.ID].Secret, plain.Secret, sealed.Secret)
-	}
-}
-
-func TestNewSecretKeysRefusesShortKeys(t *testing.T) {
-	if _, err := dispatch.NewSecretKeys(make([]byte, 16), nil); err == nil {
-		t.Error("16-byte key: got no error, want one")
-	}
-	if _, err := dispatch.NewSecretKeys(make([]byte, 32), make([]byte, 31)); err == nil {
-		t.Error("31-byte previous key: got no error, want one")
-	}
-}
-
-// TestRequireHTTPS: with RequireHTTPS, a subscription cannot be created
-// with, or changed to, an http URL (loopback aside: TLS to this host
-// protects nothing); a subscription created before keeps working with
-// changes that leave its URL alone.
-func TestRequireHTTPS(t *testing.T) {
-	env := kafkatest.New(t, 3, 1<<20)
-	ctx := context.Background()
-	old := &dispatch.Subscription{URL: "http://hooks.example.com/old"}
-	if err := secureRegistry(t, env, dispatch.Security{}).Create(ctx, old, ""); err != nil {
-		t.Fatal(err)
-	}
-	r := secureRegistry(t, env, dispatch.Security{RequireHTTPS: true})
-	for _, tt := range []struct {
-		url string
-		ok  bool
-	}{
-		{"http://hooks.example.com/new", false},
-		{"HTTP://hooks.example.com/new", false},
-		{"https://hooks.example.com/new", true},
-		{"http://127.0.0.1:9000/hook", true},
-		{"http://localhost:9000/hook", true},
-		{"http://[::1]:9000/hook", true},
-	} {
-		err := r.Create(ctx, &dispatch.Subscription{URL: tt.url}, "")
-		switch {
-		case tt.ok && err != nil:
-			t.Errorf("Create %s: %v, want it created", tt.url, err)
-		case !tt.ok && (!errors.Is(err, dispatch.ErrInvalid) || !strings.Contains(err.Error(), "url: must be https (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS)")):
-			t.Errorf("Create %s: got %v, want ErrInvalid saying https is required", tt.url, err)
-		}
-	}
-	if _, err := r.Update(ctx, old.ID, func(s *dispatch.Subscription) error { s.Description = "kept"; return nil }); err != nil {
-		t.Errorf("Update of another field: %v, want it written", err)
-	}
-	_, err := r.Update(ctx, old.ID, func(s *dispatch.Subscription) error { s.URL = "http://hooks.example.com/moved"; return nil })
-	if !errors.Is(err, dispatch.ErrInvalid) {
-		t.Errorf("Update to an http URL: got %v, want ErrInvalid", err)
-	}
-}
 
 // TestClientRequireHTTPS: the delivery client refuses an http target
 // before dialing it.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // VerificationType is the type of a verification request's body.
@@ -54,7 +55,7 @@ func (c *Client) Verify(parent context.Context, rawURL string, keys [][]byte) er
 		return fmt.Errorf("url: %w", err)
 	}
 	target := clientRedactURL(req.URL)
-	if err := c.checkURL(req.URL); err != nil {
+	if err := subscriptions.CheckTarget(req.URL, c.requireHTTPS); err != nil {
 		return err
 	}
 	if len(keys) == 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/backoff"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -20,7 +21,7 @@ import (
 type worker struct {
 	d      *Dispatcher
 	st     *subState
-	sub    Subscription // as the worker started; shape changes restart it
+	sub    subscriptions.Subscription // as the worker started; shape changes restart it
 	cancel context.CancelFunc
 	done   chan struct{}
 	sem    chan struct{} // bounds concurrent deliveries (unordered)

@@ -17,6 +17,7 @@ import (
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -130,7 +131,7 @@ func TestReplaySubscriptionRedeliversToItOnly(t *testing.T) {
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	registry := dispatch.NewRegistry(cl, opts, env.Names, log)
+	registry := subscriptions.NewRegistry(cl, opts, env.Names, log)
 	var mu sync.Mutex
 	got := map[string]map[string]int{"a": {}, "b": {}}
 	subscriber := func(name string) string {
@@ -141,7 +142,7 @@ func TestReplaySubscriptionRedeliversToItOnly(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		}))
 		t.Cleanup(srv.Close)
-		s := dispatch.Subscription{URL: srv.URL}
+		s := subscriptions.Subscription{URL: srv.URL}
 		if err := registry.Create(context.Background(), &s, "earliest"); err != nil {
 			t.Fatal(err)
 		}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 func newBenchCommand() *cobra.Command {
@@ -57,12 +57,12 @@ make it a batched one, and the sink counts each event of a batch.`,
 			}, Timeout: 30 * time.Second}
 			var s *loadgen.Sink
 			if sink != "" {
-				var batch dispatch.Patch
+				var batch subscriptions.Patch
 				if cmd.Flags().Changed("sink-batch-max") {
 					batch.BatchMax = &batchMax
 				}
 				if cmd.Flags().Changed("sink-batch-wait") {
-					batch.BatchWait = ptr(dispatch.Duration(batchWait))
+					batch.BatchWait = ptr(subscriptions.Duration(batchWait))
 				}
 				if err := batch.Validate(); err != nil {
 					return err
@@ -114,7 +114,7 @@ make it a batched one, and the sink counts each event of a batch.`,
 
 // runSink serves s on addr and subscribes it, batched as batch says, with
 // s verifying its signatures; stop removes both.
-func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch dispatch.Patch) (stop func(), err error) {
+func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subscriptions.Patch) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--sink: %w", err)
@@ -129,8 +129,8 @@ func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch dispatch.Pa
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var id string
-	err = withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
-		sub := dispatch.Subscription{URL: "http://" + ln.Addr().String() + "/", Description: "hookstream bench sink", MaxInFlight: 64,
+	err = withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		sub := subscriptions.Subscription{URL: "http://" + ln.Addr().String() + "/", Description: "hookstream bench sink", MaxInFlight: 64,
 			Secret: secret}
 		batch.Apply(&sub)
 		if err := r.Create(ctx, &sub, "latest"); err != nil {
@@ -141,7 +141,7 @@ func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch dispatch.Pa
 	})
 	stop = func() {
 		if id != "" {
-			if err := withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error { return r.Delete(ctx, id) }); err != nil {
+			if err := withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error { return r.Delete(ctx, id) }); err != nil {
 				fmt.Fprintln(os.Stderr, "hookstream: remove the bench subscription:", err)
 			}
 		}

@@ -21,9 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/statestore"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -39,8 +39,8 @@ func newEventsCommand() *cobra.Command {
 // eventFilter selects events records by the source and type headers the
 // processor writes, as a subscription's filters do.
 type eventFilter struct {
-	flags dispatch.Subscription  // --source and --type
-	sub   *dispatch.Subscription // --subscription, if any
+	flags subscriptions.Subscription  // --source and --type
+	sub   *subscriptions.Subscription // --subscription, if any
 }
 
 // addFilterFlags adds --source, --type and, when sub is not nil,
@@ -68,7 +68,7 @@ func newEventFilter(ctx context.Context, c cluster, source, typ, sub string) (*e
 		f.flags.EventTypes = []string{typ}
 	}
 	if sub != "" {
-		s, err := dispatch.NewRegistry(c.cl, c.opts, c.names, c.log).Get(ctx, sub)
+		s, err := subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Get(ctx, sub)
 		if err != nil {
 			return nil, fmt.Errorf("--subscription: %w", err)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/stats"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -131,7 +132,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		return err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
-	registry := dispatch.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log).Secure(security)
+	registry := subscriptions.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log).Secure(security)
 	reg.MustRegister(groups.NewCollector(adminClient, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // subscriptionFlags are the writable fields of a subscription.
@@ -35,15 +36,15 @@ func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs.StringArrayVar(&f.sources, "source", nil, "deliver only events of these sources (glob, repeatable)")
 	fs.StringArrayVar(&f.eventTypes, "event-type", nil, "deliver only events of these types (glob, repeatable)")
 	fs.BoolVar(&f.ordered, "ordered", false, "deliver one event at a time per partition, retrying in place")
-	fs.IntVar(&f.maxInFlight, "max-in-flight", dispatch.DefaultMaxInFlight, "concurrent deliveries (unordered)")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", subscriptions.DefaultMaxInFlight, "concurrent deliveries (unordered)")
 	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "deliveries per second (0: unlimited)")
 	fs.IntVar(&f.batchMax, "batch-max", 1, "events per delivery, 1 to 1000; above 1 the body is {\"events\":[envelope,...]}")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "how long a partial batch waits for more events, at most 10s (0: sends what was read)")
 }
 
 // patch holds the flags that were set.
-func (f *subscriptionFlags) patch(cmd *cobra.Command) dispatch.Patch {
-	var p dispatch.Patch
+func (f *subscriptionFlags) patch(cmd *cobra.Command) subscriptions.Patch {
+	var p subscriptions.Patch
 	fields := []struct {
 		flag string
 		set  func()
@@ -57,7 +58,7 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) dispatch.Patch {
 		{"max-in-flight", func() { p.MaxInFlight = &f.maxInFlight }},
 		{"rate-limit", func() { p.RateLimit = &f.rateLimit }},
 		{"batch-max", func() { p.BatchMax = &f.batchMax }},
-		{"batch-wait", func() { p.BatchWait = (*dispatch.Duration)(&f.batchWait) }},
+		{"batch-wait", func() { p.BatchWait = (*subscriptions.Duration)(&f.batchWait) }},
 	}
 	for _, field := range fields {
 		if cmd.Flags().Changed(field.flag) {
@@ -68,12 +69,12 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) dispatch.Patch {
 }
 
 // withRegistry runs fn with a registry on the configured cluster.
-func withRegistry(cmd *cobra.Command, fn func(ctx context.Context, r *dispatch.Registry) error) error {
-	return withClusterRegistry(cmd, func(ctx context.Context, _ cluster, r *dispatch.Registry) error { return fn(ctx, r) })
+func withRegistry(cmd *cobra.Command, fn func(ctx context.Context, r *subscriptions.Registry) error) error {
+	return withClusterRegistry(cmd, func(ctx context.Context, _ cluster, r *subscriptions.Registry) error { return fn(ctx, r) })
 }
 
 // withClusterRegistry runs fn with the cluster and its registry.
-func withClusterRegistry(cmd *cobra.Command, fn func(ctx context.Context, c cluster, r *dispatch.Registry) error) error {
+func withClusterRegistry(cmd *cobra.Command, fn func(ctx context.Context, c cluster, r *subscriptions.Registry) error) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
@@ -90,23 +91,23 @@ func withClusterRegistry(cmd *cobra.Command, fn func(ctx context.Context, c clus
 
 // registry is the subscriptions registry of c, guarded as its
 // configuration says.
-func (c cluster) registry() (*dispatch.Registry, error) {
+func (c cluster) registry() (*subscriptions.Registry, error) {
 	sec, err := subscriptionSecurity(c.cfg)
 	if err != nil {
 		return nil, err
 	}
-	return dispatch.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec), nil
+	return subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec), nil
 }
 
 // subscriptionSecurity is how subscriptions are guarded:
 // HOOKSTREAM_SECRET_KEY (and _PREVIOUS) and
 // HOOKSTREAM_DELIVERY_REQUIRE_HTTPS and HOOKSTREAM_MAX_SUBSCRIPTIONS.
-func subscriptionSecurity(cfg *config.Config) (dispatch.Security, error) {
-	sec := dispatch.Security{RequireHTTPS: cfg.Delivery.RequireHTTPS, MaxSubscriptions: cfg.Delivery.MaxSubscriptions}
+func subscriptionSecurity(cfg *config.Config) (subscriptions.Security, error) {
+	sec := subscriptions.Security{RequireHTTPS: cfg.Delivery.RequireHTTPS, MaxSubscriptions: cfg.Delivery.MaxSubscriptions}
 	if cfg.SecretKey != nil {
-		keys, err := dispatch.NewSecretKeys(cfg.SecretKey, cfg.SecretKeyPrevious)
+		keys, err := subscriptions.NewSecretKeys(cfg.SecretKey, cfg.SecretKeyPrevious)
 		if err != nil {
-			return dispatch.Security{}, err
+			return subscriptions.Security{}, err
 		}
 		sec.Keys = keys
 	}
@@ -165,8 +166,8 @@ only https URLs are accepted.`,
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *dispatch.Registry) error {
-				var s dispatch.Subscription
+			return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
+				var s subscriptions.Subscription
 				p.Apply(&s)
 				if s.URL == "" {
 					return fmt.Errorf("--url is required")
@@ -179,7 +180,7 @@ only https URLs are accepted.`,
 				if err := r.Create(ctx, &s, from); err != nil {
 					return err
 				}
-				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
+				return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
 			})
 		},
 	}
@@ -196,12 +197,12 @@ only https URLs are accepted.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
 				subs, err := r.List(ctx)
 				if err != nil {
 					return err
 				}
-				out := make([]dispatch.Subscription, 0, len(subs))
+				out := make([]subscriptions.Subscription, 0, len(subs))
 				for _, s := range subs {
 					out = append(out, s)
 				}
@@ -220,19 +221,19 @@ only https URLs are accepted.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
 				s, err := r.Get(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
+				return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
 			})
 		},
 	}
 
 	// change edits one subscription and prints it.
 	var upd subscriptionFlags
-	change := func(use, short, example string, args cobra.PositionalArgs, edit func(cmd *cobra.Command, s *dispatch.Subscription)) *cobra.Command {
+	change := func(use, short, example string, args cobra.PositionalArgs, edit func(cmd *cobra.Command, s *subscriptions.Subscription)) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, Example: example, Args: args,
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -242,27 +243,31 @@ only https URLs are accepted.`,
 				if err := upd.patch(cmd).Validate(); err != nil {
 					return err
 				}
-				return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
-					s, err := r.Update(ctx, args[0], func(s *dispatch.Subscription) error {
+				return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+					s, err := r.Update(ctx, args[0], func(s *subscriptions.Subscription) error {
 						edit(cmd, s)
 						return nil
 					})
 					if err != nil {
 						return err
 					}
-					return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, false)
+					return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, false)
 				})
 			},
 		}
 	}
 	update := change("update ID", "Change a subscription's fields", `  hookstream subscriptions update sub_abc --url https://new.example.com/hook
   hookstream subscriptions update sub_abc --batch-max 100 --batch-wait 500ms`,
-		cobra.ExactArgs(1), func(cmd *cobra.Command, s *dispatch.Subscription) { upd.patch(cmd).Apply(s) })
+		cobra.ExactArgs(1), func(cmd *cobra.Command, s *subscriptions.Subscription) { upd.patch(cmd).Apply(s) })
 	upd.register(update)
 	enable := change("enable ID", "Resume deliveries", "  hookstream subscriptions enable sub_abc", cobra.ExactArgs(1),
-		func(_ *cobra.Command, s *dispatch.Subscription) { dispatch.Patch{Enabled: ptr(true)}.Apply(s) })
+		func(_ *cobra.Command, s *subscriptions.Subscription) {
+			subscriptions.Patch{Enabled: ptr(true)}.Apply(s)
+		})
 	disable := change("disable ID", "Pause deliveries (events wait in the subscription's group)", "  hookstream subscriptions disable sub_abc", cobra.ExactArgs(1),
-		func(_ *cobra.Command, s *dispatch.Subscription) { dispatch.Patch{Enabled: ptr(false)}.Apply(s) })
+		func(_ *cobra.Command, s *subscriptions.Subscription) {
+			subscriptions.Patch{Enabled: ptr(false)}.Apply(s)
+		})
 
 	var newSecret string
 	rotate := &cobra.Command{
@@ -275,15 +280,15 @@ only https URLs are accepted.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
-				s, err := r.Update(ctx, args[0], func(s *dispatch.Subscription) error {
+			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+				s, err := r.Update(ctx, args[0], func(s *subscriptions.Subscription) error {
 					s.Rotate(newSecret, time.Now().UTC())
 					return nil
 				})
 				if err != nil {
 					return err
 				}
-				return printSubscriptions(cmd.OutOrStdout(), output, []dispatch.Subscription{s}, true)
+				return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
 			})
 		},
 	}
@@ -295,7 +300,7 @@ only https URLs are accepted.`,
 		Example: "  hookstream subscriptions rm sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRegistry(cmd, func(ctx context.Context, r *dispatch.Registry) error {
+			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
 				if err := r.Delete(ctx, args[0]); err != nil {
 					return err
 				}
@@ -312,7 +317,7 @@ only https URLs are accepted.`,
 // verifyEndpoint sends s's URL a verification request signed with its
 // secret (generated here when not given) and fails unless the endpoint
 // echoes the challenge.
-func verifyEndpoint(ctx context.Context, cfg *config.Config, r *dispatch.Registry, s *dispatch.Subscription) error {
+func verifyEndpoint(ctx context.Context, cfg *config.Config, r *subscriptions.Registry, s *subscriptions.Subscription) error {
 	if err := r.CheckURL(s.URL); err != nil {
 		return err
 	}
@@ -329,7 +334,7 @@ func verifyEndpoint(ctx context.Context, cfg *config.Config, r *dispatch.Registr
 	return nil
 }
 
-func printSubscriptions(w io.Writer, output string, subs []dispatch.Subscription, withSecret bool) error {
+func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscription, withSecret bool) error {
 	if !withSecret {
 		for i := range subs {
 			subs[i] = subs[i].Redacted()
@@ -340,7 +345,7 @@ func printSubscriptions(w io.Writer, output string, subs []dispatch.Subscription
 			return writeJSON(w, subs[0])
 		}
 		if subs == nil {
-			subs = []dispatch.Subscription{}
+			subs = []subscriptions.Subscription{}
 		}
 		return writeJSON(w, subs)
 	}

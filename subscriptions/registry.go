@@ -1,4 +1,4 @@
-package dispatch
+package subscriptions
 
 import (
 	"context"
@@ -366,6 +366,22 @@ func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscriptio
 		return []*kgo.Record{rec, toggled(s).Record(r.names.Ingest)}, nil
 	})
 	return out, err
+}
+
+// operatorDisabled is the reason of a subscription.disabled event when an
+// operator disabled the subscription.
+const operatorDisabled = "disabled by an operator"
+
+// toggled is the operational event of s, just enabled or disabled.
+func toggled(s Subscription) *topics.IngestRecord {
+	o := &topics.Operational{Type: topics.OpSubscriptionEnabled, SubscriptionID: s.ID, At: s.UpdatedAt}
+	if !s.Enabled {
+		o.Type, o.Reason = topics.OpSubscriptionDisabled, s.DisabledReason
+		if o.Reason == "" {
+			o.Reason = operatorDisabled
+		}
+	}
+	return o.IngestRecord(s.ID, s.UpdatedAt.Format(time.RFC3339Nano))
 }
 
 // Delete tombstones a subscription.

@@ -1,16 +1,19 @@
-// Package dispatch delivers events to subscribers: subscriptions kept in a
-// compacted topic, one consumer group per subscription on the events
-// topic, signed HTTP POSTs (Standard Webhooks) of one event or of a batch
-// of one partition's events through an SSRF-guarded client, retries
-// through the delivery-retry topic on a schedule, a circuit breaker per
-// subscription, and the delivery DLQ. Offsets are committed only once an
-// event is delivered, handed to the retry topic, or dead-lettered:
-// delivery is at least once, never zero. It also emits the operational
-// events of subscriptions and deliveries (operational.go).
+// Package subscriptions owns who receives what: the Subscription record
+// (URL, secrets, filters, ordering, bounds, batching) and its validation,
+// the rules a subscriber URL must meet when it is written, and the
+// Registry, the one read-modify-write of the compacted subscriptions
+// topic: every write (CLI, admin API, dispatchers) is a Kafka transaction
+// under one shared transactional id, a change of Enabled writes its
+// operational event in the same transaction, a Watch keeps a daemon's
+// snapshot current, and secrets are encrypted at rest (SecretKeys).
 //
-// It owns subscriptions and delivery; it does not own the events topic's
-// content (the processor does) nor the admin API's HTTP surface.
-package dispatch
+// It refuses to own delivery: consumer groups on the events topic,
+// signing and sending requests, retries, circuits, batching and the
+// delivery DLQ are package dispatch's, which imports this one (never the
+// reverse). Whether a URL's host is a public address is checked at each
+// delivery by dispatch's dialer, not here. The admin API's HTTP surface
+// and the CLI's commands that call the Registry are theirs.
+package subscriptions
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package dispatch
+package subscriptions
 
 import (
 	"crypto/aes"

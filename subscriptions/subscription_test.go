@@ -1,4 +1,4 @@
-package dispatch
+package subscriptions
 
 import (
 	"encoding/json"
@@ -83,5 +83,28 @@ func TestDurationJSON(t *testing.T) {
 	b, err := json.Marshal(Subscription{BatchWait: Duration(250 * time.Millisecond)})
 	if err != nil || !strings.Contains(string(b), `"batch_wait":"250ms"`) {
 		t.Errorf("encode: got %s %v, want batch_wait as \"250ms\"", b, err)
+	}
+}
+
+// TestMaxInFlightValidated: a subscription's concurrent deliveries are
+// bounded: max_in_flight from 1 to 1000, else the subscription is refused.
+func TestMaxInFlightValidated(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string // "" when valid
+	}{
+		{1, ""},
+		{1000, ""},
+		{0, "max_in_flight: 0 is not between 1 and 1000"},
+		{1001, "max_in_flight: 1001 is not between 1 and 1000"},
+	} {
+		s := Subscription{ID: "sub_a", URL: "https://a.example/hook", Secret: signature.NewSecret(), MaxInFlight: tt.n, BatchMax: 1}
+		err := s.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("max_in_flight %d: got %v, want valid", tt.n, err)
+		case tt.want != "" && (err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("max_in_flight %d: got %v, want an invalid subscription saying %q", tt.n, err, tt.want)
+		}
 	}
 }

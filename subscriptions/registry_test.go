@@ -1,8 +1,11 @@
-package dispatch_test
+package subscriptions_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,20 +14,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // TestGetWhileWatching checks that Get, served from a running Watch's
 // snapshot, sees every write committed before it.
 func TestGetWhileWatching(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
-	r := dispatch.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	loaded := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- r.Watch(ctx, func(map[string]dispatch.Subscription) {
+		done <- r.Watch(ctx, func(map[string]subscriptions.Subscription) {
 			select {
 			case loaded <- struct{}{}:
 			default:
@@ -42,13 +45,13 @@ func TestGetWhileWatching(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Watch did not load")
 	}
-	s := &dispatch.Subscription{URL: "https://example.com/hook"}
+	s := &subscriptions.Subscription{URL: "https://example.com/hook"}
 	if err := r.Create(ctx, s, ""); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
 		want := fmt.Sprint("version ", i)
-		if _, err := r.Update(ctx, s.ID, func(s *dispatch.Subscription) error { s.Description = want; return nil }); err != nil {
+		if _, err := r.Update(ctx, s.ID, func(s *subscriptions.Subscription) error { s.Description = want; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		got, err := r.Get(ctx, s.ID)
@@ -77,14 +80,53 @@ func TestCreateRightAfterTopicsCreate(t *testing.T) {
 	for _, topic := range []string{string(env.Names.Subscriptions), string(env.Names.Events)} {
 		env.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets, kmsg.Metadata}, Topic: topic, Err: kerr.UnknownTopicOrPartition, Count: 3})
 	}
-	r := dispatch.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := &dispatch.Subscription{URL: "https://example.com/hook"}
+	s := &subscriptions.Subscription{URL: "https://example.com/hook"}
 	if err := r.Create(ctx, s, "earliest"); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	if got, err := r.Get(ctx, s.ID); err != nil || got.URL != s.URL {
 		t.Fatalf("get: got %+v, %v, want the subscription", got, err)
+	}
+}
+
+// TestRegistryUpdatesNeverLost: concurrent read-modify-writes of one
+// subscription all land, none overwriting another.
+func TestRegistryUpdatesNeverLost(t *testing.T) {
+	env := kafkatest.New(t, 1, 1<<20)
+	registry := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	ctx := context.Background()
+	sub := subscriptions.Subscription{URL: "https://example.com/hook"}
+	if err := registry.Create(ctx, &sub, ""); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 6
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			_, err := registry.Update(ctx, sub.ID, func(s *subscriptions.Subscription) error {
+				s.Sources = append(s.Sources, "s"+strconv.Itoa(i))
+				return nil
+			})
+			if err != nil {
+				t.Errorf("writer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := registry.Get(ctx, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Sources) != writers {
+		t.Errorf("sources after %d concurrent updates: got %v, want all %d", writers, got.Sources, writers)
+	}
+	if err := registry.Delete(ctx, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.Update(ctx, sub.ID, func(*subscriptions.Subscription) error { return nil }); !errors.Is(err, subscriptions.ErrNotFound) {
+		t.Errorf("update of a deleted subscription: got %v, want ErrNotFound", err)
 	}
 }
