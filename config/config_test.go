@@ -203,16 +203,16 @@ func TestAdvertisedAdminAddr(t *testing.T) {
 	}
 }
 
-// TestREADMEConfigurationTable: the README's configuration table names
-// every setting, and no other.
-func TestREADMEConfigurationTable(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+// TestConfigurationReference: the configuration table of
+// docs/configuration.md names every setting, and no other.
+func TestConfigurationReference(t *testing.T) {
+	raw, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(raw), "| variable | default | meaning |\n")
 	if !ok {
-		t.Fatal("README.md: no configuration table (| variable | default | meaning |)")
+		t.Fatal("docs/configuration.md: no configuration table (| variable | default | meaning |)")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	var documented []string
@@ -230,12 +230,12 @@ func TestREADMEConfigurationTable(t *testing.T) {
 	slices.Sort(defined)
 	for _, env := range defined {
 		if _, found := slices.BinarySearch(documented, env); !found {
-			t.Errorf("%s: a setting the README's configuration table does not name", env)
+			t.Errorf("%s: a setting the configuration table of docs/configuration.md does not name", env)
 		}
 	}
 	for _, env := range documented {
 		if _, found := slices.BinarySearch(defined, env); !found {
-			t.Errorf("%s: in the README's configuration table, but no setting", env)
+			t.Errorf("%s: in the configuration table of docs/configuration.md, but no setting", env)
 		}
 	}
 }
