@@ -80,7 +80,7 @@ type Config struct {
 const DefaultDedupTTL = 168 * time.Hour
 
 // DefaultSchedule returns the default delays before retries 1..n, the
-// default of HOOKSTREAM_DELIVERY_SCHEDULE.
+// default of HOOKSTREAM_DELIVERY_SCHEDULE and of dispatch.Config.Schedule.
 func DefaultSchedule() []time.Duration {
 	return []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
 }

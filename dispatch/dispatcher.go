@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -42,7 +43,7 @@ type Config struct {
 	// Client configures delivery attempts.
 	Client ClientConfig
 	// Schedule holds the delays before retries 1..n; the first attempt is
-	// immediate. Default 5s,5m,30m,2h,5h,10h,10h.
+	// immediate. Default config.DefaultSchedule, 5s,5m,30m,2h,5h,10h,10h.
 	Schedule []time.Duration
 	// BreakerCooldown is how long an open circuit waits before its probe.
 	// Default 30s, never more than the first delay of Schedule: a refused
@@ -138,7 +139,7 @@ var errSuperseded = errors.New("subscription changed since it was judged")
 // no I/O.
 func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptions.Registry, log *slog.Logger, reg prometheus.Registerer) *Dispatcher {
 	if cfg.Schedule == nil {
-		cfg.Schedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+		cfg.Schedule = config.DefaultSchedule()
 	}
 	if cfg.BreakerCooldown == 0 {
 		cfg.BreakerCooldown = 30 * time.Second
