@@ -18,6 +18,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
+
+	"github.com/hookstream/hookstream/topics"
 )
 
 // Config is the whole configuration of a hookstream process.
@@ -251,7 +253,7 @@ var settings = []setting{
 	{"HOOKSTREAM_INSTANCE_ID", "instance-id", "", "stable identity of this process, its transactional id (default: host name + data dir)", Server,
 		func(c *Config, v string) error {
 			c.InstanceID = v
-			if v != "" && !ValidName(v) {
+			if v != "" && !topics.ValidName(v) {
 				return fmt.Errorf("invalid instance id %q (want 1 to 100 letters, digits, '.', '_' or '-')", v)
 			}
 			return nil
@@ -382,7 +384,7 @@ func loopback(addr string) bool {
 }
 
 func topicPrefix(v string) error {
-	if !ValidName(v) {
+	if !topics.ValidName(v) {
 		return fmt.Errorf("invalid prefix %q (want 1 to 100 letters, digits, '.', '_' or '-')", v)
 	}
 	return nil
@@ -454,19 +456,4 @@ func positiveDuration(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q (want e.g. 5s, 10m, 168h)", v)
 	}
 	return d, nil
-}
-
-// ValidName reports whether name may be used as a source or topic prefix:
-// 1 to 100 letters, digits, '.', '_' or '-', as Kafka topic names allow.
-func ValidName(name string) bool {
-	if name == "" || len(name) > 100 {
-		return false
-	}
-	for _, r := range name {
-		ok := r == '-' || r == '_' || r == '.' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
-		if !ok {
-			return false
-		}
-	}
-	return true
 }

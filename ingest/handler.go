@@ -28,7 +28,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/net/netutil"
 
-	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -361,7 +360,7 @@ func (h *Handler) source(name string) (*source, error) {
 	if s, ok := h.sources[name]; ok {
 		return s, nil
 	}
-	if h.unknown != nil && config.ValidName(name) {
+	if h.unknown != nil && topics.ValidName(name) {
 		return h.unknown, nil
 	}
 	return nil, errUnknownSource

@@ -16,7 +16,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -158,7 +157,7 @@ func (s Sources) Validate() error {
 	for _, name := range names {
 		src := s.Sources[name]
 		at := "sources." + name
-		if !config.ValidName(name) {
+		if !topics.ValidName(name) {
 			errs = append(errs, fmt.Errorf("%s: source names use letters, digits, '-', '_' and '.' only", at))
 		}
 		if name == topics.OperationalSource {

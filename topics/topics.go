@@ -43,6 +43,22 @@ func NewNames(prefix string) Names {
 	}
 }
 
+// ValidName reports whether name may be used as a source name, a topic
+// prefix or an instance id: 1 to 100 letters, digits, '.', '_' or '-', as
+// Kafka topic names allow.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 100 {
+		return false
+	}
+	for _, r := range name {
+		ok := r == '-' || r == '_' || r == '.' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // ProcessorGroup is the processors' consumer group, also the prefix of
 // their transactional ids.
 func (n Names) ProcessorGroup() Group { return Group(n.Prefix + "-processor") }
