@@ -357,5 +357,3 @@ func endOffsets(ctx context.Context, adm *kadm.Client, topic string, id int32) (
 	}
 	return e.Offset, s.Offset, nil
 }
-
-func sortInt32(s []int32) { slices.Sort(s) }

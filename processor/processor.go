@@ -448,7 +448,7 @@ func (p *Processor) Ready(context.Context) (bool, any) {
 			restoring = append(restoring, id)
 		}
 	}
-	sortInt32(restoring)
-	sortInt32(ready)
+	slices.Sort(restoring)
+	slices.Sort(ready)
 	return p.sess != nil && p.assigned && len(restoring) == 0, map[string]any{"assigned": p.assigned, "partitions": ready, "restoring": restoring}
 }

@@ -177,9 +177,6 @@ func (b *syncBuffer) tail(n int) string {
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string { return kafkatest.FreeAddr(t) }
-
 // embedded is a `hookstream run` deployment on its embedded broker: the
 // data directory and addresses stay the same across restarts.
 type embedded struct {
@@ -191,7 +188,7 @@ type embedded struct {
 
 func newEmbedded(t *testing.T) *embedded {
 	t.Helper()
-	d := &embedded{dataDir: t.TempDir(), brokerAddr: freeAddr(t), httpAddr: freeAddr(t), adminAddr: freeAddr(t)}
+	d := &embedded{dataDir: t.TempDir(), brokerAddr: kafkatest.FreeAddr(t), httpAddr: kafkatest.FreeAddr(t), adminAddr: kafkatest.FreeAddr(t)}
 	d.kafka = &kafkatest.Env{Seeds: []string{d.brokerAddr}, Names: topics.NewNames("hookstream")}
 	return d
 }
@@ -553,14 +550,14 @@ func TestProcessorSurvivesSIGKILL(t *testing.T) {
 	env := kafkatest.New(t, partitions, 1<<20)
 	producer := env.Client(t, kgo.ProducerLinger(5*time.Millisecond))
 	dataDir := filepath.Join(t.TempDir(), "data")
-	adminAddr := freeAddr(t)
+	adminAddr := kafkatest.FreeAddr(t)
 	procEnv := map[string]string{
 		"HOOKSTREAM_BROKERS":      strings.Join(env.Seeds, ","),
 		"HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
 		"HOOKSTREAM_PARTITIONS":   strconv.Itoa(partitions),
 		"HOOKSTREAM_DATA_DIR":     dataDir,
 		"HOOKSTREAM_ADMIN_ADDR":   adminAddr,
-		"HOOKSTREAM_HTTP_ADDR":    freeAddr(t), // unused by the processor role
+		"HOOKSTREAM_HTTP_ADDR":    kafkatest.FreeAddr(t), // unused by the processor role
 	}
 
 	// produceRound writes ids [from, to) in batches, each id followed with

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
 )
 
 // TestCLIFindsEmbeddedBrokerInDataDir moves the embedded broker's port for
@@ -47,7 +49,7 @@ func TestCLIFindsEmbeddedBrokerInDataDir(t *testing.T) {
 // listens: each prints one line naming the address and what to do.
 func TestCLIWithoutBrokerSaysSoInOneLine(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := kafkatest.FreeAddr(t)
 	for _, args := range [][]string{
 		{"topics", "describe"},
 		{"subscriptions", "list"},

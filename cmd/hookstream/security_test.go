@@ -166,7 +166,7 @@ func TestSubscriptionsAddVerify(t *testing.T) {
 	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
 		"HOOKSTREAM_PARTITIONS": "3", "HOOKSTREAM_DELIVERY_ALLOW_PRIVATE": "true"}
 	secret := signature.NewSecret()
-	sinkAddr := freeAddr(t)
+	sinkAddr := kafkatest.FreeAddr(t)
 	sink := startProcess(t, "hookstream sink", nil, "sink", "--addr", sinkAddr, "--secret", secret)
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		sink.mustBeAlive(t)
