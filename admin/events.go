@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -127,35 +126,17 @@ func (a API) eventsRecord(ctx context.Context, s story) (*processor.Position, er
 	if s.Replays.LastAt != nil {
 		at, replay = *s.Replays.LastAt, strconv.FormatUint(uint64(s.Replays.Count), 10)
 	}
-	topic := string(a.Names.Events)
-	adm := kadm.NewClient(a.Kafka)
-	from, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
-	if err == nil {
-		err = from.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("offsets of %s at %s: %w", topic, at.Format(time.RFC3339Nano), err)
-	}
-	to, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = to.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("last stable offsets of %s: %w", topic, err)
-	}
-	start, ok := from.Lookup(topic, s.Partition)
-	end, okEnd := to.Lookup(topic, s.Partition)
-	if !ok || !okEnd {
-		return nil, nil // no such partition: the topics were recreated
-	}
-	scan := topics.Range{From: start.Offset, To: min(end.Offset, start.Offset+eventsScanLimit)}
+	span := topics.Span{From: topics.At(at), Stable: true, Partitions: []int32{s.Partition}, First: eventsScanLimit}
 	var found *processor.Position
-	err = topics.ReadRanges(ctx, a.Opts, a.Names.Events, map[int32]topics.Range{s.Partition: scan}, func(r *kgo.Record) bool {
+	err := topics.Read(ctx, a.Kafka, a.Opts, a.Names.Events, span, func(r *kgo.Record) bool {
 		if string(r.Key) == s.ID && replayOf(r) == replay {
 			found = &processor.Position{Partition: r.Partition, Offset: r.Offset}
 		}
 		return found == nil
 	}, nil)
+	if _, ok := errors.AsType[*topics.NoPartitionError](err); ok {
+		return nil, nil // no such partition: the topics were recreated
+	}
 	return found, err
 }
 

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/topics"
@@ -108,13 +107,14 @@ func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	topic := string(names.DeliveryAttempts)
-	ranges, err := scanRanges(ctx, cl, topic, q)
-	if err != nil {
-		return nil, err
+	// From Since (or the start), at most MaxScan records back from each
+	// partition's end, of the event's partition only when q names one.
+	span := topics.Span{From: topics.At(q.Since), Last: MaxScan}
+	if q.EventID != "" {
+		span.Key = []byte(q.EventID)
 	}
 	var out []Attempt
-	err = topics.ReadRanges(ctx, opts, names.DeliveryAttempts, ranges, func(r *kgo.Record) bool {
+	err := topics.Read(ctx, cl, opts, names.DeliveryAttempts, span, func(r *kgo.Record) bool {
 		a, err := topics.ParseAttempt(r)
 		if err == nil && q.match(a) {
 			out = append(out, FromRecord(a))
@@ -131,45 +131,4 @@ func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 		out = out[:q.Limit]
 	}
 	return out, nil
-}
-
-// scanRanges is what List reads of topic: from Since (or the start), at
-// most MaxScan records back from each partition's end, of the event's
-// partition only when q names one.
-func scanRanges(ctx context.Context, cl *kgo.Client, topic string, q Query) (map[int32]topics.Range, error) {
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("attempts: end offsets of %s: %w", topic, err)
-	}
-	var from kadm.ListedOffsets
-	if q.Since.IsZero() {
-		from, err = adm.ListStartOffsets(ctx, topic)
-	} else {
-		from, err = adm.ListOffsetsAfterMilli(ctx, q.Since.UnixMilli(), topic)
-	}
-	if err == nil {
-		err = from.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("attempts: offsets of %s: %w", topic, err)
-	}
-	only := int32(-1)
-	if q.EventID != "" {
-		only = topics.PartitionOf([]byte(q.EventID), len(ends[topic]))
-	}
-	ranges := make(map[int32]topics.Range)
-	ends.Each(func(end kadm.ListedOffset) {
-		if only >= 0 && end.Partition != only {
-			return
-		}
-		start, _ := from.Lookup(topic, end.Partition)
-		if at := max(start.Offset, end.Offset-MaxScan); at < end.Offset {
-			ranges[end.Partition] = topics.Range{From: at, To: end.Offset}
-		}
-	})
-	return ranges, nil
 }

@@ -52,7 +52,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -257,38 +256,22 @@ func Show(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 // offset order per partition. Markers always follow their letters, so
 // starting at f.From misses none that matter. f.Limit is the caller's.
 func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topic, kind Kind, f Filter, each func(Letter), mark func(partition int32, offset int64)) error {
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, string(topic))
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return offsetsErr(topic, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, string(topic))
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return offsetsErr(topic, err)
-	}
+	span := topics.Span{From: topics.Offset(f.From)}
 	if f.Partition != nil {
-		if _, ok := ends.Lookup(string(topic), *f.Partition); !ok {
-			return fmt.Errorf("deadletter: %s has no partition %d", topic, *f.Partition)
+		span.Partitions = []int32{*f.Partition}
+	}
+	ranges, err := span.Ranges(ctx, cl, topic)
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("deadletter: topic %s does not exist", topic)
+	case err != nil:
+		return fmt.Errorf("deadletter: %w", err) // a *topics.NoPartitionError among others
+	}
+	for p, r := range ranges {
+		if f.Until > 0 && r.From >= f.Until {
+			delete(ranges, p) // no letter of it is selected
 		}
 	}
-	ranges := make(map[int32]topics.Range)
-	ends.Each(func(end kadm.ListedOffset) {
-		if f.Partition != nil && end.Partition != *f.Partition {
-			return
-		}
-		start, _ := starts.Lookup(string(topic), end.Partition)
-		at := max(start.Offset, f.From)
-		if at >= end.Offset || f.Until > 0 && at >= f.Until {
-			return
-		}
-		ranges[end.Partition] = topics.Range{From: at, To: end.Offset}
-	})
 	err = topics.ReadRanges(ctx, opts, topic, ranges, func(r *kgo.Record) bool {
 		if p, o, ok := markerOf(r, topic); ok {
 			mark(p, o)
@@ -304,13 +287,6 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 		return fmt.Errorf("deadletter: %w", err)
 	}
 	return nil
-}
-
-func offsetsErr(topic topics.Topic, err error) error {
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("deadletter: topic %s does not exist", topic)
-	}
-	return fmt.Errorf("deadletter: offsets of %s: %w", topic, err)
 }
 
 // letterOf reads a DLQ record.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
@@ -207,27 +206,24 @@ When stderr is a terminal a progress line shows how much is scanned.`,
 				if err != nil {
 					return err
 				}
-				ranges, total, err := timeRanges(ctx, c, c.names.Events, from, to)
-				if err != nil {
-					return err
-				}
 				w := cmd.OutOrStdout()
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				if output == "table" {
 					fmt.Fprintln(tw, "PROCESSED AT\tID\tTYPE\tPARTITION/OFFSET")
 					w = tw
 				}
-				progress := progressLine(cmd.ErrOrStderr(), total)
+				progress := progressLine(cmd.ErrOrStderr())
 				found := 0
 				var werr error
-				err = topics.ReadRanges(ctx, c.opts, c.names.Events, ranges, func(r *kgo.Record) bool {
+				span := topics.Span{From: topics.At(from), To: topics.At(to)}
+				err = topics.Read(ctx, c.cl, c.opts, c.names.Events, span, func(r *kgo.Record) bool {
 					if filter.match(r) {
 						werr = printEvent(w, output, r)
 						found++
 					}
 					return werr == nil && found < limit
 				}, progress)
-				progress(-1)
+				progress(-1, 0)
 				if err = cmp.Or(werr, err); err != nil {
 					return err
 				}
@@ -251,44 +247,19 @@ When stderr is a terminal a progress line shows how much is scanned.`,
 	return cmd
 }
 
-// timeRanges are the offsets of topic written in [from, to), by
-// ListOffsets by time, and how many offsets they span.
-func timeRanges(ctx context.Context, c cluster, topic topics.Topic, from, to time.Time) (map[int32]topics.Range, int64, error) {
-	starts, err := c.adm.ListOffsetsAfterMilli(ctx, from.UnixMilli(), string(topic))
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("offsets of %s at %s: %w", topic, from.Format(time.RFC3339), err)
-	}
-	ends, err := c.adm.ListOffsetsAfterMilli(ctx, to.UnixMilli(), string(topic))
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("offsets of %s at %s: %w", topic, to.Format(time.RFC3339), err)
-	}
-	ranges := make(map[int32]topics.Range)
-	var total int64
-	starts.Each(func(s kadm.ListedOffset) {
-		if e, ok := ends.Lookup(string(topic), s.Partition); ok && s.Offset < e.Offset {
-			ranges[s.Partition] = topics.Range{From: s.Offset, To: e.Offset}
-			total += e.Offset - s.Offset
-		}
-	})
-	return ranges, total, nil
-}
-
 // progressLine returns a function that shows, on w when it is a terminal,
-// how many of total offsets are scanned; -1 clears the line.
-func progressLine(w io.Writer, total int64) func(read int64) {
+// how many of total offsets are scanned; a read of -1 clears the line.
+func progressLine(w io.Writer) func(read, total int64) {
 	f, ok := w.(*os.File)
-	if st, err := f.Stat(); !ok || err != nil || st.Mode()&os.ModeCharDevice == 0 || total == 0 {
-		return func(int64) {}
+	if st, err := f.Stat(); !ok || err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return func(int64, int64) {}
 	}
-	return func(read int64) {
+	return func(read, total int64) {
 		if read < 0 {
 			fmt.Fprint(w, "\r\033[K")
+			return
+		}
+		if total == 0 {
 			return
 		}
 		const width = 30
