@@ -1,8 +1,12 @@
 // Package admin is the operators' listener: /healthz, /readyz with the
 // detail of every component's readiness, /metrics, and /api, guarded by a
-// bearer token or, without one, served to local clients only. It owns
-// the HTTP surface only; components report their state through the checks
-// they register and the routes they mount.
+// bearer token or, without one, served to local clients only. /api
+// answers an event's story from this instance's processor when it owns
+// the event's partition, and otherwise forwards the query to the instance
+// whose processor does, signed with a key derived from the token and
+// answered only when signed (peer.go). It owns the HTTP surface only;
+// components report their state through the checks they register and the
+// routes they mount.
 package admin
 
 import (

@@ -2,7 +2,9 @@
 // once: it consumes in the processor group, drops duplicates against the
 // per-partition state store, and in one Kafka transaction per batch writes
 // envelopes to the events topic, failures to the DLQ, state changes to the
-// compacted changelog, and the consumed offsets.
+// compacted changelog, and the consumed offsets. It trusts no writer of the
+// ingest topic: every body is checked with topics.CheckJSON before an
+// envelope embeds it as JSON, whatever the record's headers claim.
 //
 // The transaction does not cover Pebble. State changes wait in memory until
 // the transaction commits and are then applied to the store together with
@@ -16,7 +18,10 @@
 // Each key's state is also its event's ledger (ledger.go): the processor
 // group consumes the delivery-attempts topic too, partition p with ingest
 // partition p, and folds attempts into the stories in the same
-// transactions; Lookup answers interactive queries (query.go).
+// transactions. A story is bounded: it keeps the deliveries of the
+// statestore.MaxDeliveries most recently attempted subscriptions and
+// counts the rest as omitted, and no state write outgrows the changelog's
+// record limit. Lookup answers interactive queries (query.go).
 //
 // The package owns the dedup decision, the envelope and the ledger's
 // updates; it does not own HTTP, delivery, or the state store's format.

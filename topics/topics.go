@@ -1,10 +1,13 @@
 // Package topics owns hookstream's Kafka vocabulary: typed topic and group
-// names derived from one prefix, the record header keys, the codec of every
-// record hookstream writes (IngestRecord, Envelope, DeadLetter, Retry, Attempt) with
-// its size on the wire (RecordBytes, Fit), the topic specs (partitions and
-// configs) with their idempotent creation, and the embedded development
-// broker. It imports nothing else of hookstream and holds no business
-// logic.
+// names derived from one prefix (and the names they are made of,
+// ValidName), the record header keys, the codec of every record hookstream
+// writes (IngestRecord, Envelope, DeadLetter, Retry, Attempt, Operational)
+// with its size on the wire (RecordBytes, Fit), the check of every JSON
+// body it embeds (CheckJSON), the topic specs (partitions and configs)
+// with their idempotent creation, the two ways of reading its topics (a
+// Follower from their start, Read and ReadRanges over offset or time
+// ranges), and the embedded development broker. It imports nothing else
+// of hookstream and holds no business logic.
 package topics
 
 // Topic is a Kafka topic name.
