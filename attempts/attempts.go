@@ -22,10 +22,12 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// Attempt is one record of the attempts topic as the API shows it.
+// Attempt is one record of the attempts topic as the API shows it, in a
+// subscription's attempts and in an event's story, where EventID and
+// Subscription are left empty (the story and its delivery name them).
 type Attempt struct {
-	EventID      string `json:"event_id"`
-	Subscription string `json:"subscription"`
+	EventID      string `json:"event_id,omitempty"`
+	Subscription string `json:"subscription,omitempty"`
 	Attempt      int    `json:"attempt"`
 	// Outcome is delivered, failed, retrying or dead_lettered.
 	Outcome   string     `json:"outcome"`

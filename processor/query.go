@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -126,18 +127,9 @@ type Delivery struct {
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	DeliveredAt    *time.Time `json:"delivered_at,omitempty"`
 	DeadLetteredAt *time.Time `json:"dead_lettered_at,omitempty"`
-	// Recent are the last attempts, oldest first.
-	Recent []Attempt `json:"recent_attempts"`
-}
-
-// Attempt is one real delivery attempt.
-type Attempt struct {
-	N         uint32    `json:"attempt"`
-	Outcome   string    `json:"outcome"`
-	Status    int       `json:"status"`
-	At        time.Time `json:"at"`
-	LatencyMS float64   `json:"latency_ms"`
-	Error     string    `json:"error,omitempty"`
+	// Recent are the last real attempts, oldest first, without the event
+	// and subscription they share with the story and the delivery.
+	Recent []attempts.Attempt `json:"recent_attempts"`
 }
 
 // StoryOf is the story of key told by its state; disabled reports whether
@@ -168,13 +160,13 @@ func StoryOf(key string, st statestore.State, disabled func(id string) bool) Sto
 			DueAt:          optTime(d.DueAt),
 			DeliveredAt:    optTime(d.DeliveredAt),
 			DeadLetteredAt: optTime(d.DeadLetteredAt),
-			Recent:         make([]Attempt, 0, len(d.Recent)),
+			Recent:         make([]attempts.Attempt, 0, len(d.Recent)),
 		}
 		if d.Outcome != topics.OutcomeDelivered && d.Outcome != topics.OutcomeDeadLettered && disabled(d.Subscription) {
 			out.State = "waiting_disabled"
 		}
 		for _, t := range d.Recent {
-			out.Recent = append(out.Recent, Attempt{N: t.N, Outcome: t.Outcome, Status: t.Status, At: t.At, LatencyMS: float64(t.Latency.Microseconds()) / 1000, Error: t.Error})
+			out.Recent = append(out.Recent, attempts.FromRecord(&topics.Attempt{N: int(t.N), Outcome: t.Outcome, Status: t.Status, Latency: t.Latency, Error: t.Error, At: t.At}))
 		}
 		s.Deliveries = append(s.Deliveries, out)
 	}

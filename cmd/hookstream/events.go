@@ -382,7 +382,7 @@ func printStory(w io.Writer, s processor.Story) error {
 	add(s.Replays.LastAt, "replayed: emitted again after an offset reset (%d in all, this the last%s)", s.Replays.Count, position(s.Events, true))
 	for _, d := range s.Deliveries {
 		for _, a := range d.Recent {
-			what := fmt.Sprintf("%s: attempt %d %s", d.Subscription, a.N, a.Outcome)
+			what := fmt.Sprintf("%s: attempt %d %s", d.Subscription, a.Attempt, a.Outcome)
 			if a.Status != 0 {
 				what += fmt.Sprintf(", status %d", a.Status)
 			}
