@@ -210,10 +210,23 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 	if status := h.call(t, "PATCH", "/api/subscriptions/"+created.ID, bearer, map[string]any{"enabled": false}, &got); status != 200 || got.Enabled {
 		t.Errorf("patch: got %d enabled=%v, want 200 and disabled", status, got.Enabled)
 	}
-	time.Sleep(time.Second) // the dispatcher follows the change and stops the group
+	// The dispatcher follows the change: the subscription's consumer
+	// leaves its group.
+	adm := h.env.Admin(t)
+	group := string(h.env.Names.SubscriptionGroup(created.ID))
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		described, err := adm.DescribeGroups(context.Background(), group)
+		if err != nil {
+			return err
+		}
+		if n := len(described[group].Members); n > 0 {
+			return fmt.Errorf("group %s: %d members, want none once disabled", group, n)
+		}
+		return nil
+	})
 	before := hits.Load()
 	produce()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // what must not happen has no event to wait for: a delivery in this second fails the test
 	if hits.Load() != before {
 		t.Errorf("a disabled subscription got a delivery")
 	}

@@ -293,7 +293,8 @@ func TestRevokedRetriesNotRepeated(t *testing.T) {
 		t.Fatalf("the first dispatcher kept partition %d; this test needs it to lose partition 1", p)
 	}
 	sink.waitFor(t, ids, 30*time.Second)
-	// Give a dispatcher that goes on with what it lost the time to.
+	// Give a dispatcher that goes on with what it lost the time to: what
+	// must not happen has no event to wait for.
 	time.Sleep(time.Second)
 	for id, c := range sink.received() {
 		if c != 1 {

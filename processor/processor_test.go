@@ -307,7 +307,7 @@ func TestCrashSafety(t *testing.T) {
 	}()
 	for round := range 4 {
 		in := start(t, env, options{name: "crashy", stateDir: dir})
-		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond) // a random moment to stop at: the point of the test
 		in.stop(t)
 		if round == 2 {
 			if err := os.RemoveAll(dir); err != nil {
@@ -622,11 +622,17 @@ func TestBrokerRestart(t *testing.T) {
 	b := newRestartable(t, "restart")
 	env, broker := b.env, b.start()
 	b.produceRange(0, 100)
-	start(t, env, options{name: "a", stateDir: t.TempDir()})
+	// The processor's clients log this once they find the broker gone.
+	outage := &signalLogger{Logger: kslog.New(kafkatest.Logger(t)), msg: "unable to open connection to broker", seen: make(chan struct{})}
+	start(t, env, options{name: "a", stateDir: t.TempDir(), opts: []kgo.Opt{kgo.WithLogger(outage)}})
 	waitEvents(t, env, 100, 30*time.Second)
 
 	broker.Close()
-	time.Sleep(2 * time.Second) // the session notices the outage
+	select { // the session notices the outage
+	case <-outage.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the processor did not notice the broker was gone")
+	}
 	broker = b.start()
 	defer broker.Close()
 	b.produceRange(100, 200)

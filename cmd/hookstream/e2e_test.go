@@ -617,7 +617,7 @@ func TestProcessorSurvivesSIGKILL(t *testing.T) {
 				return nil
 			})
 			assigned := time.Since(started)
-			time.Sleep(time.Duration(rand.IntN(600)) * time.Millisecond)
+			time.Sleep(time.Duration(rand.IntN(600)) * time.Millisecond) // a random moment to kill it at: the point of the test
 			done, _ := processedRecords(adminAddr)
 			proc.kill(t)
 			t.Logf("processor %d: processing %v after start, killed after %.0f records", round, assigned.Round(time.Millisecond), done)
