@@ -687,23 +687,7 @@ func TestBodyBudgetBoundsBodiesHeld(t *testing.T) {
 func TestHeaderBytesBounded(t *testing.T) {
 	env := kafkatest.New(t, 3, 64<<10)
 	addr := kafkatest.FreeAddr(t)
-	rc := newReceiver(t, env, ingest.Config{Addr: addr})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rc.h.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	kafkatest.WaitFor(t, 10*time.Second, func() error {
-		conn, err := net.Dial("tcp", addr)
-		if err == nil {
-			conn.Close()
-		}
-		return err
-	})
+	serve(t, newReceiver(t, env, ingest.Config{Addr: addr}), addr)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	post := func(id string, header http.Header) int {
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/open", strings.NewReader(`{"id":"`+id+`"}`))
@@ -845,14 +829,10 @@ func TestEventMustFitARecord(t *testing.T) {
 	}
 }
 
-// TestConnectionsBounded checks that the receiver serves at most MaxConns
-// connections at once: one more waits, unserved, until one closes, and is
-// then served.
-func TestConnectionsBounded(t *testing.T) {
-	env := kafkatest.New(t, 3, 64<<10)
-	addr := kafkatest.FreeAddr(t)
-	const conns = 3
-	rc := newReceiver(t, env, ingest.Config{Addr: addr, MaxConns: conns})
+// serve runs rc's own server on addr (Handler.Run, not httptest) until the
+// test ends, and returns once it accepts connections.
+func serve(t *testing.T, rc *receiver, addr string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rc.h.Run(ctx) }()
@@ -862,14 +842,24 @@ func TestConnectionsBounded(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	var idle []net.Conn
 	kafkatest.WaitFor(t, 10*time.Second, func() error {
 		conn, err := net.Dial("tcp", addr)
 		if err == nil {
-			idle = append(idle, conn)
+			conn.Close()
 		}
 		return err
 	})
+}
+
+// TestConnectionsBounded checks that the receiver serves at most MaxConns
+// connections at once: one more waits, unserved, until one closes, and is
+// then served.
+func TestConnectionsBounded(t *testing.T) {
+	env := kafkatest.New(t, 3, 64<<10)
+	addr := kafkatest.FreeAddr(t)
+	const conns = 3
+	serve(t, newReceiver(t, env, ingest.Config{Addr: addr, MaxConns: conns}), addr)
+	var idle []net.Conn
 	for len(idle) < conns {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
