@@ -131,6 +131,11 @@ type dlqTarget struct {
 	kind  deadletter.Kind
 }
 
+// dlqOptions are the flags every dlq command shares.
+type dlqOptions struct {
+	kind, output string
+}
+
 func newDLQCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
@@ -143,12 +148,17 @@ attempts. Fix the cause, then redrive: processor letters are copied back to
 with a fresh retry schedule. A letter is redriven at most once: running the
 same redrive again skips what was copied.`,
 	}
-	var kind, output string
-	cmd.PersistentFlags().StringVar(&kind, "dlq", "processor", "which DLQ: processor or delivery")
-	cmd.PersistentFlags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	o := &dlqOptions{}
+	cmd.PersistentFlags().StringVar(&o.kind, "dlq", "processor", "which DLQ: processor or delivery")
+	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
+	cmd.AddCommand(newDLQListCommand(o), newDLQShowCommand(o), newDLQRedriveCommand(o))
+	return cmd
+}
 
-	var listSel dlqSelection
-	list := &cobra.Command{
+func newDLQListCommand(o *dlqOptions) *cobra.Command {
+	var sel dlqSelection
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters, oldest first",
 		Example: `  hookstream dlq list
@@ -156,49 +166,62 @@ same redrive again skips what was copied.`,
   hookstream dlq list --key 'github:*' --limit 20 --output json
   hookstream dlq list --partition 3 --from-offset 100 --to-offset 200`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := listSel.filter(cmd, time.Now())
-			if err != nil {
-				return err
-			}
-			return withDLQ(cmd, kind, output, func(ctx context.Context, d dlqTarget) error {
-				letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
-				if err != nil {
-					return err
-				}
-				return printLetters(cmd.OutOrStdout(), output, letters)
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDLQList(cmd, o, &sel) },
 	}
-	listSel.register(list)
+	sel.register(cmd)
+	return cmd
+}
 
+// runDLQList prints the selected letters.
+func runDLQList(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection) error {
+	f, err := sel.filter(cmd, time.Now())
+	if err != nil {
+		return err
+	}
+	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
+		letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
+		if err != nil {
+			return err
+		}
+		return printLetters(cmd.OutOrStdout(), o.output, letters)
+	})
+}
+
+func newDLQShowCommand(o *dlqOptions) *cobra.Command {
 	var full bool
-	show := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "show PARTITION/OFFSET",
 		Short: "Show one dead letter: its headers and body",
 		Example: `  hookstream dlq show 3/42
   hookstream dlq show 0/7 --dlq delivery --output json
   hookstream dlq show 3/42 --full > body.txt`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			partition, offset, err := dlqRef(args[0])
-			if err != nil {
-				return err
-			}
-			return withDLQ(cmd, kind, output, func(ctx context.Context, d dlqTarget) error {
-				l, err := deadletter.Show(ctx, d.cl, d.opts, d.names, d.kind, partition, offset)
-				if err != nil {
-					return err
-				}
-				return printLetter(cmd.OutOrStdout(), output, d.kind.Topic(d.names), l, full)
-			})
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runDLQShow(cmd, o, args[0], full) },
 	}
-	show.Flags().BoolVar(&full, "full", false, fmt.Sprintf("print the whole body (the table shows its first %d bytes)", dlqShowBytes))
+	cmd.Flags().BoolVar(&full, "full", false, fmt.Sprintf("print the whole body (the table shows its first %d bytes)", dlqShowBytes))
+	return cmd
+}
 
-	var redriveSel dlqSelection
+// runDLQShow prints the letter at ref (PARTITION/OFFSET), its whole body
+// when full.
+func runDLQShow(cmd *cobra.Command, o *dlqOptions, ref string, full bool) error {
+	partition, offset, err := dlqRef(ref)
+	if err != nil {
+		return err
+	}
+	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
+		l, err := deadletter.Show(ctx, d.cl, d.opts, d.names, d.kind, partition, offset)
+		if err != nil {
+			return err
+		}
+		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.names), l, full)
+	})
+}
+
+func newDLQRedriveCommand(o *dlqOptions) *cobra.Command {
+	var sel dlqSelection
 	var execute bool
-	redrive := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "redrive",
 		Short: "Copy dead letters back into the pipeline (dry run unless --execute)",
 		Long: `Redrive copies the selected letters back: processor letters to <prefix>.ingest
@@ -213,52 +236,53 @@ optional offsets, or --all). Without --execute it prints what it would copy.`,
   hookstream dlq redrive --partition 3 --from-offset 100 --to-offset 200 --execute
   hookstream dlq redrive --all --execute`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			set := cmd.Flags().Changed
-			selected := set("since") || set("key") || set("partition")
-			switch {
-			case redriveSel.all && selected:
-				return fmt.Errorf("--all selects every letter: drop it or --since, --key and --partition")
-			case !redriveSel.all && !selected:
-				return fmt.Errorf("redrive needs a selection: --since, --key, --partition (with --from-offset/--to-offset), or --all")
-			}
-			f, err := redriveSel.filter(cmd, time.Now())
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDLQRedrive(cmd, o, &sel, execute) },
+	}
+	sel.register(cmd)
+	cmd.Flags().BoolVar(&sel.all, "all", false, "select every letter")
+	cmd.Flags().BoolVar(&execute, "execute", false, "copy the letters (without it: a dry run)")
+	return cmd
+}
+
+// runDLQRedrive copies the selected letters back when execute, and
+// otherwise prints what it would copy.
+func runDLQRedrive(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection, execute bool) error {
+	set := cmd.Flags().Changed
+	selected := set("since") || set("key") || set("partition")
+	switch {
+	case sel.all && selected:
+		return fmt.Errorf("--all selects every letter: drop it or --since, --key and --partition")
+	case !sel.all && !selected:
+		return fmt.Errorf("redrive needs a selection: --since, --key, --partition (with --from-offset/--to-offset), or --all")
+	}
+	f, err := sel.filter(cmd, time.Now())
+	if err != nil {
+		return err
+	}
+	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
+		target := d.kind.Target(d.names)
+		if execute {
+			copied, skipped, err := deadletter.Redrive(ctx, d.cl, d.opts, d.names, d.kind, f)
 			if err != nil {
 				return err
 			}
-			return withDLQ(cmd, kind, output, func(ctx context.Context, d dlqTarget) error {
-				target := d.kind.Target(d.names)
-				if execute {
-					copied, skipped, err := deadletter.Redrive(ctx, d.cl, d.opts, d.names, d.kind, f)
-					if err != nil {
-						return err
-					}
-					return printRedrive(cmd.OutOrStdout(), output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
-				}
-				letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
-				if err != nil {
-					return err
-				}
-				res := redriveResult{DryRun: true, Topic: target, Letters: []deadletter.Letter{}}
-				for _, l := range letters {
-					if l.Redriven {
-						res.Skipped++
-					} else {
-						res.Records++
-						res.Letters = append(res.Letters, l)
-					}
-				}
-				return printRedrive(cmd.OutOrStdout(), output, res)
-			})
-		},
-	}
-	redriveSel.register(redrive)
-	redrive.Flags().BoolVar(&redriveSel.all, "all", false, "select every letter")
-	redrive.Flags().BoolVar(&execute, "execute", false, "copy the letters (without it: a dry run)")
-
-	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
-	cmd.AddCommand(list, show, redrive)
-	return cmd
+			return printRedrive(cmd.OutOrStdout(), o.output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
+		}
+		letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
+		if err != nil {
+			return err
+		}
+		res := redriveResult{DryRun: true, Topic: target, Letters: []deadletter.Letter{}}
+		for _, l := range letters {
+			if l.Redriven {
+				res.Skipped++
+			} else {
+				res.Records++
+				res.Letters = append(res.Letters, l)
+			}
+		}
+		return printRedrive(cmd.OutOrStdout(), o.output, res)
+	})
 }
 
 // redriveResult is what redrive prints.
