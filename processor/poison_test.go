@@ -81,14 +81,20 @@ func checkSurvivors(t *testing.T, env *kafkatest.Env, in *instance, events int, 
 // lowerMaxMessageBytes misconfigures topic to refuse records over n bytes.
 func lowerMaxMessageBytes(t *testing.T, env *kafkatest.Env, topic topics.Topic, n int) {
 	t.Helper()
+	setTopicConfig(t, env, topic, "max.message.bytes", strconv.Itoa(n))
+}
+
+// setTopicConfig sets one config of topic.
+func setTopicConfig(t *testing.T, env *kafkatest.Env, topic topics.Topic, name, value string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resps, err := env.Admin(t).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: kadm.StringPtr(strconv.Itoa(n))}}, string(topic))
+	resps, err := env.Admin(t).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: kadm.StringPtr(value)}}, string(topic))
 	if err == nil {
 		_, err = resps.On(string(topic), func(r *kadm.AlterConfigsResponse) error { return r.Err })
 	}
 	if err != nil {
-		t.Fatalf("lower max.message.bytes of %s: %v", topic, err)
+		t.Fatalf("set %s of %s to %s: %v", name, topic, value, err)
 	}
 }
 
