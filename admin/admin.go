@@ -1,10 +1,12 @@
 // Package admin is the operators' listener: /healthz, /readyz with the
 // detail of every component's readiness, /metrics, and /api, guarded by a
-// bearer token or, without one, served to local clients only. /api
-// answers an event's story from this instance's processor when it owns
-// the event's partition, and otherwise forwards the query to the instance
-// whose processor does, signed with a key derived from the token and
-// answered only when signed (peer.go). It owns the HTTP surface only;
+// bearer token or, without one, served to local clients only (Host,
+// Origin, content type). It is a mount point: each component mounts its
+// own routes, on the guarded /api group (API) or, for callers that
+// authenticate themselves such as another instance forwarding a story
+// query, under /peer (Peer); admin maps every route's errors to
+// {"error": "..."} and holds the plumbing they share (Timeout, Error). It
+// owns the HTTP surface only, and imports none of the components:
 // components report their state through the checks they register and the
 // routes they mount.
 package admin
@@ -21,7 +23,6 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,11 +41,13 @@ type Check func(ctx context.Context) (ready bool, detail any)
 type Config struct {
 	// Addr is the listener. Default 127.0.0.1:8081.
 	Addr string
-	// AdvertisedAddr is where other instances reach this listener to
-	// forward story queries. Default empty: Addr, a listener on every
-	// interface reached at the address the broker sees.
+	// AdvertisedAddr is where other instances reach this listener, for
+	// the routes they call (the processor's forwarded story queries).
+	// Default empty: Addr, a listener on every interface reached at the
+	// address the broker sees.
 	AdvertisedAddr string
-	// Token guards /api/* as a bearer token. Empty: no token.
+	// Token guards /api/* as a bearer token; the routes other instances
+	// call derive their key from it. Empty: no token.
 	Token string
 	// Roles are the roles this process runs, shown by /readyz.
 	Roles []string
@@ -56,8 +59,7 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	api  *echo.Group
-	// peer signs and verifies story queries between instances.
-	peer peerKey
+	peer *echo.Group
 
 	mu     sync.Mutex
 	checks map[string]Check
@@ -65,7 +67,7 @@ type Server struct {
 
 // New builds the server; gatherer serves /metrics. It does no I/O.
 func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, log: log.With("component", "admin"), peer: newPeerKey(cfg.Token), checks: make(map[string]Check)}
+	s := &Server{cfg: cfg, log: log.With("component", "admin"), checks: make(map[string]Check)}
 	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: s.renderError})
 	e.Use(middleware.Recover())
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
@@ -84,6 +86,7 @@ func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	s.api.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
 	s.api.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
 	s.api.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+	s.peer = e.Group("/peer")
 	s.echo = e
 	return s
 }
@@ -97,6 +100,28 @@ func (s *Server) AddCheck(name string, check Check) {
 
 // API is the guarded /api group where components mount routes.
 func (s *Server) API() *echo.Group { return s.api }
+
+// Peer is the /peer group, outside the guard, where components mount the
+// routes other instances call: each route authenticates its caller itself.
+func (s *Server) Peer() *echo.Group { return s.peer }
+
+// Config is the listener's configuration, for the routes that depend on
+// it (the advertised address, the key derived from the token).
+func (s *Server) Config() Config { return s.cfg }
+
+// Timeout is the context of one /api request: the request's, bounded.
+func Timeout(c *echo.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Request().Context(), 30*time.Second)
+}
+
+// Error maps the errors every route may meet to statuses: Kafka not
+// answering in time is 503. Others are returned as they are.
+func Error(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "kafka did not answer in time")
+	}
+	return err
+}
 
 // ServeHTTP serves the admin API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
@@ -114,26 +139,10 @@ func (s *Server) Run(ctx context.Context) error {
 		},
 		ListenerAddrFunc: func(a net.Addr) { s.log.Info("admin listening", "addr", a.String()) },
 	}
-	if why := s.forwardingLimit(); why != "" {
-		s.log.Info(why)
-	}
 	if err := sc.Start(ctx, s); err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
 	return nil
-}
-
-// forwardingLimit says, in one line, why story queries cannot be
-// forwarded between this instance and the others, if they cannot.
-func (s *Server) forwardingLimit() string {
-	if s.peer == nil {
-		return "story queries are not forwarded between instances: without HOOKSTREAM_ADMIN_TOKEN they share no key to authenticate each other, so each answers only for its own processor's partitions"
-	}
-	host, _, err := net.SplitHostPort(s.cfg.Addr)
-	if err == nil && s.cfg.AdvertisedAddr == "" && slices.Contains(s.cfg.Roles, "processor") && loopbackHost(host) {
-		return "story queries cannot be forwarded to this instance from other hosts: its admin listener " + s.cfg.Addr + " is loopback; set HOOKSTREAM_ADMIN_ADVERTISED_ADDR (and the listener) to an address they reach"
-	}
-	return ""
 }
 
 type readiness struct {
@@ -221,7 +230,7 @@ func bearer(c *echo.Context, want []byte) error {
 // local refuses a request a browser sent from another site or through a
 // DNS-rebound name.
 func local(r *http.Request) error {
-	if !loopbackHost(r.Host) {
+	if !LoopbackHost(r.Host) {
 		return echo.NewHTTPError(http.StatusForbidden,
 			fmt.Sprintf("host %q is not loopback; set HOOKSTREAM_ADMIN_TOKEN to serve other names", r.Host))
 	}
@@ -246,9 +255,9 @@ func jsonBody(r *http.Request) error {
 	return nil
 }
 
-// loopbackHost reports whether hostport (a Host header, port optional)
+// LoopbackHost reports whether hostport (a Host header, port optional)
 // names localhost, 127.0.0.0/8 or ::1.
-func loopbackHost(hostport string) bool {
+func LoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -264,7 +273,7 @@ func loopbackHost(hostport string) bool {
 // loopbackOrigin reports whether origin is a web origin on a loopback host.
 func loopbackOrigin(origin string) bool {
 	u, err := url.Parse(origin)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && loopbackHost(u.Host)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && LoopbackHost(u.Host)
 }
 
 // renderError answers errors as {"error": "..."}; unexpected ones are

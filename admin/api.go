@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,8 +15,6 @@ import (
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/groups"
-	"github.com/hookstream/hookstream/ingest"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -33,29 +30,20 @@ type API struct {
 	// Stats follows the ingest, events and DLQ topics: the event counts
 	// of /api/stats.
 	Stats *stats.Tally
-	// Ingest, when this process runs it, counts the requests it rejected
-	// for /api/stats; Processor, when it runs, answers event queries.
-	Ingest    *ingest.Handler
-	Processor *processor.Processor
+	// Rejected, when this process runs the ingest role, is its receiver's
+	// rejected requests per source (ingest.Handler.Rejected), for
+	// /api/stats.
+	Rejected func() map[string]int64
 	// Kafka answers lag and dead-letter queries; Opts build its readers.
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
-
-	// Set by MountAPI from the server's configuration: the key of story
-	// queries between instances (nil: none), this instance's advertised
-	// admin address and its listener.
-	peer                 peerKey
-	advertised, listener string
 }
 
 // MountAPI serves the subscription and stats endpoints under /api.
 func (s *Server) MountAPI(api API) {
-	api.peer, api.advertised, api.listener = s.peer, cmp.Or(s.cfg.AdvertisedAddr, s.cfg.Addr), s.cfg.Addr
-	s.echo.GET(peerEventsPrefix+"*", api.peerEvent, s.peerOnly)
 	g := s.api
 	g.GET("/stats", api.stats)
-	g.GET("/events/*", api.event)
 	g.GET("/subscriptions", api.listSubscriptions)
 	g.POST("/subscriptions", api.createSubscription)
 	g.GET("/subscriptions/:id", api.getSubscription)
@@ -76,14 +64,8 @@ func apiError(err error) error {
 		return echo.NewHTTPError(http.StatusConflict, err.Error())
 	case errors.Is(err, subscriptions.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
-	case errors.Is(err, context.DeadlineExceeded):
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "kafka did not answer in time")
 	}
-	return err
-}
-
-func timeout(c *echo.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.Request().Context(), 30*time.Second)
+	return Error(err)
 }
 
 // subscriptionView is a subscription as the API shows it: secrets
@@ -107,7 +89,7 @@ func (a API) catchUp(ctx context.Context) error {
 }
 
 func (a API) listSubscriptions(c *echo.Context) error {
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	subs, err := a.Registry.List(ctx)
 	if err != nil {
@@ -124,7 +106,7 @@ func (a API) listSubscriptions(c *echo.Context) error {
 }
 
 func (a API) getSubscription(c *echo.Context) error {
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	s, err := a.Registry.Get(ctx, c.Param("id"))
 	if err != nil {
@@ -173,7 +155,7 @@ func (a API) createSubscription(c *echo.Context) error {
 	if in.From != nil {
 		from = *in.From
 	}
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	if err := a.Registry.Create(ctx, &s, from); err != nil {
 		return apiError(err)
@@ -206,7 +188,7 @@ func (a API) rotateSecret(c *echo.Context) error {
 
 // update edits one subscription in the registry's read-modify-write.
 func (a API) update(c *echo.Context, edit func(*subscriptions.Subscription), withSecret bool) error {
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	s, err := a.Registry.Update(ctx, c.Param("id"), func(s *subscriptions.Subscription) error {
 		edit(s)
@@ -222,7 +204,7 @@ func (a API) update(c *echo.Context, edit func(*subscriptions.Subscription), wit
 }
 
 func (a API) deleteSubscription(c *echo.Context) error {
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	if err := a.Registry.Delete(ctx, c.Param("id")); err != nil {
 		return apiError(err)
@@ -246,7 +228,7 @@ func (a API) attempts(c *echo.Context) error {
 			return echo.NewHTTPError(http.StatusBadRequest, "since: want an RFC 3339 time")
 		}
 	}
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
 		return apiError(err)
@@ -284,7 +266,7 @@ type counts struct {
 }
 
 func (a API) stats(c *echo.Context) error {
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	if err := a.catchUp(ctx); err != nil {
 		return err
@@ -308,11 +290,9 @@ func (a API) stats(c *echo.Context) error {
 			*source(name) = counts{Accepted: n.Accepted, Duplicates: n.Duplicates(), Processed: n.Processed, Failed: n.Failed}
 		}
 	}
-	if a.Ingest != nil {
-		for name, st := range a.Ingest.Stats().Sources {
-			if st.Rejected > 0 {
-				source(name).Rejected = st.Rejected
-			}
+	if a.Rejected != nil {
+		for name, n := range a.Rejected() {
+			source(name).Rejected = n
 		}
 	}
 	deliveries := a.Attempts.Sum()
@@ -373,7 +353,7 @@ func (a API) listDLQ(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	letters, err := deadletter.List(ctx, a.Kafka, a.Opts, a.Names, kind, f)
 	if err != nil {
@@ -398,7 +378,7 @@ func (a API) redrive(c *echo.Context) error {
 	if !q.All && q.Since == "" && q.Key == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "select letters with since, key, or all: true")
 	}
-	ctx, cancel := timeout(c)
+	ctx, cancel := Timeout(c)
 	defer cancel()
 	copied, skipped, err := deadletter.Redrive(ctx, a.Kafka, a.Opts, a.Names, kind, f)
 	if err != nil {

@@ -151,6 +151,8 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	counts := stats.NewTally(kafkaOpts(cfg, log), names, log)
 	api := admin.API{Registry: registry, Attempts: tally, Stats: counts, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
 
+	var local *processor.Processor // this instance's, when it runs one
+
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return tally.Run(ctx) })
 	g.Go(func() error { return counts.Run(ctx) })
@@ -174,7 +176,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		if err != nil {
 			return err
 		}
-		api.Ingest = h
+		api.Rejected = h.Rejected
 		g.Go(func() error { return h.Run(ctx) })
 	}
 	if slices.Contains(roles, "processor") {
@@ -184,7 +186,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		}
 		p := processor.New(pcfg, kafkaOpts(cfg, log), log, reg)
 		srv.AddCheck("processor", p.Ready)
-		api.Processor = p
+		local = p
 		g.Go(func() error { return p.Run(ctx) })
 	}
 	if slices.Contains(roles, "dispatcher") {
@@ -225,6 +227,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		g.Go(func() error { return d.Run(ctx) })
 	}
 	srv.MountAPI(api)
+	processor.NewStoryQuery(local, registry, adminClient, kafkaOpts(cfg, log), names, log).Mount(srv)
 	g.Go(func() error { return srv.Run(ctx) })
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
 	if err := g.Wait(); err != nil {

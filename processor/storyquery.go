@@ -1,9 +1,11 @@
-package admin
+package processor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,33 +18,90 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
+
+// StoryQuery answers an event's story on the admin listener: from this
+// instance's processor when it owns the event's partition, and otherwise
+// forwarded to the instance whose processor does, signed with a key
+// derived from the admin token and answered only when signed (peer.go).
+// Every instance serves it, a processor or not.
+type StoryQuery struct {
+	// local is this instance's processor; nil when it runs none.
+	local    *Processor
+	registry *subscriptions.Registry
+	kafka    *kgo.Client
+	opts     []kgo.Opt
+	names    topics.Names
+	log      *slog.Logger
+
+	// Set by Mount from the admin listener's configuration: the key of
+	// story queries between instances (nil: none), this instance's
+	// advertised admin address and its listener.
+	peer                 peerKey
+	advertised, listener string
+}
+
+// NewStoryQuery builds the story query of an instance whose processor is
+// local (nil: none): kafka finds partitions, owners and events records,
+// opts build its readers, registry says which subscriptions are disabled.
+// It does no I/O.
+func NewStoryQuery(local *Processor, registry *subscriptions.Registry, kafka *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.Logger) *StoryQuery {
+	return &StoryQuery{local: local, registry: registry, kafka: kafka, opts: opts, names: names, log: log.With("component", "admin")}
+}
+
+// Mount serves GET /api/events/{source}:{event-id} on srv's guarded API,
+// and the queries other instances forward under its /peer routes. It says,
+// in one line, why story queries cannot be forwarded between this instance
+// and the others, if they cannot.
+func (a *StoryQuery) Mount(srv *admin.Server) {
+	cfg := srv.Config()
+	a.peer, a.advertised, a.listener = newPeerKey(cfg.Token), cmp.Or(cfg.AdvertisedAddr, cfg.Addr), cfg.Addr
+	srv.Peer().GET(strings.TrimPrefix(peerEventsPrefix, "/peer")+"*", a.peerEvent, a.peerOnly)
+	srv.API().GET("/events/*", a.event)
+	if why := a.forwardingLimit(cfg); why != "" {
+		a.log.Info(why)
+	}
+}
+
+// forwardingLimit says, in one line, why story queries cannot be
+// forwarded between this instance and the others, if they cannot.
+func (a *StoryQuery) forwardingLimit(cfg admin.Config) string {
+	if a.peer == nil {
+		return "story queries are not forwarded between instances: without HOOKSTREAM_ADMIN_TOKEN they share no key to authenticate each other, so each answers only for its own processor's partitions"
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err == nil && cfg.AdvertisedAddr == "" && a.local != nil && admin.LoopbackHost(host) {
+		return "story queries cannot be forwarded to this instance from other hosts: its admin listener " + cfg.Addr + " is loopback; set HOOKSTREAM_ADMIN_ADVERTISED_ADDR (and the listener) to an address they reach"
+	}
+	return ""
+}
 
 // event answers GET /api/events/{source}:{event-id} with the event's story:
 // from this processor's store when it owns the key's partition, else from
 // the owner's, as the processor group's description names it.
-func (a API) event(c *echo.Context) error { return a.answer(c, false) }
+func (a *StoryQuery) event(c *echo.Context) error { return a.answer(c, false) }
 
 // peerEvent answers a story query another instance forwarded (see
 // peer.go): from this processor's store, never forwarded again.
-func (a API) peerEvent(c *echo.Context) error { return a.answer(c, true) }
+func (a *StoryQuery) peerEvent(c *echo.Context) error { return a.answer(c, true) }
 
-func (a API) answer(c *echo.Context, forwarded bool) error {
+func (a *StoryQuery) answer(c *echo.Context, forwarded bool) error {
 	key := eventKey(c)
 	if key == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "want /api/events/<source>:<event-id>")
 	}
-	ctx, cancel := timeout(c)
+	ctx, cancel := admin.Timeout(c)
 	defer cancel()
 	partition, err := a.partitionOf(ctx, key)
 	if err != nil {
-		return apiError(err)
+		return admin.Error(err)
 	}
-	err = processor.ErrNotOwned
-	if a.Processor != nil {
-		var st story
+	err = ErrNotOwned
+	if a.local != nil {
+		var st Story
 		if st, err = a.localStory(ctx, partition, key); err == nil {
 			return c.JSON(http.StatusOK, st)
 		}
@@ -50,11 +109,11 @@ func (a API) answer(c *echo.Context, forwarded bool) error {
 	switch {
 	case errors.Is(err, errUnknownEvent):
 		return echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
-	case errors.Is(err, processor.ErrRestoring):
+	case errors.Is(err, ErrRestoring):
 		c.Response().Header().Set("Retry-After", "5")
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is restoring; try again shortly", partition))
-	case !errors.Is(err, processor.ErrNotOwned):
-		return apiError(err)
+	case !errors.Is(err, ErrNotOwned):
+		return admin.Error(err)
 	case forwarded:
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d moved while the query was forwarded; try again", partition))
 	}
@@ -68,14 +127,12 @@ func eventKey(c *echo.Context) string {
 	return strings.TrimPrefix(c.Request().URL.Path, strings.TrimSuffix(c.Path(), "*"))
 }
 
-type story = processor.Story
-
 var errUnknownEvent = errors.New("unknown event")
 
 // partitionOf is the partition of key in the ingest topic.
-func (a API) partitionOf(ctx context.Context, key string) (int32, error) {
-	topic := string(a.Names.Ingest)
-	td, err := kadm.NewClient(a.Kafka).ListTopics(ctx, topic)
+func (a *StoryQuery) partitionOf(ctx context.Context, key string) (int32, error) {
+	topic := string(a.names.Ingest)
+	td, err := kadm.NewClient(a.kafka).ListTopics(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
@@ -87,22 +144,22 @@ func (a API) partitionOf(ctx context.Context, key string) (int32, error) {
 }
 
 // localStory reads key from this processor's store.
-func (a API) localStory(ctx context.Context, partition int32, key string) (story, error) {
-	st, ok, err := a.Processor.Lookup(partition, []byte(key))
+func (a *StoryQuery) localStory(ctx context.Context, partition int32, key string) (Story, error) {
+	st, ok, err := a.local.Lookup(partition, []byte(key))
 	if err != nil {
-		return story{}, err
+		return Story{}, err
 	}
 	if !ok {
-		return story{}, errUnknownEvent
+		return Story{}, errUnknownEvent
 	}
-	subs, err := a.Registry.List(ctx)
+	subs, err := a.registry.List(ctx)
 	if err != nil {
-		return story{}, err
+		return Story{}, err
 	}
 	disabled := func(id string) bool { s, ok := subs[id]; return ok && !s.Enabled }
-	s := processor.StoryOf(key, st, disabled)
+	s := StoryOf(key, st, disabled)
 	if s.Events, err = a.eventsRecord(ctx, s); err != nil {
-		return story{}, err
+		return Story{}, err
 	}
 	return s, nil
 }
@@ -118,7 +175,7 @@ const eventsScanLimit = 10_000
 // record from there with the event's key and replay count, read
 // read_committed. Nil for a failed event, or one whose record is no longer
 // retained or lies beyond the scan limit.
-func (a API) eventsRecord(ctx context.Context, s story) (*processor.Position, error) {
+func (a *StoryQuery) eventsRecord(ctx context.Context, s Story) (*Position, error) {
 	if s.Failure != nil {
 		return nil, nil
 	}
@@ -127,10 +184,10 @@ func (a API) eventsRecord(ctx context.Context, s story) (*processor.Position, er
 		at, replay = *s.Replays.LastAt, strconv.FormatUint(uint64(s.Replays.Count), 10)
 	}
 	span := topics.Span{From: topics.At(at), Stable: true, Partitions: []int32{s.Partition}, First: eventsScanLimit}
-	var found *processor.Position
-	err := topics.Read(ctx, a.Kafka, a.Opts, a.Names.Events, span, func(r *kgo.Record) bool {
+	var found *Position
+	err := topics.Read(ctx, a.kafka, a.opts, a.names.Events, span, func(r *kgo.Record) bool {
 		if string(r.Key) == s.ID && replayOf(r) == replay {
-			found = &processor.Position{Partition: r.Partition, Offset: r.Offset}
+			found = &Position{Partition: r.Partition, Offset: r.Offset}
 		}
 		return found == nil
 	}, nil)
@@ -153,7 +210,7 @@ func replayOf(r *kgo.Record) string {
 
 // forward asks the processor that owns partition, and relays its answer
 // once its signature is verified.
-func (a API) forward(ctx context.Context, c *echo.Context, partition int32, key string) error {
+func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int32, key string) error {
 	if a.peer == nil {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is owned by another instance, and without HOOKSTREAM_ADMIN_TOKEN instances share no key to authenticate each other, so none forwards a story query: set the same HOOKSTREAM_ADMIN_TOKEN on every instance, or ask the owner's admin API", partition))
 	}
@@ -171,9 +228,9 @@ func (a API) forward(ctx context.Context, c *echo.Context, partition int32, key 
 
 // owner is the admin address of the processor group member assigned
 // ingest partition p, unless that address leads back to this instance.
-func (a API) owner(ctx context.Context, c *echo.Context, p int32) (string, error) {
-	group := string(a.Names.ProcessorGroup())
-	described, err := kadm.NewClient(a.Kafka).DescribeGroups(ctx, group)
+func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (string, error) {
+	group := string(a.names.ProcessorGroup())
+	described, err := kadm.NewClient(a.kafka).DescribeGroups(ctx, group)
 	if err == nil {
 		err = described.Error()
 	}
@@ -186,14 +243,14 @@ func (a API) owner(ctx context.Context, c *echo.Context, p int32) (string, error
 			continue
 		}
 		for _, t := range assigned.Topics {
-			if t.Topic != string(a.Names.Ingest) || !slices.Contains(t.Partitions, p) {
+			if t.Topic != string(a.names.Ingest) || !slices.Contains(t.Partitions, p) {
 				continue
 			}
-			if a.Processor != nil && m.InstanceID != nil && *m.InstanceID == a.Processor.InstanceID() {
+			if a.local != nil && m.InstanceID != nil && *m.InstanceID == a.local.InstanceID() {
 				c.Response().Header().Set("Retry-After", "5")
 				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is being assigned to this instance; try again shortly", p))
 			}
-			addr, ok := processor.AdminAddr(m.ClientID, m.ClientHost)
+			addr, ok := AdminAddr(m.ClientID, m.ClientHost)
 			switch {
 			case !ok:
 				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is owned by processor %s, which advertises no admin listener", p, m.ClientID))
@@ -211,15 +268,15 @@ func (a API) owner(ctx context.Context, c *echo.Context, p int32) (string, error
 // loopback address on the port of a listener on loopback or on every
 // interface. Instances on several hosts with the default loopback
 // listener all advertise the same address.
-func (a API) reachesSelf(addr string) bool {
+func (a *StoryQuery) reachesSelf(addr string) bool {
 	if addr == a.advertised {
 		return true
 	}
 	host, port, err := net.SplitHostPort(addr)
 	lhost, lport, lerr := net.SplitHostPort(a.listener)
-	if err != nil || lerr != nil || port != lport || !loopbackHost(host) {
+	if err != nil || lerr != nil || port != lport || !admin.LoopbackHost(host) {
 		return false
 	}
 	ip, err := netip.ParseAddr(lhost)
-	return lhost == "" || err == nil && ip.IsUnspecified() || loopbackHost(lhost)
+	return lhost == "" || err == nil && ip.IsUnspecified() || admin.LoopbackHost(lhost)
 }

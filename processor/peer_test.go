@@ -1,4 +1,4 @@
-package admin_test
+package processor_test
 
 import (
 	"bytes"
@@ -268,7 +268,10 @@ func TestStartSaysWhyForwardingCannotWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			tc.cfg.Roles = []string{"processor"}
-			s := admin.New(tc.cfg, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&buf, nil)))
+			log := slog.New(slog.NewTextHandler(&buf, nil))
+			s := admin.New(tc.cfg, prometheus.NewRegistry(), log)
+			p := processor.New(processor.Config{}, nil, log, prometheus.NewRegistry())
+			processor.NewStoryQuery(p, nil, nil, nil, topics.Names{}, log).Mount(s)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // the line comes before the listener starts
 			if err := s.Run(ctx); err != nil {

@@ -1,4 +1,4 @@
-package admin_test
+package processor_test
 
 import (
 	"cmp"
@@ -17,12 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
-	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
+
+// token is the admin token of the instances the tests start.
+const token = "t0ken"
 
 // processorNode is a processor with its admin listener, as `hookstream run
 // --roles processor` serves it.
@@ -55,8 +57,7 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 		SessionTimeout:  6 * time.Second,
 		AdminAddr:       cmp.Or(cfg.AdvertisedAddr, cfg.Addr),
 	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
-	s.MountAPI(admin.API{Registry: subscriptions.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log),
-		Processor: p, Kafka: cl, Opts: opts, Names: env.Names})
+	processor.NewStoryQuery(p, subscriptions.NewRegistry(cl, opts, env.Names, log), cl, opts, env.Names, log).Mount(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

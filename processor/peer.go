@@ -1,4 +1,4 @@
-package admin
+package processor
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
+
+	"github.com/hookstream/hookstream/admin"
 )
 
 // Story queries between instances. An instance whose processor does not
@@ -98,7 +100,7 @@ func (k peerKey) ask(ctx context.Context, addr, uri string) (int, []byte, error)
 	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirects.Do(req)
 	if err != nil {
-		if host, _, _ := net.SplitHostPort(addr); loopbackHost(host) {
+		if host, _, _ := net.SplitHostPort(addr); admin.LoopbackHost(host) {
 			return 0, nil, fmt.Errorf("did not answer (%w); it advertises a loopback address, which only its own host reaches: set HOOKSTREAM_ADMIN_ADVERTISED_ADDR on every instance", errors.Unwrap(err))
 		}
 		return 0, nil, fmt.Errorf("did not answer: %w", errors.Unwrap(err))
@@ -119,14 +121,14 @@ func (k peerKey) ask(ctx context.Context, addr, uri string) (int, []byte, error)
 // peerOnly serves a forwarded story query: only one signed with this
 // deployment's key within the tolerance, and signs the answer, bound to
 // the query's signature.
-func (s *Server) peerOnly(next echo.HandlerFunc) echo.HandlerFunc {
+func (a *StoryQuery) peerOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		if s.peer == nil {
+		if a.peer == nil {
 			return echo.NewHTTPError(http.StatusForbidden, "this instance has no HOOKSTREAM_ADMIN_TOKEN: it answers no forwarded story query")
 		}
 		r := c.Request()
 		at, sig := r.Header.Get(headerPeerTime), r.Header.Get(headerPeerSignature)
-		if !s.peer.verify(sig, "query", r.Method, r.RequestURI, at) {
+		if !a.peer.verify(sig, "query", r.Method, r.RequestURI, at) {
 			return echo.NewHTTPError(http.StatusUnauthorized, "forwarded story query not signed with this deployment's HOOKSTREAM_ADMIN_TOKEN")
 		}
 		// From here the query is authentic: its answer, a refusal too, is
@@ -145,14 +147,14 @@ func (s *Server) peerOnly(next echo.HandlerFunc) echo.HandlerFunc {
 			// Rendered into the buffer, in place of anything written.
 			w.status, w.body = 0, bytes.Buffer{}
 			c.SetResponse(w)
-			s.renderError(c, err)
+			c.Echo().HTTPErrorHandler(c, err)
 			c.SetResponse(w.ResponseWriter)
 		}
 		status := cmp.Or(w.status, http.StatusOK)
-		w.Header().Set(headerPeerSignature, s.peer.sign("answer", sig, strconv.Itoa(status), w.body.String()))
+		w.Header().Set(headerPeerSignature, a.peer.sign("answer", sig, strconv.Itoa(status), w.body.String()))
 		w.ResponseWriter.WriteHeader(status)
 		if _, err := w.ResponseWriter.Write(w.body.Bytes()); err != nil {
-			s.log.Debug("write forwarded story answer", "err", err)
+			a.log.Debug("write forwarded story answer", "err", err)
 		}
 		return nil
 	}
