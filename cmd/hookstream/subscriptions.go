@@ -133,13 +133,25 @@ func newSubscriptionsCommand() *cobra.Command {
 write it directly, so they work with no hookstream daemon running; running
 dispatchers follow every change.`,
 	}
-	var output string
-	cmd.PersistentFlags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	output := new(string)
+	cmd.PersistentFlags().StringVarP(output, "output", "o", "table", "output format: table or json")
+	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
+	cmd.AddCommand(newSubscriptionsAddCommand(output), newSubscriptionsListCommand(output), newSubscriptionsGetCommand(output),
+		newSubscriptionsUpdateCommand(output), newSubscriptionsRmCommand(),
+		newSubscriptionsRotateCommand(output), newSubscriptionsEnableCommand(output), newSubscriptionsDisableCommand(output))
+	return cmd
+}
 
-	var add subscriptionFlags
-	var from string
-	var verify bool
-	addCmd := &cobra.Command{
+// subscriptionsAddOptions are the flags of subscriptions add.
+type subscriptionsAddOptions struct {
+	fields subscriptionFlags
+	from   string
+	verify bool
+}
+
+func newSubscriptionsAddCommand(output *string) *cobra.Command {
+	o := &subscriptionsAddOptions{}
+	cmd := &cobra.Command{
 		Use:   "add",
 		Short: "Create a subscription and print it, secret included",
 		Long: `Add creates a subscription and prints it, secret included.
@@ -158,160 +170,211 @@ only https URLs are accepted.`,
   hookstream subscriptions add --url https://example.com/hooks --batch-max 100 --batch-wait 1s
   hookstream subscriptions add --verify --url https://example.com/hooks --secret whsec_...`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			p := add.patch(cmd)
-			if err := p.Validate(); err != nil {
-				return err
-			}
-			return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
-				var s subscriptions.Subscription
-				p.Apply(&s)
-				if s.URL == "" {
-					return fmt.Errorf("--url is required")
-				}
-				if verify {
-					if err := verifyEndpoint(ctx, c.cfg, r, &s); err != nil {
-						return err
-					}
-				}
-				if err := r.Create(ctx, &s, from); err != nil {
-					return err
-				}
-				return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsAdd(cmd, *output, o) },
 	}
-	add.register(addCmd)
-	addCmd.Flags().StringVar(&from, "from", "latest", "where delivery starts: latest, earliest or an RFC 3339 time")
-	addCmd.Flags().BoolVar(&verify, "verify", false, "create it only if the URL answers a signed verification challenge")
+	o.fields.register(cmd)
+	cmd.Flags().StringVar(&o.from, "from", "latest", "where delivery starts: latest, earliest or an RFC 3339 time")
+	cmd.Flags().BoolVar(&o.verify, "verify", false, "create it only if the URL answers a signed verification challenge")
+	return cmd
+}
 
-	list := &cobra.Command{
+// runSubscriptionsAdd creates a subscription from the flags set, after
+// verifying its endpoint when asked, and prints it.
+func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddOptions) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	p := o.fields.patch(cmd)
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
+		var s subscriptions.Subscription
+		p.Apply(&s)
+		if s.URL == "" {
+			return fmt.Errorf("--url is required")
+		}
+		if o.verify {
+			if err := verifyEndpoint(ctx, c.cfg, r, &s); err != nil {
+				return err
+			}
+		}
+		if err := r.Create(ctx, &s, o.from); err != nil {
+			return err
+		}
+		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
+	})
+}
+
+func newSubscriptionsListCommand(output *string) *cobra.Command {
+	return &cobra.Command{
 		Use:     "list",
 		Short:   "List subscriptions (secrets hidden)",
 		Example: "  hookstream subscriptions list --output json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
-				subs, err := r.List(ctx)
-				if err != nil {
-					return err
-				}
-				out := make([]subscriptions.Subscription, 0, len(subs))
-				for _, s := range subs {
-					out = append(out, s)
-				}
-				sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
-				return printSubscriptions(cmd.OutOrStdout(), output, out, false)
-			})
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runSubscriptionsList(cmd, *output) },
 	}
+}
 
-	get := &cobra.Command{
+// runSubscriptionsList prints every subscription, oldest first, secrets
+// hidden.
+func runSubscriptionsList(cmd *cobra.Command, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		subs, err := r.List(ctx)
+		if err != nil {
+			return err
+		}
+		out := make([]subscriptions.Subscription, 0, len(subs))
+		for _, s := range subs {
+			out = append(out, s)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+		return printSubscriptions(cmd.OutOrStdout(), output, out, false)
+	})
+}
+
+func newSubscriptionsGetCommand(output *string) *cobra.Command {
+	return &cobra.Command{
 		Use:     "get ID",
 		Short:   "Show one subscription, secret included",
 		Example: "  hookstream subscriptions get sub_abc",
 		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return runSubscriptionsGet(cmd, *output, args[0]) },
+	}
+}
+
+// runSubscriptionsGet prints subscription id, secret included.
+func runSubscriptionsGet(cmd *cobra.Command, output, id string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		s, err := r.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
+	})
+}
+
+func newSubscriptionsUpdateCommand(output *string) *cobra.Command {
+	var fields subscriptionFlags
+	cmd := &cobra.Command{
+		Use:   "update ID",
+		Short: "Change a subscription's fields",
+		Example: `  hookstream subscriptions update sub_abc --url https://new.example.com/hook
+  hookstream subscriptions update sub_abc --batch-max 100 --batch-wait 500ms`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
-				s, err := r.Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
-			})
+			p := fields.patch(cmd)
+			return runSubscriptionsChange(cmd, *output, args[0], p, p.Apply)
 		},
 	}
+	fields.register(cmd)
+	return cmd
+}
 
-	// change edits one subscription and prints it.
-	var upd subscriptionFlags
-	change := func(use, short, example string, args cobra.PositionalArgs, edit func(cmd *cobra.Command, s *subscriptions.Subscription)) *cobra.Command {
-		return &cobra.Command{
-			Use: use, Short: short, Example: example, Args: args,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := checkOutput(output); err != nil {
-					return err
-				}
-				if err := upd.patch(cmd).Validate(); err != nil {
-					return err
-				}
-				return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
-					s, err := r.Update(ctx, args[0], func(s *subscriptions.Subscription) error {
-						edit(cmd, s)
-						return nil
-					})
-					if err != nil {
-						return err
-					}
-					return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, false)
-				})
-			},
-		}
+func newSubscriptionsEnableCommand(output *string) *cobra.Command {
+	return &cobra.Command{
+		Use:     "enable ID",
+		Short:   "Resume deliveries",
+		Example: "  hookstream subscriptions enable sub_abc",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(true)}.Apply)
+		},
 	}
-	update := change("update ID", "Change a subscription's fields", `  hookstream subscriptions update sub_abc --url https://new.example.com/hook
-  hookstream subscriptions update sub_abc --batch-max 100 --batch-wait 500ms`,
-		cobra.ExactArgs(1), func(cmd *cobra.Command, s *subscriptions.Subscription) { upd.patch(cmd).Apply(s) })
-	upd.register(update)
-	enable := change("enable ID", "Resume deliveries", "  hookstream subscriptions enable sub_abc", cobra.ExactArgs(1),
-		func(_ *cobra.Command, s *subscriptions.Subscription) {
-			subscriptions.Patch{Enabled: ptr(true)}.Apply(s)
-		})
-	disable := change("disable ID", "Pause deliveries (events wait in the subscription's group)", "  hookstream subscriptions disable sub_abc", cobra.ExactArgs(1),
-		func(_ *cobra.Command, s *subscriptions.Subscription) {
-			subscriptions.Patch{Enabled: ptr(false)}.Apply(s)
-		})
+}
 
-	var newSecret string
-	rotate := &cobra.Command{
+func newSubscriptionsDisableCommand(output *string) *cobra.Command {
+	return &cobra.Command{
+		Use:     "disable ID",
+		Short:   "Pause deliveries (events wait in the subscription's group)",
+		Example: "  hookstream subscriptions disable sub_abc",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(false)}.Apply)
+		},
+	}
+}
+
+// runSubscriptionsChange checks the patch of the flags set, applies edit to
+// subscription id and prints it, secret hidden.
+func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscriptions.Patch, edit func(*subscriptions.Subscription)) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	if err := flags.Validate(); err != nil {
+		return err
+	}
+	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		s, err := r.Update(ctx, id, func(s *subscriptions.Subscription) error {
+			edit(s)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, false)
+	})
+}
+
+func newSubscriptionsRotateCommand(output *string) *cobra.Command {
+	var secret string
+	cmd := &cobra.Command{
 		Use:   "rotate-secret ID",
 		Short: "Replace the signing secret; the old one keeps signing for 24 hours",
 		Example: `  hookstream subscriptions rotate-secret sub_abc
   hookstream subscriptions rotate-secret sub_abc --secret whsec_...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
-				s, err := r.Update(ctx, args[0], func(s *subscriptions.Subscription) error {
-					s.Rotate(newSecret, time.Now().UTC())
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
-			})
+			return runSubscriptionsRotate(cmd, *output, args[0], secret)
 		},
 	}
-	rotate.Flags().StringVar(&newSecret, "secret", "", "the new secret (generated when not given)")
+	cmd.Flags().StringVar(&secret, "secret", "", "the new secret (generated when not given)")
+	return cmd
+}
 
-	rm := &cobra.Command{
+// runSubscriptionsRotate gives subscription id a new secret (generated
+// when empty) and prints it, secret included.
+func runSubscriptionsRotate(cmd *cobra.Command, output, id, secret string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		s, err := r.Update(ctx, id, func(s *subscriptions.Subscription) error {
+			s.Rotate(secret, time.Now().UTC())
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
+	})
+}
+
+func newSubscriptionsRmCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:     "rm ID",
 		Short:   "Delete a subscription",
 		Example: "  hookstream subscriptions rm sub_abc",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
-				if err := r.Delete(ctx, args[0]); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
-				return nil
-			})
-		},
+		RunE:    func(cmd *cobra.Command, args []string) error { return runSubscriptionsRm(cmd, args[0]) },
 	}
-	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
-	cmd.AddCommand(addCmd, list, get, update, rm, rotate, enable, disable)
-	return cmd
+}
+
+// runSubscriptionsRm deletes subscription id.
+func runSubscriptionsRm(cmd *cobra.Command, id string) error {
+	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		if err := r.Delete(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", id)
+		return nil
+	})
 }
 
 // verifyEndpoint sends s's URL a verification request signed with its
