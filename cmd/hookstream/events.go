@@ -105,8 +105,13 @@ func printEvent(w io.Writer, output string, r *kgo.Record) error {
 	return err
 }
 
+// eventsTailOptions are the flags of events tail.
+type eventsTailOptions struct {
+	output, source, typ, sub string
+}
+
 func newEventsTailCommand() *cobra.Command {
-	var output, source, typ, sub string
+	o := &eventsTailOptions{}
 	cmd := &cobra.Command{
 		Use:   "tail",
 		Short: "Follow the events topic and print each event as it commits",
@@ -118,55 +123,64 @@ passes the filters: a line (processed at, id, type, partition/offset), or with
   hookstream events tail --source github --type 'pull_request*'
   hookstream events tail --subscription sub_abc --output json | jq .data`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			return withCluster(cmd, func(ctx context.Context, c cluster) error {
-				filter, err := newEventFilter(ctx, c, source, typ, sub)
-				if err != nil {
-					return err
-				}
-				rd, err := kgo.NewClient(append(slices.Clone(c.opts),
-					kgo.ConsumeTopics(string(c.names.Events)),
-					kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
-					kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-				)...)
-				if err != nil {
-					return fmt.Errorf("kafka client: %w", err)
-				}
-				defer rd.Close()
-				w := cmd.OutOrStdout()
-				for {
-					fs := rd.PollFetches(ctx)
-					if ctx.Err() != nil {
-						return nil
-					}
-					if err := fs.Err0(); err != nil {
-						return fmt.Errorf("read %s: %w", c.names.Events, err)
-					}
-					var werr error
-					fs.EachRecord(func(r *kgo.Record) {
-						if werr == nil && filter.match(r) {
-							werr = printEvent(w, output, r)
-						}
-					})
-					if werr != nil {
-						return werr
-					}
-				}
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runEventsTail(cmd, o) },
 	}
-	addFilterFlags(cmd, &source, &typ, &sub)
-	addOutputFlag(cmd, &output)
+	addFilterFlags(cmd, &o.source, &o.typ, &o.sub)
+	addOutputFlag(cmd, &o.output)
 	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
 }
 
+// runEventsTail follows the events topic from its end and prints each
+// committed event that passes the filters, until the context ends.
+func runEventsTail(cmd *cobra.Command, o *eventsTailOptions) error {
+	if err := checkOutput(o.output); err != nil {
+		return err
+	}
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		filter, err := newEventFilter(ctx, c, o.source, o.typ, o.sub)
+		if err != nil {
+			return err
+		}
+		rd, err := kgo.NewClient(append(slices.Clone(c.opts),
+			kgo.ConsumeTopics(string(c.names.Events)),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		)...)
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer rd.Close()
+		w := cmd.OutOrStdout()
+		for {
+			fs := rd.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err := fs.Err0(); err != nil {
+				return fmt.Errorf("read %s: %w", c.names.Events, err)
+			}
+			var werr error
+			fs.EachRecord(func(r *kgo.Record) {
+				if werr == nil && filter.match(r) {
+					werr = printEvent(w, o.output, r)
+				}
+			})
+			if werr != nil {
+				return werr
+			}
+		}
+	})
+}
+
+// eventsSearchOptions are the flags of events search.
+type eventsSearchOptions struct {
+	output, source, typ, since, until string
+	limit                             int
+}
+
 func newEventsSearchCommand() *cobra.Command {
-	var output, source, typ, since, until string
-	var limit int
+	o := &eventsSearchOptions{}
 	cmd := &cobra.Command{
 		Use:   "search --since T",
 		Short: "Print the events of a time range that match the filters",
@@ -177,74 +191,78 @@ When stderr is a terminal a progress line shows how much is scanned.`,
 		Example: `  hookstream events search --since 1h --source stripe
   hookstream events search --since 2026-11-21T09:00:00Z --until 2026-11-21T10:00:00Z --type 'invoice.*' --output json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if since == "" {
-				return errors.New("--since: required (an RFC 3339 time or a duration back from now, such as 2h)")
-			}
-			if limit < 1 {
-				return fmt.Errorf("--limit: %d is not a positive number", limit)
-			}
-			now := time.Now()
-			from, err := timeFlag("since", since, now)
-			if err != nil {
-				return err
-			}
-			to := now
-			if until != "" {
-				if to, err = timeFlag("until", until, now); err != nil {
-					return err
-				}
-			}
-			if !from.Before(to) {
-				return errors.New("--since: must be before --until")
-			}
-			return withCluster(cmd, func(ctx context.Context, c cluster) error {
-				filter, err := newEventFilter(ctx, c, source, typ, "")
-				if err != nil {
-					return err
-				}
-				w := cmd.OutOrStdout()
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				if output == "table" {
-					fmt.Fprintln(tw, "PROCESSED AT\tID\tTYPE\tPARTITION/OFFSET")
-					w = tw
-				}
-				progress := progressLine(cmd.ErrOrStderr())
-				found := 0
-				var werr error
-				span := topics.Span{From: topics.At(from), To: topics.At(to)}
-				err = topics.Read(ctx, c.cl, c.opts, c.names.Events, span, func(r *kgo.Record) bool {
-					if filter.match(r) {
-						werr = printEvent(w, output, r)
-						found++
-					}
-					return werr == nil && found < limit
-				}, progress)
-				progress(-1, 0)
-				if err = cmp.Or(werr, err); err != nil {
-					return err
-				}
-				if output == "table" {
-					fmt.Fprintf(tw, "\n%d events", found)
-					if found == limit {
-						fmt.Fprint(tw, " (--limit reached)")
-					}
-					fmt.Fprintln(tw)
-				}
-				return tw.Flush()
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runEventsSearch(cmd, o) },
 	}
-	addFilterFlags(cmd, &source, &typ, nil)
-	cmd.Flags().StringVar(&since, "since", "", "start of the range: an RFC 3339 time, or a duration back from now (2h)")
-	cmd.Flags().StringVar(&until, "until", "", "end of the range (default: now)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "print at most this many events")
-	addOutputFlag(cmd, &output)
+	addFilterFlags(cmd, &o.source, &o.typ, nil)
+	cmd.Flags().StringVar(&o.since, "since", "", "start of the range: an RFC 3339 time, or a duration back from now (2h)")
+	cmd.Flags().StringVar(&o.until, "until", "", "end of the range (default: now)")
+	cmd.Flags().IntVar(&o.limit, "limit", 100, "print at most this many events")
+	addOutputFlag(cmd, &o.output)
 	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
+}
+
+// runEventsSearch prints the events of the range that pass the filters,
+// at most o.limit.
+func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
+	if err := checkOutput(o.output); err != nil {
+		return err
+	}
+	if o.since == "" {
+		return errors.New("--since: required (an RFC 3339 time or a duration back from now, such as 2h)")
+	}
+	if o.limit < 1 {
+		return fmt.Errorf("--limit: %d is not a positive number", o.limit)
+	}
+	now := time.Now()
+	from, err := timeFlag("since", o.since, now)
+	if err != nil {
+		return err
+	}
+	to := now
+	if o.until != "" {
+		if to, err = timeFlag("until", o.until, now); err != nil {
+			return err
+		}
+	}
+	if !from.Before(to) {
+		return errors.New("--since: must be before --until")
+	}
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		filter, err := newEventFilter(ctx, c, o.source, o.typ, "")
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		if o.output == "table" {
+			fmt.Fprintln(tw, "PROCESSED AT\tID\tTYPE\tPARTITION/OFFSET")
+			w = tw
+		}
+		progress := progressLine(cmd.ErrOrStderr())
+		found := 0
+		var werr error
+		span := topics.Span{From: topics.At(from), To: topics.At(to)}
+		err = topics.Read(ctx, c.cl, c.opts, c.names.Events, span, func(r *kgo.Record) bool {
+			if filter.match(r) {
+				werr = printEvent(w, o.output, r)
+				found++
+			}
+			return werr == nil && found < o.limit
+		}, progress)
+		progress(-1, 0)
+		if err = cmp.Or(werr, err); err != nil {
+			return err
+		}
+		if o.output == "table" {
+			fmt.Fprintf(tw, "\n%d events", found)
+			if found == o.limit {
+				fmt.Fprint(tw, " (--limit reached)")
+			}
+			fmt.Fprintln(tw)
+		}
+		return tw.Flush()
+	})
 }
 
 // progressLine returns a function that shows, on w when it is a terminal,
@@ -288,37 +306,41 @@ remembered for HOOKSTREAM_DEDUP_TTL.`,
 		Example: `  hookstream events get github:72d3162e
   hookstream events get stripe:evt_1Nq --admin-addr 10.0.0.5:8081 --admin-token "$HOOKSTREAM_ADMIN_TOKEN" --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if !strings.Contains(args[0], ":") {
-				return fmt.Errorf("event %q: want <source>:<event-id>, as ingest answered it (\"id\")", args[0])
-			}
-			cfg, err := config.Load(cmd.Flags(), config.Env)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
-			defer cancel()
-			raw, err := adminGet(ctx, cfg, "/api/events/"+url.PathEscape(args[0]))
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				_, err := cmd.OutOrStdout().Write(raw)
-				return err
-			}
-			var s processor.Story
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("admin API answered something other than a story: %w", err)
-			}
-			return printStory(cmd.OutOrStdout(), s)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runEventsGet(cmd, output, args[0]) },
 	}
 	addOutputFlag(cmd, &output)
 	config.RegisterFlags(cmd.Flags(), config.Admin)
 	return cmd
+}
+
+// runEventsGet asks the admin API for the story of event id
+// (<source>:<event-id>) and prints it.
+func runEventsGet(cmd *cobra.Command, output, id string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	if !strings.Contains(id, ":") {
+		return fmt.Errorf("event %q: want <source>:<event-id>, as ingest answered it (\"id\")", id)
+	}
+	cfg, err := config.Load(cmd.Flags(), config.Env)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
+	defer cancel()
+	raw, err := adminGet(ctx, cfg, "/api/events/"+url.PathEscape(id))
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		_, err := cmd.OutOrStdout().Write(raw)
+		return err
+	}
+	var s processor.Story
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("admin API answered something other than a story: %w", err)
+	}
+	return printStory(cmd.OutOrStdout(), s)
 }
 
 // adminGet asks the admin API of a running hookstream for path.
@@ -351,8 +373,6 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, err
 	return raw, nil
 }
 
-// printStory prints a story as a time-ordered table, then where each
-// delivery stands.
 // position is ", offset O" of an events record, when known and wanted.
 func position(p *processor.Position, want bool) string {
 	if p == nil || !want {
@@ -361,6 +381,8 @@ func position(p *processor.Position, want bool) string {
 	return fmt.Sprintf(", offset %d", p.Offset)
 }
 
+// printStory prints a story as a time-ordered table, then where each
+// delivery stands.
 func printStory(w io.Writer, s processor.Story) error {
 	type line struct {
 		at   time.Time
