@@ -30,45 +30,49 @@ each transaction, so a group that has read everything lags 0.`,
   hookstream lag --group processor
   hookstream lag --group sub:sub_abc --output json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			return withCluster(cmd, func(ctx context.Context, c cluster) error {
-				if group != "" {
-					g, err := groups.Resolve(c.names, group)
-					if err != nil {
-						return fmt.Errorf("--group: %w", err)
-					}
-					group = string(g)
-				}
-				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-				defer cancel()
-				r, err := c.registry()
-				if err != nil {
-					return err
-				}
-				subs, err := r.List(ctx)
-				if err != nil {
-					return err
-				}
-				if id, ok := groups.SubscriptionID(c.names, topics.Group(group)); ok {
-					if _, exists := subs[id]; !exists {
-						return fmt.Errorf("--group: no subscription %s (hookstream subscriptions list shows them)", id)
-					}
-				}
-				lags, err := groups.Lag(ctx, c.cl, c.names, group)
-				if err != nil {
-					return err
-				}
-				return printLag(cmd.OutOrStdout(), output, groups.WithoutDeleted(c.names, lags, subs))
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runLag(cmd, group, output) },
 	}
 	cmd.Flags().StringVarP(&group, "group", "g", "", "one group: processor, retry, sub:<id> or a full group name (default: every hookstream group)")
 	addOutputFlag(cmd, &output)
 	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
+}
+
+// runLag prints the lag of group (a name groups.Resolve reads), or of
+// every group of the deployment when it is empty.
+func runLag(cmd *cobra.Command, group, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		if group != "" {
+			g, err := groups.Resolve(c.names, group)
+			if err != nil {
+				return fmt.Errorf("--group: %w", err)
+			}
+			group = string(g)
+		}
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		r, err := c.registry()
+		if err != nil {
+			return err
+		}
+		subs, err := r.List(ctx)
+		if err != nil {
+			return err
+		}
+		if id, ok := groups.SubscriptionID(c.names, topics.Group(group)); ok {
+			if _, exists := subs[id]; !exists {
+				return fmt.Errorf("--group: no subscription %s (hookstream subscriptions list shows them)", id)
+			}
+		}
+		lags, err := groups.Lag(ctx, c.cl, c.names, group)
+		if err != nil {
+			return err
+		}
+		return printLag(cmd.OutOrStdout(), output, groups.WithoutDeleted(c.names, lags, subs))
+	})
 }
 
 // lagFootnote explains the table's numbers under it.

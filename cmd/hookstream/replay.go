@@ -129,36 +129,7 @@ roles that consume with the group, execute, then start them again.`,
   hookstream replay --group retry --to-latest --execute
   hookstream replay --group processor --to-offsets 0:15,3:200 --output json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(f.output); err != nil {
-				return err
-			}
-			return withCluster(cmd, func(ctx context.Context, c cluster) error {
-				if f.group == "" {
-					return errors.New("--group is required: processor, retry, sub:<id> or a full group name")
-				}
-				group, err := groups.Resolve(c.names, f.group)
-				if err != nil {
-					return fmt.Errorf("--group: %w", err)
-				}
-				t, err := f.target(cmd.Flags().Changed)
-				if err != nil {
-					return err
-				}
-				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-				defer cancel()
-				plan, err := groups.PlanReplay(ctx, c.cl, c.names, string(group), f.topic, f.partitions, t)
-				if err != nil {
-					return err
-				}
-				if f.execute {
-					if err := groups.Execute(ctx, c.adm, plan); err != nil {
-						return err
-					}
-				}
-				return printPlan(cmd.OutOrStdout(), f.output, plan, f.describe(t), f.execute)
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runReplay(cmd, &f) },
 	}
 	fs := cmd.Flags()
 	fs.StringVarP(&f.group, "group", "g", "", "the group: processor, retry, sub:<id> or a full group name")
@@ -174,6 +145,39 @@ roles that consume with the group, execute, then start them again.`,
 	addOutputFlag(cmd, &f.output)
 	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
+}
+
+// runReplay plans moving the group's offsets to the target of the flags,
+// commits the plan when f.execute, and prints it.
+func runReplay(cmd *cobra.Command, f *replayFlags) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		if f.group == "" {
+			return errors.New("--group is required: processor, retry, sub:<id> or a full group name")
+		}
+		group, err := groups.Resolve(c.names, f.group)
+		if err != nil {
+			return fmt.Errorf("--group: %w", err)
+		}
+		t, err := f.target(cmd.Flags().Changed)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		plan, err := groups.PlanReplay(ctx, c.cl, c.names, string(group), f.topic, f.partitions, t)
+		if err != nil {
+			return err
+		}
+		if f.execute {
+			if err := groups.Execute(ctx, c.adm, plan); err != nil {
+				return err
+			}
+		}
+		return printPlan(cmd.OutOrStdout(), f.output, plan, f.describe(t), f.execute)
+	})
 }
 
 // printPlan prints a replay plan and whether it was committed.

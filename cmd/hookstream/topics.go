@@ -22,49 +22,63 @@ func newTopicsCommand() *cobra.Command {
 		Use:   "topics",
 		Short: "Create and describe hookstream's Kafka topics",
 	}
-	create := &cobra.Command{
+	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
+	cmd.AddCommand(newTopicsCreateCommand(), newTopicsDescribeCommand())
+	return cmd
+}
+
+func newTopicsCreateCommand() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create the topics that are missing (idempotent) and check the ones that exist",
 		Example: `  hookstream topics create
   HOOKSTREAM_BROKERS=kafka:9092 HOOKSTREAM_PARTITIONS=24 hookstream topics create`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withCluster(cmd, func(ctx context.Context, c cluster) error {
-				if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")
-				return nil
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTopicsCreate(cmd) },
 	}
+	config.RegisterFlags(cmd.Flags(), config.Topology)
+	return cmd
+}
+
+// runTopicsCreate creates the missing topics and checks the others.
+func runTopicsCreate(cmd *cobra.Command) error {
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")
+		return nil
+	})
+}
+
+func newTopicsDescribeCommand() *cobra.Command {
 	var output string
-	describe := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "describe",
 		Short: "Show hookstream's topics: partitions, configs and records",
 		Example: `  hookstream topics describe
   hookstream topics describe --output json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			return withCluster(cmd, func(ctx context.Context, c cluster) error {
-				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-				defer cancel()
-				infos, err := describeTopics(ctx, c.adm, c.names)
-				if err != nil {
-					return err
-				}
-				return printTopics(cmd.OutOrStdout(), output, infos)
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTopicsDescribe(cmd, output) },
 	}
-	addOutputFlag(describe, &output)
-	config.RegisterFlags(cmd.PersistentFlags(), config.Common)
-	config.RegisterFlags(create.Flags(), config.Topology)
-	cmd.AddCommand(create, describe)
+	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// runTopicsDescribe prints hookstream's topics.
+func runTopicsDescribe(cmd *cobra.Command, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	return withCluster(cmd, func(ctx context.Context, c cluster) error {
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		infos, err := describeTopics(ctx, c.adm, c.names)
+		if err != nil {
+			return err
+		}
+		return printTopics(cmd.OutOrStdout(), output, infos)
+	})
 }
 
 // topicInfo is one topic as describe shows it.
