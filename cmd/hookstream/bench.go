@@ -18,15 +18,18 @@ import (
 	"github.com/hookstream/hookstream/subscriptions"
 )
 
+// benchOptions are the flags of bench.
+type benchOptions struct {
+	cfg       loadgen.Config
+	base      string
+	sink      string
+	batchMax  int
+	batchWait time.Duration
+	output    string
+}
+
 func newBenchCommand() *cobra.Command {
-	var (
-		cfg       loadgen.Config
-		base      string
-		sink      string
-		batchMax  int
-		batchWait time.Duration
-		output    string
-	)
+	o := &benchOptions{}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Load-test a receiver: throughput, status counts, latency percentiles, end-to-end latency",
@@ -46,75 +49,79 @@ make it a batched one, and the sink counts each event of a batch.`,
   hookstream bench --rate 1000 --sink 127.0.0.1:9100 --output json
   hookstream bench --rate 5000 --sink 127.0.0.1:9100 --sink-batch-max 100 --sink-batch-wait 100ms`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			cfg.URL = base + "/webhooks/" + cfg.Source
-			client := &http.Client{Transport: &http.Transport{
-				MaxIdleConnsPerHost: cfg.Concurrency,
-				MaxConnsPerHost:     cfg.Concurrency,
-			}, Timeout: 30 * time.Second}
-			var s *loadgen.Sink
-			if sink != "" {
-				var batch subscriptions.Patch
-				if cmd.Flags().Changed("sink-batch-max") {
-					batch.BatchMax = &batchMax
-				}
-				if cmd.Flags().Changed("sink-batch-wait") {
-					batch.BatchWait = ptr(subscriptions.Duration(batchWait))
-				}
-				if err := batch.Validate(); err != nil {
-					return err
-				}
-				s = loadgen.NewSink()
-				stop, err := runSink(cmd, sink, s, batch)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			progress := func(p loadgen.Progress) {
-				fmt.Fprintf(os.Stderr, "\r%5.0fs  %d done  %d errors  %d delivered", p.Elapsed.Seconds(), p.Completed, p.Errors, p.Delivered)
-			}
-			report, err := loadgen.Run(cmd.Context(), cfg, client, s, progress)
-			fmt.Fprintln(os.Stderr)
-			if err != nil {
-				return err
-			}
-			if s != nil {
-				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-				e2e := s.Wait(ctx)
-				cancel()
-				report.EndToEnd = &e2e
-				report.Undelivered = s.Missing()
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), report)
-			}
-			return printReport(cmd.OutOrStdout(), report)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&base, "target", "http://127.0.0.1:8080", "receiver base URL")
-	f.StringVar(&cfg.Source, "source", "bench", "source name (POST /webhooks/<source>)")
-	f.Float64Var(&cfg.Rate, "rate", 1000, "requests per second, open loop; 0: as fast as --concurrency allows")
-	f.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight at most")
-	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to send")
-	f.IntVar(&cfg.BodySize, "body-size", 1024, "JSON body size in bytes")
-	f.Float64Var(&cfg.Duplicates, "duplicates", 0, "share of requests repeating an earlier id (0 to 1)")
-	f.StringVar(&cfg.Scheme, "scheme", "none", "signature scheme: none, github or standard")
-	f.StringVar(&cfg.Secret, "secret", "", "secret of the signature scheme")
-	f.StringVar(&sink, "sink", "", "run a subscriber on this address and measure end-to-end latency")
-	f.IntVar(&batchMax, "sink-batch-max", 1, "batch_max of the sink's subscription (events per delivery)")
-	f.DurationVar(&batchWait, "sink-batch-wait", 0, "batch_wait of the sink's subscription")
-	addOutputFlag(cmd, &output)
+	f.StringVar(&o.base, "target", "http://127.0.0.1:8080", "receiver base URL")
+	f.StringVar(&o.cfg.Source, "source", "bench", "source name (POST /webhooks/<source>)")
+	f.Float64Var(&o.cfg.Rate, "rate", 1000, "requests per second, open loop; 0: as fast as --concurrency allows")
+	f.IntVar(&o.cfg.Concurrency, "concurrency", 64, "requests in flight at most")
+	f.DurationVar(&o.cfg.Duration, "duration", 10*time.Second, "how long to send")
+	f.IntVar(&o.cfg.BodySize, "body-size", 1024, "JSON body size in bytes")
+	f.Float64Var(&o.cfg.Duplicates, "duplicates", 0, "share of requests repeating an earlier id (0 to 1)")
+	f.StringVar(&o.cfg.Scheme, "scheme", "none", "signature scheme: none, github or standard")
+	f.StringVar(&o.cfg.Secret, "secret", "", "secret of the signature scheme")
+	f.StringVar(&o.sink, "sink", "", "run a subscriber on this address and measure end-to-end latency")
+	f.IntVar(&o.batchMax, "sink-batch-max", 1, "batch_max of the sink's subscription (events per delivery)")
+	f.DurationVar(&o.batchWait, "sink-batch-wait", 0, "batch_wait of the sink's subscription")
+	addOutputFlag(cmd, &o.output)
 	return cmd
 }
 
-// runSink serves s on addr and subscribes it, batched as batch says, with
+// runBench sends the load, with a sink subscribed when o.sink is set, and
+// prints the report.
+func runBench(cmd *cobra.Command, o *benchOptions) error {
+	if err := checkOutput(o.output); err != nil {
+		return err
+	}
+	o.cfg.URL = o.base + "/webhooks/" + o.cfg.Source
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: o.cfg.Concurrency,
+		MaxConnsPerHost:     o.cfg.Concurrency,
+	}, Timeout: 30 * time.Second}
+	var s *loadgen.Sink
+	if o.sink != "" {
+		var batch subscriptions.Patch
+		if cmd.Flags().Changed("sink-batch-max") {
+			batch.BatchMax = &o.batchMax
+		}
+		if cmd.Flags().Changed("sink-batch-wait") {
+			batch.BatchWait = ptr(subscriptions.Duration(o.batchWait))
+		}
+		if err := batch.Validate(); err != nil {
+			return err
+		}
+		s = loadgen.NewSink()
+		stop, err := startBenchSink(cmd, o.sink, s, batch)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	progress := func(p loadgen.Progress) {
+		fmt.Fprintf(os.Stderr, "\r%5.0fs  %d done  %d errors  %d delivered", p.Elapsed.Seconds(), p.Completed, p.Errors, p.Delivered)
+	}
+	report, err := loadgen.Run(cmd.Context(), o.cfg, client, s, progress)
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		return err
+	}
+	if s != nil {
+		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+		e2e := s.Wait(ctx)
+		cancel()
+		report.EndToEnd = &e2e
+		report.Undelivered = s.Missing()
+	}
+	if o.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), report)
+	}
+	return printReport(cmd.OutOrStdout(), report)
+}
+
+// startBenchSink serves s on addr and subscribes it, batched as batch says, with
 // s verifying its signatures; stop removes both.
-func runSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subscriptions.Patch) (stop func(), err error) {
+func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subscriptions.Patch) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--sink: %w", err)

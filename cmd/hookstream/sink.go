@@ -31,37 +31,41 @@ verification request of 'hookstream subscriptions add --verify' with its
 challenge.`,
 		Example: `  hookstream sink --addr 127.0.0.1:9000 --secret whsec_...`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var keys [][]byte
-			if secret != "" {
-				key, err := signature.DecodeSecret(secret)
-				if err != nil {
-					return fmt.Errorf("--secret: %w", err)
-				}
-				keys = [][]byte{key}
-			}
-			out := cmd.OutOrStdout()
-			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: sinkHandler(out, keys)}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("--addr: %w", err)
-			}
-			fmt.Fprintf(out, "sink listening on http://%s\n", ln.Addr())
-			go func() {
-				<-cmd.Context().Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(ctx) // ending; the listener error below reports anything else
-			}()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runSink(cmd, addr, secret) },
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9000", "listen address")
 	cmd.Flags().StringVar(&secret, "secret", "", "the subscription's secret, to verify signatures")
 	return cmd
+}
+
+// runSink serves deliveries on addr, verifying them with secret when it
+// is set, until the command's context ends.
+func runSink(cmd *cobra.Command, addr, secret string) error {
+	var keys [][]byte
+	if secret != "" {
+		key, err := signature.DecodeSecret(secret)
+		if err != nil {
+			return fmt.Errorf("--secret: %w", err)
+		}
+		keys = [][]byte{key}
+	}
+	out := cmd.OutOrStdout()
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: sinkHandler(out, keys)}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	fmt.Fprintf(out, "sink listening on http://%s\n", ln.Addr())
+	go func() {
+		<-cmd.Context().Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx) // ending; the listener error below reports anything else
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // sinkHandler verifies each delivery with keys (when any) and prints one
