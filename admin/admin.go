@@ -14,6 +14,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -112,6 +113,28 @@ func (s *Server) Config() Config { return s.cfg }
 // Timeout is the context of one /api request: the request's, bounded.
 func Timeout(c *echo.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Request().Context(), 30*time.Second)
+}
+
+// DecodeJSON reads the request's JSON body, at most limit bytes, into v;
+// a body that is not such JSON is answered 400.
+func DecodeJSON(c *echo.Context, v any, limit int64) error {
+	return decodeJSON(c, v, limit, false)
+}
+
+// DecodeJSONStrict is DecodeJSON refusing fields v does not have.
+func DecodeJSONStrict(c *echo.Context, v any, limit int64) error {
+	return decodeJSON(c, v, limit, true)
+}
+
+func decodeJSON(c *echo.Context, v any, limit int64, strict bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
+	}
+	return nil
 }
 
 // Error maps the errors every route may meet to statuses: Kafka not

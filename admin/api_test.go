@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/stats"
@@ -33,7 +34,6 @@ type apiHarness struct {
 	cl       *kgo.Client
 	registry *subscriptions.Registry
 	reg      *prometheus.Registry
-	api      admin.API
 }
 
 // newAPI serves the admin API with a running dispatcher on a test broker.
@@ -59,8 +59,9 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	counts := stats.NewTally(opts, env.Names, log)
 	h.run(t, "stats tally", counts.Run)
 	s := admin.New(admin.Config{Token: token}, h.reg, log)
-	h.api = admin.API{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names}
-	s.MountAPI(h.api)
+	subscriptions.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
+	deadletter.API{Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
+	stats.API{Stats: counts, Attempts: tally, Registry: h.registry, Kafka: cl, Names: env.Names}.Mount(s)
 	h.srv = httptest.NewServer(s)
 	t.Cleanup(h.srv.Close)
 	return h

@@ -23,6 +23,7 @@ import (
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
@@ -149,9 +150,10 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	srv.AddCheck("broker", brokerCheck(adm))
 	tally := attempts.NewTally(kafkaOpts(cfg, log), names, log)
 	counts := stats.NewTally(kafkaOpts(cfg, log), names, log)
-	api := admin.API{Registry: registry, Attempts: tally, Stats: counts, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}
-
-	var local *processor.Processor // this instance's, when it runs one
+	var (
+		rejected func() map[string]int64 // this instance's receiver's, when it runs one
+		local    *processor.Processor    // this instance's, when it runs one
+	)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return tally.Run(ctx) })
@@ -176,7 +178,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		if err != nil {
 			return err
 		}
-		api.Rejected = h.Rejected
+		rejected = h.Rejected
 		g.Go(func() error { return h.Run(ctx) })
 	}
 	if slices.Contains(roles, "processor") {
@@ -226,7 +228,9 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		srv.AddCheck("dispatcher", d.Ready)
 		g.Go(func() error { return d.Run(ctx) })
 	}
-	srv.MountAPI(api)
+	subscriptions.API{Registry: registry, Attempts: tally, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}.Mount(srv)
+	deadletter.API{Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}.Mount(srv)
+	stats.API{Stats: counts, Attempts: tally, Registry: registry, Rejected: rejected, Kafka: adminClient, Names: names}.Mount(srv)
 	processor.NewStoryQuery(local, registry, adminClient, kafkaOpts(cfg, log), names, log).Mount(srv)
 	g.Go(func() error { return srv.Run(ctx) })
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)

@@ -1,0 +1,101 @@
+package deadletter
+
+import (
+	"cmp"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// API serves the dead-letter queues on the admin listener's /api: list
+// letters, and redrive a selection of them.
+type API struct {
+	// Kafka reads and redrives the DLQ topics; Opts build its readers.
+	Kafka *kgo.Client
+	Opts  []kgo.Opt
+	Names topics.Names
+}
+
+// Mount serves /api/dlq and /api/dlq/redrive on srv.
+func (a API) Mount(srv *admin.Server) {
+	g := srv.API()
+	g.GET("/dlq", a.listDLQ)
+	g.POST("/dlq/redrive", a.redrive)
+}
+
+// dlqQuery is the selection of /api/dlq and /api/dlq/redrive.
+type dlqQuery struct {
+	Kind  string `json:"kind"`
+	Since string `json:"since"`
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
+	All   bool   `json:"all"`
+}
+
+func (q dlqQuery) parse() (Kind, Filter, error) {
+	kind, err := ParseKind(cmp.Or(q.Kind, "processor"))
+	if err != nil {
+		return "", Filter{}, echo.NewHTTPError(http.StatusBadRequest, "kind: "+err.Error())
+	}
+	f := Filter{Key: q.Key, Limit: q.Limit}
+	if q.Limit < 0 || q.Limit > 10_000 {
+		return "", f, echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
+	}
+	if q.Since != "" {
+		t, err := time.Parse(time.RFC3339, q.Since)
+		if err != nil {
+			return "", f, echo.NewHTTPError(http.StatusBadRequest, "since: want an RFC 3339 time")
+		}
+		f.Since = t
+	}
+	return kind, f, nil
+}
+
+func (a API) listDLQ(c *echo.Context) error {
+	limit, err := strconv.Atoi(c.QueryParamOr("limit", "100"))
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
+	}
+	kind, f, err := dlqQuery{Kind: c.QueryParam("kind"), Since: c.QueryParam("since"), Key: c.QueryParam("key"), Limit: limit}.parse()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	letters, err := List(ctx, a.Kafka, a.Opts, a.Names, kind, f)
+	if err != nil {
+		return admin.Error(err)
+	}
+	if letters == nil {
+		letters = []Letter{}
+	}
+	return c.JSON(http.StatusOK, letters)
+}
+
+// redrive copies the selected letters back; a selection is required.
+func (a API) redrive(c *echo.Context) error {
+	var q dlqQuery
+	if err := admin.DecodeJSON(c, &q, 4<<10); err != nil {
+		return err
+	}
+	kind, f, err := q.parse()
+	if err != nil {
+		return err
+	}
+	if !q.All && q.Since == "" && q.Key == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "select letters with since, key, or all: true")
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	copied, skipped, err := Redrive(ctx, a.Kafka, a.Opts, a.Names, kind, f)
+	if err != nil {
+		return admin.Error(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"redriven": copied, "skipped": skipped, "to": kind.Target(a.Names)})
+}

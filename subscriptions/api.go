@@ -1,0 +1,229 @@
+package subscriptions
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// API serves the subscriptions on the admin listener's /api: list,
+// create, get, patch, delete, rotate a secret, each with its delivery
+// totals, and a subscription's attempts, from the attempts topic.
+type API struct {
+	// Registry reads and writes subscriptions.
+	Registry *Registry
+	// Attempts follows the delivery attempts: the subscriptions' totals.
+	Attempts *attempts.Tally
+	// Kafka reads the attempts topic; Opts build its readers.
+	Kafka *kgo.Client
+	Opts  []kgo.Opt
+	Names topics.Names
+}
+
+// Mount serves the subscription endpoints on srv's /api.
+func (a API) Mount(srv *admin.Server) {
+	g := srv.API()
+	g.GET("/subscriptions", a.listSubscriptions)
+	g.POST("/subscriptions", a.createSubscription)
+	g.GET("/subscriptions/:id", a.getSubscription)
+	g.PATCH("/subscriptions/:id", a.patchSubscription)
+	g.DELETE("/subscriptions/:id", a.deleteSubscription)
+	g.POST("/subscriptions/:id/rotate-secret", a.rotateSecret)
+	g.GET("/subscriptions/:id/attempts", a.attempts)
+}
+
+// httpError maps registry and validation errors to statuses.
+func httpError(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return echo.NewHTTPError(http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrExists), errors.Is(err, ErrConflict), errors.Is(err, ErrLimit):
+		return echo.NewHTTPError(http.StatusConflict, err.Error())
+	case errors.Is(err, ErrInvalid):
+		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return admin.Error(err)
+}
+
+// subscriptionView is a subscription as the API shows it: secrets
+// redacted, with its delivery totals from the attempts topic.
+type subscriptionView struct {
+	Subscription
+	attempts.Totals
+}
+
+// view is the API form of s, its totals read once the tally caught up.
+func (a API) view(s Subscription) subscriptionView {
+	return subscriptionView{Subscription: s.Redacted(), Totals: a.Attempts.Totals(s.ID)}
+}
+
+// catchUp waits until the tally has read every attempt written so far.
+func (a API) catchUp(ctx context.Context) error {
+	if err := a.Attempts.CatchUp(ctx, a.Kafka); err != nil {
+		return httpError(err)
+	}
+	return nil
+}
+
+func (a API) listSubscriptions(c *echo.Context) error {
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	subs, err := a.Registry.List(ctx)
+	if err != nil {
+		return httpError(err)
+	}
+	if err := a.catchUp(ctx); err != nil {
+		return err
+	}
+	out := make([]subscriptionView, 0, len(subs))
+	for _, s := range subs {
+		out = append(out, a.view(s))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (a API) getSubscription(c *echo.Context) error {
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	s, err := a.Registry.Get(ctx, c.Param("id"))
+	if err != nil {
+		return httpError(err)
+	}
+	if err := a.catchUp(ctx); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, a.view(s))
+}
+
+// subscriptionInput is the writable JSON of a subscription.
+type subscriptionInput struct {
+	ID   *string `json:"id"`
+	From *string `json:"from"`
+	Patch
+}
+
+func decode(c *echo.Context) (subscriptionInput, error) {
+	var in subscriptionInput
+	if err := admin.DecodeJSONStrict(c, &in, 64<<10); err != nil {
+		return in, err
+	}
+	if err := in.Patch.Validate(); err != nil {
+		return in, httpError(err)
+	}
+	return in, nil
+}
+
+func (a API) createSubscription(c *echo.Context) error {
+	in, err := decode(c)
+	if err != nil {
+		return err
+	}
+	if in.URL == nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "url: required")
+	}
+	var s Subscription
+	if in.ID != nil {
+		s.ID = *in.ID
+	}
+	in.Apply(&s)
+	from := ""
+	if in.From != nil {
+		from = *in.From
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	if err := a.Registry.Create(ctx, &s, from); err != nil {
+		return httpError(err)
+	}
+	return c.JSON(http.StatusCreated, s) // the secret, once
+}
+
+func (a API) patchSubscription(c *echo.Context) error {
+	in, err := decode(c)
+	if err != nil {
+		return err
+	}
+	if in.ID != nil || in.From != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "id and from cannot be changed")
+	}
+	return a.update(c, func(s *Subscription) { in.Apply(s) }, false)
+}
+
+func (a API) rotateSecret(c *echo.Context) error {
+	var body struct {
+		Secret string `json:"secret"`
+	}
+	if c.Request().ContentLength > 0 {
+		if err := admin.DecodeJSON(c, &body, 4<<10); err != nil {
+			return err
+		}
+	}
+	return a.update(c, func(s *Subscription) { s.Rotate(body.Secret, time.Now().UTC()) }, true)
+}
+
+// update edits one subscription in the registry's read-modify-write.
+func (a API) update(c *echo.Context, edit func(*Subscription), withSecret bool) error {
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	s, err := a.Registry.Update(ctx, c.Param("id"), func(s *Subscription) error {
+		edit(s)
+		return nil
+	})
+	if err != nil {
+		return httpError(err)
+	}
+	if !withSecret {
+		s = s.Redacted()
+	}
+	return c.JSON(http.StatusOK, s)
+}
+
+func (a API) deleteSubscription(c *echo.Context) error {
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	if err := a.Registry.Delete(ctx, c.Param("id")); err != nil {
+		return httpError(err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// attempts lists a subscription's attempts from the attempts topic,
+// newest first.
+func (a API) attempts(c *echo.Context) error {
+	q := attempts.Query{Subscription: c.Param("id"), EventID: c.QueryParam("event"), Status: c.QueryParam("status")}
+	var err error
+	if q.Limit, err = strconv.Atoi(c.QueryParamOr("limit", "50")); err != nil || q.Limit < 1 || q.Limit > 1000 {
+		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 1 to 1000")
+	}
+	if !attempts.ValidStatus(q.Status) {
+		return echo.NewHTTPError(http.StatusBadRequest, "status: want delivered, failed, retrying, dead_lettered or an HTTP status")
+	}
+	if since := c.QueryParam("since"); since != "" {
+		if q.Since, err = time.Parse(time.RFC3339, since); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "since: want an RFC 3339 time")
+		}
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
+		return httpError(err)
+	}
+	out, err := attempts.List(ctx, a.Kafka, a.Opts, a.Names, q)
+	if err != nil {
+		return httpError(err)
+	}
+	if out == nil {
+		out = []attempts.Attempt{}
+	}
+	return c.JSON(http.StatusOK, out)
+}
