@@ -7,7 +7,8 @@
 // into the pipeline: processor letters to <prefix>.ingest with their
 // original key, value and ingest headers, delivery letters to
 // <prefix>.delivery-retry due now with their attempts reset, each copy
-// marked hs-redriven-from = "<dlq topic>/<partition>/<offset>".
+// marked hs-redriven-from = "<dlq topic>/<partition>/<offset>". API serves
+// both on the admin listener (/api/dlq, /api/dlq/redrive).
 //
 // # Idempotency
 //

@@ -4,7 +4,9 @@
 // survive restarts of every process but cover the topics' retention only.
 // It reads headers only, never a record's body, and leaves out
 // hookstream's own operational events; it writes nothing and judges no
-// record (the processor does).
+// record (the processor does). API serves /api/stats on the admin
+// listener: these counts, the deliveries, the requests this instance's
+// receiver rejected, and group lag.
 package stats
 
 import (

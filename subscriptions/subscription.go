@@ -11,8 +11,9 @@
 // signing and sending requests, retries, circuits, batching and the
 // delivery DLQ are package dispatch's, which imports this one (never the
 // reverse). Whether a URL's host is a public address is checked at each
-// delivery by dispatch's dialer, not here. The admin API's HTTP surface
-// and the CLI's commands that call the Registry are theirs.
+// delivery by dispatch's dialer, not here. Its endpoints on the admin
+// listener (API, api.go) are its own; the admin listener's guard is
+// admin's, and the CLI's commands that call the Registry are cmd's.
 package subscriptions
 
 import (
