@@ -205,13 +205,13 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// session runs one group transact session until ctx ends or it fails.
-func (p *Processor) session(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A kprom collector serves one client: each session gets its own (the
-	// last one unregistered its collectors when it closed).
-	sess, err := kgo.NewGroupTransactSession(slices.Concat(p.opts, topics.Instrument(p.reg, ClientID(p.cfg.AdminAddr)), []kgo.Opt{
+// clientOpts are the options of a session's client: the process's
+// options, its own metrics, and the group, transaction, fetch and produce
+// settings of the processor. A kprom collector serves one client: each
+// session gets its own (the last one unregistered its collectors when it
+// closed).
+func (p *Processor) clientOpts() []kgo.Opt {
+	return slices.Concat(p.opts, topics.Instrument(p.reg, ClientID(p.cfg.AdminAddr)), []kgo.Opt{
 		kgo.ConsumerGroup(string(p.cfg.Names.ProcessorGroup())),
 		kgo.ConsumeTopics(string(p.cfg.Names.Ingest), string(p.cfg.Names.DeliveryAttempts)),
 		// Partition p of the attempts topic goes with ingest partition p:
@@ -248,7 +248,14 @@ func (p *Processor) session(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
-	})...)
+	})
+}
+
+// session runs one group transact session until ctx ends or it fails.
+func (p *Processor) session(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sess, err := kgo.NewGroupTransactSession(p.clientOpts()...)
 	if err != nil {
 		return &setupError{fmt.Errorf("processor: client: %w", err)}
 	}
