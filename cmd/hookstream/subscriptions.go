@@ -270,7 +270,7 @@ func newSubscriptionsUpdateCommand(output *string) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p := fields.patch(cmd)
-			return runSubscriptionsChange(cmd, *output, args[0], p, p.Apply)
+			return runSubscriptionsChange(cmd, *output, args[0], p, p.Apply, false)
 		},
 	}
 	fields.register(cmd)
@@ -284,7 +284,7 @@ func newSubscriptionsEnableCommand(output *string) *cobra.Command {
 		Example: "  hookstream subscriptions enable sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(true)}.Apply)
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(true)}.Apply, false)
 		},
 	}
 }
@@ -296,14 +296,14 @@ func newSubscriptionsDisableCommand(output *string) *cobra.Command {
 		Example: "  hookstream subscriptions disable sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(false)}.Apply)
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(false)}.Apply, false)
 		},
 	}
 }
 
 // runSubscriptionsChange checks the patch of the flags set, applies edit to
-// subscription id and prints it, secret hidden.
-func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscriptions.Patch, edit func(*subscriptions.Subscription)) error {
+// subscription id and prints it, its secret only when withSecret.
+func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscriptions.Patch, edit func(*subscriptions.Subscription), withSecret bool) error {
 	if err := checkOutput(output); err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscri
 		if err != nil {
 			return err
 		}
-		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, false)
+		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, withSecret)
 	})
 }
 
@@ -331,29 +331,12 @@ func newSubscriptionsRotateCommand(output *string) *cobra.Command {
   hookstream subscriptions rotate-secret sub_abc --secret whsec_...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSubscriptionsRotate(cmd, *output, args[0], secret)
+			rotate := func(s *subscriptions.Subscription) { s.Rotate(secret, time.Now().UTC()) }
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, rotate, true)
 		},
 	}
 	cmd.Flags().StringVar(&secret, "secret", "", "the new secret (generated when not given)")
 	return cmd
-}
-
-// runSubscriptionsRotate gives subscription id a new secret (generated
-// when empty) and prints it, secret included.
-func runSubscriptionsRotate(cmd *cobra.Command, output, id, secret string) error {
-	if err := checkOutput(output); err != nil {
-		return err
-	}
-	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
-		s, err := r.Update(ctx, id, func(s *subscriptions.Subscription) error {
-			s.Rotate(secret, time.Now().UTC())
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
-	})
 }
 
 func newSubscriptionsRmCommand() *cobra.Command {
