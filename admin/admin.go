@@ -87,7 +87,7 @@ func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	s.api.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
 	s.api.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
 	s.api.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
-	s.peer = e.Group("/peer")
+	s.peer = e.Group(PeerPrefix)
 	s.echo = e
 	return s
 }
@@ -101,6 +101,9 @@ func (s *Server) AddCheck(name string, check Check) {
 
 // API is the guarded /api group where components mount routes.
 func (s *Server) API() *echo.Group { return s.api }
+
+// PeerPrefix is the path of the Peer group.
+const PeerPrefix = "/peer"
 
 // Peer is the /peer group, outside the guard, where components mount the
 // routes other instances call: each route authenticates its caller itself.

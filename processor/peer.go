@@ -34,7 +34,9 @@ import (
 const (
 	// peerEventsPrefix is the route of forwarded story queries, outside
 	// /api: the caller is an instance, authenticated by its signature.
-	peerEventsPrefix = "/peer/events/"
+	peerEventsPrefix = admin.PeerPrefix + peerEventsRoute
+	// peerEventsRoute is that route in the admin listener's Peer group.
+	peerEventsRoute = "/events/"
 	// headerPeerTime is a forwarded query's signing time, in Unix seconds.
 	headerPeerTime = "X-Hookstream-Peer-Time"
 	// headerPeerSignature is the base64 HMAC-SHA256 of a forwarded query,

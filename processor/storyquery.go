@@ -59,7 +59,7 @@ func NewStoryQuery(local *Processor, registry *subscriptions.Registry, kafka *kg
 func (a *StoryQuery) Mount(srv *admin.Server) {
 	cfg := srv.Config()
 	a.peer, a.advertised, a.listener = newPeerKey(cfg.Token), cmp.Or(cfg.AdvertisedAddr, cfg.Addr), cfg.Addr
-	srv.Peer().GET(strings.TrimPrefix(peerEventsPrefix, "/peer")+"*", a.peerEvent, a.peerOnly)
+	srv.Peer().GET(peerEventsRoute+"*", a.peerEvent, a.peerOnly)
 	srv.API().GET("/events/*", a.event)
 	if why := a.forwardingLimit(cfg); why != "" {
 		a.log.Info(why)
