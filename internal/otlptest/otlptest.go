@@ -1,0 +1,145 @@
+// Package otlptest is a real OTLP/HTTP trace receiver for tests: it
+// accepts POST /v1/traces, decodes the protobuf ExportTraceServiceRequest,
+// and keeps the spans for the test to read. It mocks no tracer: what it
+// holds is what the SDK's exporter sent over HTTP.
+package otlptest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Span is one received span, flattened.
+type Span struct {
+	Service  string // the resource's service.name
+	Name     string
+	TraceID  string // hex
+	SpanID   string // hex
+	ParentID string // hex, "" for a root
+	Kind     int32
+	// Attrs are the span's attributes, every value as a string.
+	Attrs map[string]string
+	// Links are the span ids the span links to.
+	Links []string
+	// StatusCode is the span status: 0 unset, 1 ok, 2 error.
+	StatusCode int32
+	Start, End uint64 // Unix nanoseconds
+}
+
+// Receiver is an OTLP/HTTP receiver of traces.
+type Receiver struct {
+	// URL is its base URL, the value of OTEL_EXPORTER_OTLP_ENDPOINT.
+	URL string
+
+	mu    sync.Mutex
+	spans []Span
+}
+
+// New starts a receiver, closed at cleanup.
+func New(t testing.TB) *Receiver {
+	t.Helper()
+	r := &Receiver{}
+	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
+		http.NotFound(w, req)
+		return
+	}
+	if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
+		http.Error(w, "content type "+ct, http.StatusUnsupportedMediaType)
+		return
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var er coltrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &er); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var got []Span
+	for _, rs := range er.GetResourceSpans() {
+		service := attrs(rs.GetResource().GetAttributes())["service.name"]
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				sp := Span{
+					Service: service, Name: s.GetName(), Kind: int32(s.GetKind()),
+					TraceID: hex.EncodeToString(s.GetTraceId()), SpanID: hex.EncodeToString(s.GetSpanId()),
+					Attrs: attrs(s.GetAttributes()), StatusCode: int32(s.GetStatus().GetCode()),
+					Start: s.GetStartTimeUnixNano(), End: s.GetEndTimeUnixNano(),
+				}
+				if p := s.GetParentSpanId(); len(p) > 0 {
+					sp.ParentID = hex.EncodeToString(p)
+				}
+				for _, l := range s.GetLinks() {
+					sp.Links = append(sp.Links, hex.EncodeToString(l.GetSpanId()))
+				}
+				got = append(got, sp)
+			}
+		}
+	}
+	r.mu.Lock()
+	r.spans = append(r.spans, got...)
+	r.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	_, _ = w.Write(out)
+}
+
+// Spans returns the spans received so far.
+func (r *Receiver) Spans() []Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Span(nil), r.spans...)
+}
+
+// Trace returns the spans received so far of one trace.
+func (r *Receiver) Trace(traceID string) []Span {
+	var out []Span
+	for _, s := range r.Spans() {
+		if s.TraceID == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attrs(kvs []*commonpb.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.GetKey()] = value(kv.GetValue())
+	}
+	return m
+}
+
+func value(v *commonpb.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonpb.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
+	default:
+		return fmt.Sprint(v)
+	}
+}

@@ -1,0 +1,79 @@
+package tracing_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/otlptest"
+	"github.com/hookstream/hookstream/tracing"
+)
+
+const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// TestSetupExports: with an endpoint, spans reach the OTLP receiver over
+// http/protobuf under OTEL_SERVICE_NAME, with OTEL_RESOURCE_ATTRIBUTES.
+func TestSetupExports(t *testing.T) {
+	recv := otlptest.New(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "hookstream-test")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
+	tr, shutdown, err := tracing.Setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
+	_, span := tr.Tracer().Start(ctx, "work")
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	spans := recv.Trace("4bf92f3577b34da6a3ce929d0e0e4736")
+	if len(spans) != 1 {
+		t.Fatalf("spans of the trace: got %+v, want 1", recv.Spans())
+	}
+	if s := spans[0]; s.Name != "work" || s.ParentID != "00f067aa0ba902b7" || s.Service != "hookstream-test" {
+		t.Errorf("span: got %+v, want work, child of 00f067aa0ba902b7, service hookstream-test", s)
+	}
+}
+
+// TestSetupWithoutEndpoint: nothing is exported, yet a span continues the
+// extracted trace with an id of its own, and its context replaces the
+// record's stale one.
+func TestSetupWithoutEndpoint(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	tr, shutdown, err := tracing.Setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
+	ctx, span := tr.Tracer().Start(ctx, "work")
+	defer span.End()
+	if id := span.SpanContext().SpanID().String(); id == "00f067aa0ba902b7" {
+		t.Errorf("span id: got the parent's %s, want one of its own", id)
+	}
+	r := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("stale")}, {Key: "hs-source", Value: []byte("shop")}}}
+	tr.Inject(ctx, r)
+	got := (*tracing.Headers)(&r.Headers).Get("traceparent")
+	want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + span.SpanContext().SpanID().String() + "-01"
+	if got != want || len(r.Headers) != 2 {
+		t.Errorf("headers: got %q (%d headers), want %q in place of the stale one", got, len(r.Headers), want)
+	}
+}
+
+// TestZeroCarries: the zero Tracing records nothing and carries the
+// extracted context on.
+func TestZeroCarries(t *testing.T) {
+	var tr tracing.Tracing
+	ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
+	ctx, span := tr.Tracer().Start(ctx, "work")
+	defer span.End()
+	r := &kgo.Record{}
+	tr.Inject(ctx, r)
+	if got := (*tracing.Headers)(&r.Headers).Get("traceparent"); got != parent {
+		t.Errorf("traceparent: got %q, want %q", got, parent)
+	}
+}
