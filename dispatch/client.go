@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/subscriptions"
 )
@@ -57,6 +59,9 @@ type ClientConfig struct {
 	// AllowPrivate allows loopback, private, link-local and metadata
 	// targets; default false.
 	AllowPrivate bool
+	// Propagator writes the trace context of an attempt to its request
+	// (traceparent); default W3C Trace Context.
+	Propagator propagation.TextMapPropagator
 	// UserAgent is sent with every delivery, e.g. "hookstream/1.2.3";
 	// default none (Go's).
 	UserAgent string
@@ -110,6 +115,7 @@ type Client struct {
 	timeout      time.Duration
 	userAgent    string
 	requireHTTPS bool
+	propagator   propagation.TextMapPropagator
 }
 
 // NewClient returns a client configured by cfg, with defaults for its zero
@@ -122,6 +128,10 @@ func NewClient(cfg ClientConfig) *Client {
 	maxConns := cfg.MaxConns
 	if maxConns <= 0 {
 		maxConns = clientDefaultMaxConns
+	}
+	var propagator propagation.TextMapPropagator = propagation.TraceContext{}
+	if cfg.Propagator != nil {
+		propagator = cfg.Propagator
 	}
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !cfg.AllowPrivate {
@@ -154,6 +164,7 @@ func NewClient(cfg ClientConfig) *Client {
 		timeout:      timeout,
 		userAgent:    cfg.UserAgent,
 		requireHTTPS: cfg.RequireHTTPS,
+		propagator:   propagator,
 	}
 }
 
@@ -190,6 +201,7 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	if c.userAgent != "" {
 		req.Header["User-Agent"] = []string{c.userAgent}
 	}
+	c.propagator.Inject(parent, propagation.HeaderCarrier(req.Header))
 
 	start := time.Now()
 	resp, err := c.http.Do(req)

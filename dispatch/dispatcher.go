@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -30,11 +32,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Config configures the dispatcher.
@@ -90,6 +96,11 @@ type Config struct {
 	// predecessor's place in every group at once. Unique per process.
 	// Default empty: dynamic members only.
 	InstanceID string
+	// Tracing traces each delivery attempt, a child of the context its
+	// events record (or retry record) carries, and sends the attempt's
+	// traceparent to the subscriber. Zero: no spans, the record's context
+	// carried on.
+	Tracing tracing.Tracing
 }
 
 // Dispatcher runs one consumer group per enabled subscription and the
@@ -103,6 +114,7 @@ type Dispatcher struct {
 	metrics  *metrics
 	now      func() time.Time
 	producer *kgo.Client // retry and DLQ writes
+	tracer   trace.Tracer
 	retries  *retries
 	// loaded is closed once the registry has read the subscriptions
 	// topic to its end: until then an unknown subscription may exist.
@@ -162,6 +174,9 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 	if cfg.MaxSpilledRetries == 0 {
 		cfg.MaxSpilledRetries = 100_000
 	}
+	if cfg.Client.Propagator == nil {
+		cfg.Client.Propagator = cfg.Tracing.Propagation()
+	}
 	if cfg.DisableAfter == 0 {
 		for _, s := range cfg.Schedule {
 			cfg.DisableAfter += s
@@ -172,6 +187,7 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 		opts:     opts,
 		registry: registry,
 		client:   NewClient(cfg.Client),
+		tracer:   cfg.Tracing.Tracer(),
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,
 		producer: producer,
@@ -414,7 +430,9 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 			return Result{Err: err}, time.Time{}
 		}
 	}
-	res = d.client.Deliver(ctx, Delivery{URL: sub.URL, ID: m.id, Keys: sub.Keys(d.now()), Body: m.body})
+	actx, span := d.attemptSpan(ctx, sub, m, n)
+	res = d.client.Deliver(actx, Delivery{URL: sub.URL, ID: m.id, Keys: sub.Keys(d.now()), Body: m.body})
+	endAttemptSpan(span, res)
 	if ctx.Err() != nil && !res.OK() {
 		st.circuit.abandon(probe) // stopping says nothing of the subscriber
 		return res, time.Time{}
@@ -436,6 +454,40 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 	}
 	d.record(ctx, st, sub, m, n, res)
 	return res, time.Time{}
+}
+
+// attemptSpan starts the span of attempt n of delivering m, a child of
+// the context its first event's record carries; the other events of a
+// batch are links.
+func (d *Dispatcher) attemptSpan(ctx context.Context, sub subscriptions.Subscription, m *message, n int) (context.Context, trace.Span) {
+	ctx = d.cfg.Tracing.Extract(ctx, m.events[0].orig.Headers)
+	ctx, span := d.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(semconv.HTTPRequestMethodPost, tracing.Subscription.String(sub.ID), tracing.Attempt.Int(n), tracing.EventID.String(m.id))
+	if u, err := url.Parse(sub.URL); err == nil {
+		span.SetAttributes(semconv.ServerAddress(u.Hostname()))
+	}
+	for _, e := range m.events[1:] {
+		if sc := trace.SpanContextFromContext(d.cfg.Tracing.Extract(context.Background(), e.orig.Headers)); sc.IsValid() {
+			span.AddLink(trace.Link{SpanContext: sc})
+		}
+	}
+	return ctx, span
+}
+
+// endAttemptSpan ends an attempt's span with its answer.
+func endAttemptSpan(span trace.Span, res Result) {
+	if span.IsRecording() {
+		if res.Status != 0 {
+			span.SetAttributes(semconv.HTTPResponseStatusCode(res.Status))
+		}
+		if res.Err != nil {
+			span.SetStatus(codes.Error, errorText(res.Err))
+		}
+	}
+	span.End()
 }
 
 // record writes the attempt to the attempts topic, once for each event of
@@ -642,6 +694,9 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 		retry.Error = errorText(last.Err)
 	}
 	rec := retry.Record(d.cfg.Names.DeliveryRetry)
+	// The retry continues the trace of the events record, or of the retry
+	// it follows: its attempts are siblings of the first.
+	d.cfg.Tracing.Inject(d.cfg.Tracing.Extract(ctx, m.events[0].orig.Headers), rec)
 	if err := d.produce(ctx, rec); err != nil {
 		return fmt.Errorf("delivery retry: %w", err)
 	}

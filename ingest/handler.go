@@ -26,9 +26,14 @@ import (
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Config configures the receiver.
@@ -63,6 +68,10 @@ type Config struct {
 	// the connection's address is the client
 	// (HOOKSTREAM_TRUSTED_PROXIES).
 	TrustedProxies []netip.Prefix
+	// Tracing traces each request, continuing the provider's traceparent,
+	// and carries the context in its ingest record. Zero: no spans, the
+	// provider's context carried on.
+	Tracing tracing.Tracing
 }
 
 // DefaultBodyTimeout bounds the arrival of a request's body: a provider
@@ -125,6 +134,7 @@ type Handler struct {
 	inFlight chan struct{}
 	// bodies counts the body buffers of requests being read or handled.
 	bodies bodyBudget
+	tracer trace.Tracer
 }
 
 // New builds the receiver. client must produce with acks=all and
@@ -148,6 +158,7 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 		metrics:  newMetrics(reg),
 		now:      time.Now,
 		inFlight: make(chan struct{}, cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
+		tracer:   cfg.Tracing.Tracer(),
 	}
 	h.bodies.max = cmp.Or(cfg.BodyBudget, max(DefaultBodyBudget, 2*cfg.MaxBody))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -323,21 +334,35 @@ func (h *Handler) renderError(c *echo.Context, err error) {
 	}
 }
 
+// receiveRoute is the route of receive, the name of its span.
+const receiveRoute = "/webhooks/:source"
+
 func (h *Handler) receive(c *echo.Context) error {
 	name := c.Param("source")
+	req := c.Request()
+	ctx := h.cfg.Tracing.Propagation().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+	ctx, span := h.tracer.Start(ctx, http.MethodPost+" "+receiveRoute, trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
 	src, err := h.source(name)
 	if err == nil {
-		err = h.handle(c, name, src)
+		err = h.handle(ctx, c, name, src)
 	}
 	_, status := echo.ResolveResponseStatus(c.Response(), err)
 	h.metrics.answered(h.metrics.label(name, src != nil), status)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute(receiveRoute), semconv.URLPath(req.URL.Path),
+			semconv.HTTPResponseStatusCode(status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+	}
 	return err
 }
 
 // handle reads the body, then accepts the request in an in-flight slot:
 // a slow sender holds its own connection and its part of the body budget,
 // never a slot.
-func (h *Handler) handle(c *echo.Context, name string, src *source) error {
+func (h *Handler) handle(ctx context.Context, c *echo.Context, name string, src *source) error {
 	body, err := h.readBody(c)
 	if err != nil {
 		return err
@@ -346,7 +371,7 @@ func (h *Handler) handle(c *echo.Context, name string, src *source) error {
 	select {
 	case h.inFlight <- struct{}{}:
 		defer func() { <-h.inFlight }()
-		return h.accept(c, name, src, body)
+		return h.accept(ctx, c, name, src, body)
 	default:
 		h.metrics.shed.Inc()
 		return errOverloaded
@@ -368,8 +393,9 @@ func (h *Handler) source(name string) (*source, error) {
 
 // accept handles a request whose body has arrived: verification first,
 // then the source's rate limit, the event id, the duplicate fast path, the
-// payload's schema, the size of the event to come, and the durable write.
-func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte) error {
+// payload's schema, the size of the event to come, and the durable write,
+// the record carrying the trace context of ctx.
+func (h *Handler) accept(ctx context.Context, c *echo.Context, name string, src *source, body []byte) error {
 	req := c.Request()
 	received := h.now()
 	if err := src.verifier.Verify(req.Header, body, received); err != nil {
@@ -399,6 +425,9 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		return errNoEventID
 	}
 	key := topics.IngestKey(name, eventID)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.EventID.String(key))
+	}
 	if h.recent.seen(key, received) {
 		h.metrics.fastDuplicates.WithLabelValues(h.metrics.label(name, true)).Inc()
 		return answer(c, http.StatusOK, "duplicate", key)
@@ -427,6 +456,7 @@ func (h *Handler) accept(c *echo.Context, name string, src *source, body []byte)
 		Violations:  violations,
 	}
 	rec := ir.Record(h.cfg.Topic)
+	h.cfg.Tracing.Inject(ctx, rec)
 	if err := h.eventFits(rec, p.JSON, received); err != nil {
 		return err
 	}

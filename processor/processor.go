@@ -45,11 +45,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Config configures a processor.
@@ -85,6 +87,10 @@ type Config struct {
 	// AdminAddr is this instance's admin listener (host:port), advertised
 	// to the group for interactive queries; empty: none.
 	AdminAddr string
+	// Tracing traces each record's processing, a child of the context its
+	// ingest record carries, and puts the span's context in the events
+	// record. Zero: no spans, the ingest record's context carried on.
+	Tracing tracing.Tracing
 }
 
 // Processor is the processor role.
@@ -96,6 +102,7 @@ type Processor struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	tracer  trace.Tracer
 
 	mu    sync.Mutex
 	parts map[int32]*partition
@@ -140,6 +147,7 @@ func New(cfg Config, opts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer
 		opts:       opts,
 		log:        log.With("component", "processor"),
 		now:        time.Now,
+		tracer:     cfg.Tracing.Tracer(),
 		parts:      make(map[int32]*partition),
 		restoreSem: make(chan struct{}, cfg.RestoreConcurrency),
 	}
@@ -352,6 +360,8 @@ func (p *Processor) transact(ctx context.Context, sess *kgo.GroupTransactSession
 // transactWithin is transact's transaction, begun, until ctx ends.
 func (p *Processor) transactWithin(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, sweep bool) (more bool, err error) {
 	tx := newTxn(p, sess)
+	var committed bool
+	defer func() { tx.endSpans(committed) }()
 	if sweep {
 		more = tx.sweep(ctx)
 	}
@@ -371,7 +381,7 @@ func (p *Processor) transactWithin(ctx context.Context, sess *kgo.GroupTransactS
 		commit = kgo.TryAbort
 	}
 	before, carried := sess.Client().CommittedOffsets(), sess.Client().UncommittedOffsets()
-	committed, err := p.end(ctx, sess, commit)
+	committed, err = p.end(ctx, sess, commit)
 	if err != nil {
 		return false, fmt.Errorf("processor: end transaction: %w", err)
 	}

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Outcomes of a record.
@@ -47,6 +52,8 @@ type txn struct {
 	strikesSeen []recordRef
 	// dlqBytes is the DLQ topic's record limit once dlqRoom read it.
 	dlqBytes int64
+	// spans are the records' spans, ended with the transaction.
+	spans []trace.Span
 }
 
 // pending holds one partition's uncommitted state changes.
@@ -219,6 +226,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 	for _, r := range records {
 		pr := prep.next()
 		now := pr.now
+		ctx, span := t.span(ctx, r)
 		old, ok, err := pd.lookupPrepared(r.Key, pr)
 		if err != nil {
 			t.broken[id] = err
@@ -234,11 +242,13 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 		if outcome == outcomeDuplicate {
 			t.duplicate(ctx, pd, old, r, s, now)
 			t.outcomes[outcome]++
+			span.SetAttributes(tracing.Outcome.String(outcome))
 			continue
 		}
 		if s.n >= strikeDeadLetter {
 			t.handleStruck(ctx, ref, r, s, now)
 			t.outcomes[outcomeFailed]++
+			span.SetAttributes(tracing.Outcome.String(outcomeFailed))
 			continue
 		}
 		st := t.claim(old, ok, r, outcome, now)
@@ -248,6 +258,42 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			return
 		}
 		t.outcomes[outcome]++
+		span.SetAttributes(tracing.Outcome.String(outcome))
+	}
+}
+
+// span starts the span of processing ingest record r, a child of the
+// context r carries, to end with the transaction (endSpans).
+func (t *txn) span(ctx context.Context, r *kgo.Record) (context.Context, trace.Span) {
+	ctx, span := t.p.tracer.Start(t.p.cfg.Tracing.Extract(ctx, r.Headers), "process "+r.Topic, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingSystemKafka, semconv.MessagingOperationTypeProcess,
+			semconv.MessagingDestinationName(r.Topic), semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))),
+			semconv.MessagingKafkaOffset(int(r.Offset)), tracing.EventID.String(string(r.Key)))
+	}
+	t.spans = append(t.spans, span)
+	return ctx, span
+}
+
+// traceEvent puts the trace context of ctx, the record's span, in its
+// events record ev, unless that makes ev outgrow the record limit: the
+// event matters more than its trace.
+func (t *txn) traceEvent(ctx context.Context, ev *kgo.Record) {
+	n := len(ev.Headers)
+	t.p.cfg.Tracing.Inject(ctx, ev)
+	if topics.RecordBytes(ev) > t.p.cfg.MaxRecordBytes {
+		ev.Headers = ev.Headers[:n]
+	}
+}
+
+// endSpans ends the records' spans with the transaction: an aborted one
+// marks them so (their records come again, with new spans).
+func (t *txn) endSpans(committed bool) {
+	for _, span := range t.spans {
+		if !committed {
+			span.SetStatus(codes.Error, "transaction aborted")
+		}
+		span.End()
 	}
 }
 
@@ -278,6 +324,9 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 		return "", err
 	}
 	out := []*kgo.Record{ev}
+	if evErr == nil {
+		t.traceEvent(ctx, ev)
+	}
 	if evErr != nil {
 		stage := topics.StageProcess
 		if _, invalid := errors.AsType[*topics.PayloadError](evErr); invalid {

@@ -43,7 +43,8 @@ func ProviderHeaderKey(name string) string { return HeaderProviderPrefix + strin
 // Record encodes the ingest record as a record of topic. RecordBytes of
 // the result is its whole size on the wire.
 func (ir *IngestRecord) Record(topic Topic) *kgo.Record {
-	headers := make([]kgo.RecordHeader, 0, 7+len(ir.Provider))
+	// Room for the trace context the receiver adds.
+	headers := make([]kgo.RecordHeader, 0, 9+len(ir.Provider))
 	headers = append(headers,
 		kgo.RecordHeader{Key: HeaderSource, Value: []byte(ir.Source)},
 		kgo.RecordHeader{Key: HeaderEventID, Value: []byte(ir.EventID)},

@@ -115,6 +115,12 @@ const (
 	// of Violation. The processor dead-letters such a record with
 	// StageValidate instead of emitting it.
 	HeaderViolations = "hs-violations"
+	// HeaderTraceparent and HeaderTracestate carry the W3C Trace Context
+	// of the span that wrote the record: the receiver's on an ingest
+	// record, the processor's on an events record; a retry record carries
+	// its events record's.
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
 )
 
 // Violation is one way a payload fails its source's JSON Schema: where, as
@@ -131,7 +137,7 @@ func isOwnHeader(key string) bool {
 	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
 		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
 		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated, HeaderBatchID,
-		HeaderViolations:
+		HeaderViolations, HeaderTraceparent, HeaderTracestate:
 		return true
 	}
 	return false

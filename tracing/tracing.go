@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -77,24 +79,17 @@ func (h *Headers) Get(key string) string {
 	return ""
 }
 
-// Set makes value the only value of key.
+// Set makes value the only value of key, changing the headers in place.
 func (h *Headers) Set(key, value string) {
-	kept := (*h)[:0:0]
-	replaced := false
-	for _, x := range *h {
-		if x.Key != key {
-			kept = append(kept, x)
-			continue
-		}
-		if !replaced {
-			kept = append(kept, kgo.RecordHeader{Key: key, Value: []byte(value)})
-			replaced = true
-		}
+	hdr := kgo.RecordHeader{Key: key, Value: []byte(value)}
+	i := slices.IndexFunc(*h, func(x kgo.RecordHeader) bool { return x.Key == key })
+	if i < 0 {
+		*h = append(*h, hdr)
+		return
 	}
-	if !replaced {
-		kept = append(kept, kgo.RecordHeader{Key: key, Value: []byte(value)})
-	}
-	*h = kept
+	(*h)[i] = hdr
+	rest := slices.DeleteFunc((*h)[i+1:], func(x kgo.RecordHeader) bool { return x.Key == key })
+	*h = (*h)[:i+1+len(rest)]
 }
 
 // Keys lists the header keys.
@@ -175,3 +170,16 @@ func exporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 	}
 	return exp, nil
 }
+
+// hookstream's span attributes, besides OpenTelemetry's conventional ones.
+const (
+	// EventID is the event's <source>:<event-id>.
+	EventID = attribute.Key("hookstream.event.id")
+	// Outcome is the processor's decision on a record: processed,
+	// duplicate, replayed or failed.
+	Outcome = attribute.Key("hookstream.outcome")
+	// Subscription is the id of the subscription a delivery is for.
+	Subscription = attribute.Key("hookstream.subscription")
+	// Attempt is a delivery's attempt number, from 1.
+	Attempt = attribute.Key("hookstream.attempt")
+)

@@ -1,0 +1,227 @@
+package tracing_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/internal/otlptest"
+	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
+)
+
+// tracedSubscriber answers 500 to the first delivery of the ids in fail,
+// 200 otherwise, and records the traceparent of every delivery.
+type tracedSubscriber struct {
+	mu     sync.Mutex
+	fail   map[string]bool
+	parent map[string][]string // webhook-id -> traceparents, in order
+}
+
+func (s *tracedSubscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("webhook-id")
+	s.mu.Lock()
+	s.parent[id] = append(s.parent[id], r.Header.Get("traceparent"))
+	first := len(s.parent[id]) == 1
+	s.mu.Unlock()
+	if first && s.fail[id] {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *tracedSubscriber) traceparents(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.parent[id]...)
+}
+
+// run runs a component until the test ends.
+func run(t *testing.T, name string, f func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+}
+
+// TestPipelineTrace: a webhook posted with a known traceparent is one
+// trace, exported over OTLP/HTTP to a real receiver: the receiver's span
+// is the provider's child, the processor's span the receiver's, the
+// delivery attempt's the processor's, and the subscriber gets the
+// attempt's traceparent. A duplicate (a provider's retry through another
+// receiver replica) is a processor span with outcome duplicate and no
+// delivery; a delivery that fails once has two attempt spans in its trace.
+func TestPipelineTrace(t *testing.T) {
+	const maxBody = 1 << 20
+	recv := otlptest.New(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_SERVICE_NAME", "hookstream-pipeline")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	tr, shutdown, err := tracing.Setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+
+	env := kafkatest.New(t, 1, maxBody)
+	log := kafkatest.Logger(t)
+	receiver := func() string {
+		cfg := ingest.Config{AcceptAll: true, MaxBody: maxBody, AckTimeout: 10 * time.Second, Topic: env.Names.Ingest, Tracing: tr}
+		h, err := ingest.New(cfg, env.Client(t, ingest.ProducerOpts(cfg)...), log, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	a, b := receiver(), receiver()
+
+	p := processor.New(processor.Config{
+		Names: env.Names, StateDir: t.TempDir(), MaxRecordBytes: topics.MaxRecordBytes(maxBody),
+		TransactionalID: env.Names.Prefix + "-processor", SessionTimeout: 6 * time.Second, Tracing: tr,
+	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, log, prometheus.NewRegistry())
+	run(t, "processor", p.Run)
+
+	sub := &tracedSubscriber{fail: map[string]bool{"shop:2": true}, parent: map[string][]string{}}
+	subSrv := httptest.NewServer(sub)
+	t.Cleanup(subSrv.Close)
+	cl := env.Client(t)
+	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, log)
+	d := dispatch.New(dispatch.Config{
+		Names:    env.Names,
+		Client:   dispatch.ClientConfig{AllowPrivate: true, Timeout: 2 * time.Second},
+		Schedule: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},
+		Tracing:  tr,
+	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, cl, registry, log, prometheus.NewRegistry())
+	run(t, "dispatcher", d.Run)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := subscriptions.Subscription{URL: subSrv.URL}
+	if err := registry.Create(ctx, &s, "earliest"); err != nil {
+		t.Fatalf("create subscription: %v", err)
+	}
+
+	const (
+		traceA = "4bf92f3577b34da6a3ce929d0e0e4736" // shop:1
+		traceB = "5bf92f3577b34da6a3ce929d0e0e4737" // shop:1 again, a duplicate
+		traceC = "6bf92f3577b34da6a3ce929d0e0e4738" // shop:2, delivered at the second attempt
+		client = "00f067aa0ba902b7"                 // the provider's span
+	)
+	post := func(url, id, traceID string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/shop", strings.NewReader(`{"n":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Event-Id", id)
+		req.Header.Set("traceparent", "00-"+traceID+"-"+client+"-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST %s: got %d, want 202", id, resp.StatusCode)
+		}
+	}
+	post(a, "1", traceA)
+	post(b, "1", traceB)
+	post(a, "2", traceC)
+
+	// spans waits for the trace's spans: want of each name.
+	spans := func(traceID string, want map[string]int) map[string][]otlptest.Span {
+		t.Helper()
+		var byName map[string][]otlptest.Span
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			byName = map[string][]otlptest.Span{}
+			for _, s := range recv.Trace(traceID) {
+				byName[s.Name] = append(byName[s.Name], s)
+			}
+			for name, n := range want {
+				if len(byName[name]) != n {
+					return fmt.Errorf("trace %s: got %d spans %q, want %d (all: %+v)", traceID, len(byName[name]), name, n, byName)
+				}
+			}
+			return nil
+		})
+		return byName
+	}
+	processName := "process " + string(env.Names.Ingest)
+	const ingestName, deliverName = "POST /webhooks/:source", "POST"
+
+	// One trace: provider -> receiver -> processor -> attempt -> subscriber.
+	got := spans(traceA, map[string]int{ingestName: 1, processName: 1, deliverName: 1})
+	in, pr, de := got[ingestName][0], got[processName][0], got[deliverName][0]
+	check := func(what string, got, want any) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: got %v, want %v", what, got, want)
+		}
+	}
+	check("receiver span's parent", in.ParentID, client)
+	check("receiver span's event", in.Attrs["hookstream.event.id"], "shop:1")
+	check("receiver span's status code", in.Attrs["http.response.status_code"], "202")
+	check("receiver span's service", in.Service, "hookstream-pipeline")
+	check("processor span's parent", pr.ParentID, in.SpanID)
+	check("processor span's outcome", pr.Attrs["hookstream.outcome"], "processed")
+	check("processor span's messaging system", pr.Attrs["messaging.system"], "kafka")
+	check("processor span's destination", pr.Attrs["messaging.destination.name"], string(env.Names.Ingest))
+	check("processor span's offset", pr.Attrs["messaging.kafka.offset"], "0")
+	check("attempt span's parent", de.ParentID, pr.SpanID)
+	check("attempt span's subscription", de.Attrs["hookstream.subscription"], s.ID)
+	check("attempt span's attempt", de.Attrs["hookstream.attempt"], "1")
+	check("attempt span's status code", de.Attrs["http.response.status_code"], "200")
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if got, want := sub.traceparents("shop:1"), []string{"00-" + traceA + "-" + de.SpanID + "-01"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("subscriber's traceparents: got %v, want %v", got, want)
+		}
+		return nil
+	})
+
+	// The duplicate: processed and dropped, never delivered.
+	got = spans(traceB, map[string]int{ingestName: 1, processName: 1})
+	check("duplicate's outcome", got[processName][0].Attrs["hookstream.outcome"], "duplicate")
+	check("duplicate's processor span's parent", got[processName][0].ParentID, got[ingestName][0].SpanID)
+
+	// Failed, then delivered from the retry topic: two attempts, both
+	// children of the processor's span.
+	got = spans(traceC, map[string]int{ingestName: 1, processName: 1, deliverName: 2})
+	pr = got[processName][0]
+	attempts := map[string]otlptest.Span{}
+	for _, s := range got[deliverName] {
+		check("attempt span's parent", s.ParentID, pr.SpanID)
+		attempts[s.Attrs["hookstream.attempt"]] = s
+	}
+	check("first attempt's status code", attempts["1"].Attrs["http.response.status_code"], "500")
+	check("first attempt's span status", attempts["1"].StatusCode, int32(2))
+	check("second attempt's status code", attempts["2"].Attrs["http.response.status_code"], "200")
+	parents := sub.traceparents("shop:2")
+	want := []string{"00-" + traceC + "-" + attempts["1"].SpanID + "-01", "00-" + traceC + "-" + attempts["2"].SpanID + "-01"}
+	if fmt.Sprint(parents) != fmt.Sprint(want) {
+		t.Errorf("subscriber's traceparents of shop:2: got %v, want %v", parents, want)
+	}
+	// Time passes even if spans lag: no duplicate ever reaches the subscriber.
+	if got := sub.traceparents("shop:1"); len(got) != 1 {
+		t.Errorf("deliveries of shop:1: got %d, want 1", len(got))
+	}
+}
