@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // BenchmarkReceiver measures the receiver (GitHub signature verification,
@@ -73,13 +75,25 @@ func BenchmarkReceiver(b *testing.B) {
 		})
 		run(b, e)
 	})
-	b.Run("receiver", func(b *testing.B) {
+	receiver := func(b *testing.B, tr tracing.Tracing) {
 		env := kafkatest.Embedded(b, "bench", 12, 1<<20)
-		cfg := ingest.Config{Sources: testSources, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, Topic: env.Names.Ingest}
+		cfg := ingest.Config{Sources: testSources, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, Topic: env.Names.Ingest, Tracing: tr}
 		h, err := ingest.New(cfg, env.Client(b, ingest.ProducerOpts(cfg)...), kafkatest.Logger(b), prometheus.NewRegistry())
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(b, h)
+	}
+	b.Run("receiver", func(b *testing.B) { receiver(b, tracing.Tracing{}) })
+	// As run sets it up with no OTEL_* endpoint: spans made, none exported.
+	b.Run("receiver-tracing-no-endpoint", func(b *testing.B) {
+		b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+		b.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+		tr, shutdown, err := tracing.Setup(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = shutdown(context.Background()) }()
+		receiver(b, tr)
 	})
 }
