@@ -31,6 +31,7 @@ import (
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // allRoles are the roles run starts by default.
@@ -120,6 +121,15 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	if err != nil {
 		return err
 	}
+	tr, stopTracing, err := tracing.Setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { // after every component, to export their last spans
+		if err := stopTracing(context.Background()); err != nil {
+			log.Warn("tracing: spans not exported at shutdown", "err", err)
+		}
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -167,6 +177,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			AckTimeout:     cfg.AckTimeout,
 			Topic:          names.Ingest,
 			TrustedProxies: cfg.TrustedProxies,
+			Tracing:        tr,
 		}
 		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(ingest.ProducerOpts(icfg),
 			topics.Instrument(reg, "hookstream-ingest"))...)...)
@@ -186,6 +197,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		if err != nil {
 			return err
 		}
+		pcfg.Tracing = tr
 		p := processor.New(pcfg, kafkaOpts(cfg, log), log, reg)
 		srv.AddCheck("processor", p.Ready)
 		local = p
@@ -224,6 +236,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			// Only an instance id given is sure to be unique: two
 			// dispatchers under one would fence each other.
 			InstanceID: cfg.InstanceID,
+			Tracing:    tr,
 		}, kafkaOpts(cfg, log), producer, registry, log, reg)
 		srv.AddCheck("dispatcher", d.Ready)
 		g.Go(func() error { return d.Run(ctx) })
