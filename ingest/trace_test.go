@@ -1,0 +1,72 @@
+package ingest_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
+)
+
+// TestRecordCarriesTraceContext: the ingest record's traceparent is the
+// receiver's span's, in the provider's trace (without spans, the
+// provider's own), with the provider's tracestate, once each; a source
+// that carries the provider's traceparent as a provider header keeps it
+// apart, as hs-h-traceparent.
+func TestRecordCarriesTraceContext(t *testing.T) {
+	const (
+		traceID  = "4bf92f3577b34da6a3ce929d0e0e4736"
+		provider = "00-" + traceID + "-00f067aa0ba902b7-01"
+	)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	sdk, shutdown, err := tracing.Setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	for _, tc := range []struct {
+		name    string
+		tracing tracing.Tracing
+		newSpan bool
+	}{
+		{"no spans", tracing.Tracing{}, false},
+		{"spans", sdk, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := kafkatest.New(t, 1, 64<<10)
+			sources := ingest.Sources{Sources: map[string]ingest.Source{"traced": {Headers: []string{"traceparent"}}}}
+			rc := newReceiver(t, env, ingest.Config{Sources: sources, Tracing: tc.tracing})
+			header := http.Header{"Content-Type": {"application/json"}, "X-Event-Id": {"e-1"},
+				"Traceparent": {provider}, "Tracestate": {"vendor=1"}}
+			if resp := rc.post(t, "traced", header, `{}`); resp.status != http.StatusAccepted {
+				t.Fatalf("status: got %d %v, want 202", resp.status, resp.body)
+			}
+			recs := env.Records(t, env.Names.Ingest)
+			if len(recs) != 1 {
+				t.Fatalf("records: got %d, want 1", len(recs))
+			}
+			n := 0
+			for _, h := range recs[0].Headers {
+				if h.Key == topics.HeaderTraceparent {
+					n++
+				}
+			}
+			h := kafkatest.Headers(recs[0])
+			got := h[topics.HeaderTraceparent]
+			if n != 1 || !strings.HasPrefix(got, "00-"+traceID+"-") || (got != provider) != tc.newSpan {
+				t.Errorf("%s: got %q (%d headers), want one in trace %s, a new span: %v", topics.HeaderTraceparent, got, n, traceID, tc.newSpan)
+			}
+			if got := h[topics.HeaderTracestate]; got != "vendor=1" {
+				t.Errorf("%s: got %q, want the provider's vendor=1", topics.HeaderTracestate, got)
+			}
+			if got := h[topics.ProviderHeaderKey("traceparent")]; got != provider {
+				t.Errorf("%s: got %q, want the provider's %q", topics.ProviderHeaderKey("traceparent"), got, provider)
+			}
+		})
+	}
+}
