@@ -457,19 +457,25 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 }
 
 // attemptSpan starts the span of attempt n of delivering m, a child of
-// the context its first event's record carries; the other events of a
-// batch are links.
+// the context its first event's record carries; the other events' records
+// of a batch are links.
 func (d *Dispatcher) attemptSpan(ctx context.Context, sub subscriptions.Subscription, m *message, n int) (context.Context, trace.Span) {
 	ctx = d.cfg.Tracing.Extract(ctx, m.events[0].orig.Headers)
 	ctx, span := d.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient))
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	span.SetAttributes(semconv.HTTPRequestMethodPost, tracing.Subscription.String(sub.ID), tracing.Attempt.Int(n), tracing.EventID.String(m.id))
+	span.SetAttributes(semconv.HTTPRequestMethodPost, tracing.Subscription.String(sub.ID), tracing.Attempt.Int(n))
+	if !m.batch {
+		span.SetAttributes(tracing.EventID.String(m.id))
+	}
 	if u, err := url.Parse(sub.URL); err == nil {
 		span.SetAttributes(semconv.ServerAddress(u.Hostname()))
 	}
 	for _, e := range m.events[1:] {
+		if e.orig == m.events[0].orig {
+			continue // a retried batch: one record carries them all
+		}
 		if sc := trace.SpanContextFromContext(d.cfg.Tracing.Extract(context.Background(), e.orig.Headers)); sc.IsValid() {
 			span.AddLink(trace.Link{SpanContext: sc})
 		}
