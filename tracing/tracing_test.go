@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,28 +14,50 @@ import (
 const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 // TestSetupExports: with an endpoint, spans reach the OTLP receiver over
-// http/protobuf under OTEL_SERVICE_NAME, with OTEL_RESOURCE_ATTRIBUTES.
+// http/protobuf (the default) or grpc, under OTEL_SERVICE_NAME.
 func TestSetupExports(t *testing.T) {
-	recv := otlptest.New(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
-	t.Setenv("OTEL_SERVICE_NAME", "hookstream-test")
-	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
-	tr, shutdown, err := tracing.Setup(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		protocol string
+		receiver func(testing.TB) *otlptest.Receiver
+	}{
+		{"", otlptest.New},
+		{"http/protobuf", otlptest.New},
+		{"grpc", otlptest.NewGRPC},
+	} {
+		t.Run("protocol "+tc.protocol, func(t *testing.T) {
+			recv := tc.receiver(t)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.protocol)
+			t.Setenv("OTEL_SERVICE_NAME", "hookstream-test")
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
+			tr, shutdown, err := tracing.Setup(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
+			_, span := tr.Tracer().Start(ctx, "work")
+			span.End()
+			if err := shutdown(context.Background()); err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+			spans := recv.Trace("4bf92f3577b34da6a3ce929d0e0e4736")
+			if len(spans) != 1 {
+				t.Fatalf("spans of the trace: got %+v, want 1", recv.Spans())
+			}
+			if s := spans[0]; s.Name != "work" || s.ParentID != "00f067aa0ba902b7" || s.Service != "hookstream-test" {
+				t.Errorf("span: got %+v, want work, child of 00f067aa0ba902b7, service hookstream-test", s)
+			}
+		})
 	}
-	ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
-	_, span := tr.Tracer().Start(ctx, "work")
-	span.End()
-	if err := shutdown(context.Background()); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	spans := recv.Trace("4bf92f3577b34da6a3ce929d0e0e4736")
-	if len(spans) != 1 {
-		t.Fatalf("spans of the trace: got %+v, want 1", recv.Spans())
-	}
-	if s := spans[0]; s.Name != "work" || s.ParentID != "00f067aa0ba902b7" || s.Service != "hookstream-test" {
-		t.Errorf("span: got %+v, want work, child of 00f067aa0ba902b7, service hookstream-test", s)
+}
+
+// TestSetupRefusesUnknownProtocol: a protocol other than http/protobuf
+// and grpc stops the setup, naming the variable.
+func TestSetupRefusesUnknownProtocol(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	if _, _, err := tracing.Setup(context.Background()); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+		t.Errorf("Setup: got %v, want an error naming OTEL_EXPORTER_OTLP_PROTOCOL", err)
 	}
 }
 

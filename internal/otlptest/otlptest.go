@@ -1,13 +1,16 @@
-// Package otlptest is a real OTLP/HTTP trace receiver for tests: it
-// accepts POST /v1/traces, decodes the protobuf ExportTraceServiceRequest,
-// and keeps the spans for the test to read. It mocks no tracer: what it
-// holds is what the SDK's exporter sent over HTTP.
+// Package otlptest is a real OTLP trace receiver for tests: over HTTP it
+// accepts POST /v1/traces and decodes the protobuf
+// ExportTraceServiceRequest, over gRPC it serves the TraceService, and it
+// keeps the spans for the test to read. It mocks no tracer: what it holds
+// is what the SDK's exporter sent.
 package otlptest
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,6 +19,7 @@ import (
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -74,6 +78,14 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	r.take(&er)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	_, _ = w.Write(out)
+}
+
+// take keeps the spans of an export request.
+func (r *Receiver) take(er *coltrace.ExportTraceServiceRequest) {
 	var got []Span
 	for _, rs := range er.GetResourceSpans() {
 		service := attrs(rs.GetResource().GetAttributes())["service.name"]
@@ -98,9 +110,34 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
 	r.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	_, _ = w.Write(out)
+}
+
+// NewGRPC starts a receiver of OTLP over gRPC, stopped at cleanup; its URL
+// is http://<address>, the value of OTEL_EXPORTER_OTLP_ENDPOINT with
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc (plain text).
+func NewGRPC(t testing.TB) *Receiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Receiver{URL: "http://" + ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(srv, traceService{r: r})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return r
+}
+
+// traceService is the gRPC TraceService of a Receiver.
+type traceService struct {
+	coltrace.UnimplementedTraceServiceServer
+	r *Receiver
+}
+
+func (s traceService) Export(_ context.Context, er *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	s.r.take(er)
+	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
 // Spans returns the spans received so far.
