@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/internal/otlptest"
 	"github.com/hookstream/hookstream/tracing"
 )
 
@@ -87,13 +87,6 @@ func BenchmarkReceiver(b *testing.B) {
 	b.Run("receiver", func(b *testing.B) { receiver(b, tracing.Tracing{}) })
 	// As run sets it up with no OTEL_* endpoint: spans made, none exported.
 	b.Run("receiver-tracing-no-endpoint", func(b *testing.B) {
-		b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-		b.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-		tr, shutdown, err := tracing.Setup(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = shutdown(context.Background()) }()
-		receiver(b, tr)
+		receiver(b, otlptest.Tracing(b, ""))
 	})
 }

@@ -1,13 +1,13 @@
 package ingest_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/internal/otlptest"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
 )
@@ -22,13 +22,7 @@ func TestRecordCarriesTraceContext(t *testing.T) {
 		traceID  = "4bf92f3577b34da6a3ce929d0e0e4736"
 		provider = "00-" + traceID + "-00f067aa0ba902b7-01"
 	)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	sdk, shutdown, err := tracing.Setup(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	sdk := otlptest.Tracing(t, "")
 	for _, tc := range []struct {
 		name    string
 		tracing tracing.Tracing

@@ -20,7 +20,6 @@ import (
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
-	"github.com/hookstream/hookstream/tracing"
 )
 
 // tracedSubscriber answers 500 to the first delivery of the ids in fail,
@@ -74,15 +73,8 @@ func run(t *testing.T, name string, f func(context.Context) error) {
 func TestPipelineTrace(t *testing.T) {
 	const maxBody = 1 << 20
 	recv := otlptest.New(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_SERVICE_NAME", "hookstream-pipeline")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	tr, shutdown, err := tracing.Setup(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	tr := otlptest.Tracing(t, recv.URL)
 
 	env := kafkatest.New(t, 1, maxBody)
 	log := kafkatest.Logger(t)

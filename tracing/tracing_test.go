@@ -65,13 +65,7 @@ func TestSetupRefusesUnknownProtocol(t *testing.T) {
 // extracted trace with an id of its own, and its context replaces the
 // record's stale one.
 func TestSetupWithoutEndpoint(t *testing.T) {
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	tr, shutdown, err := tracing.Setup(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	tr := otlptest.Tracing(t, "")
 	ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
 	ctx, span := tr.Tracer().Start(ctx, "work")
 	defer span.End()

@@ -21,6 +21,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Span is one received span, flattened.
@@ -179,4 +181,20 @@ func value(v *commonpb.AnyValue) string {
 	default:
 		return fmt.Sprint(v)
 	}
+}
+
+// Tracing is tracing.Setup with OTEL_EXPORTER_OTLP_ENDPOINT set to endpoint
+// ("": no export) and span batches exported every 50ms, shut down at
+// cleanup. Other OTEL_* variables the test sets count too.
+func Tracing(t testing.TB, endpoint string) tracing.Tracing {
+	t.Helper()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	tr, shutdown, err := tracing.Setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	return tr
 }
