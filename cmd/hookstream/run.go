@@ -97,26 +97,13 @@ func parseRoles(s string) ([]string, error) {
 // run starts the selected roles and blocks until ctx ends or one fails.
 func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles []string, log *slog.Logger) error {
 	if cfg.Embedded() {
-		broker, err := topics.StartEmbedded(cfg.DataDir, cfg.EmbeddedAddr, log)
+		broker, err := startEmbedded(cfg, log)
 		if err != nil {
 			return err
 		}
 		defer broker.Close()
-		log.Warn("using the embedded development broker (single node, not for production); set HOOKSTREAM_BROKERS for a Kafka cluster",
-			"addr", broker.Addr(), "data", cfg.DataDir)
 	}
-	if cfg.Delivery.AllowPrivate {
-		log.Warn("deliveries to loopback and private addresses are allowed (HOOKSTREAM_DELIVERY_ALLOW_PRIVATE)")
-	}
-	if cfg.SourcesFile == "" {
-		log.Warn("no HOOKSTREAM_CONFIG: every source is accepted without signature verification")
-	}
-	if cfg.SecretKey == nil {
-		log.Warn("subscriber secrets are stored unencrypted in the subscriptions topic; set HOOKSTREAM_SECRET_KEY (openssl rand -base64 32)")
-	}
-	if !cfg.Delivery.RequireHTTPS {
-		log.Warn("subscriber URLs may be plain http (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS=false)")
-	}
+	warnUnsafe(cfg, log)
 	security, err := subscriptionSecurity(cfg)
 	if err != nil {
 		return err
@@ -130,21 +117,113 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			log.Warn("tracing: spans not exported at shutdown", "err", err)
 		}
 	}()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	adminClient, err := kgo.NewClient(kafkaOpts(cfg, log, topics.Instrument(reg, "hookstream-admin")...)...)
+	n, err := newNode(ctx, cfg, roles, security, tr, log)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	adm := kadm.NewClient(adminClient)
-	defer adminClient.Close()
-	if err := ensureTopics(ctx, cfg, adminClient, log); err != nil {
 		return err
 	}
+	defer n.close()
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.tally.Run(ctx) })
+	g.Go(func() error { return n.counts.Run(ctx) })
+	var (
+		rejected func() map[string]int64 // this instance's receiver's, when it runs one
+		local    *processor.Processor    // this instance's, when it runs one
+	)
+	if slices.Contains(roles, "ingest") {
+		h, err := n.startIngest(sources)
+		if err != nil {
+			return err
+		}
+		rejected = h.Rejected
+		g.Go(func() error { return h.Run(ctx) })
+	}
+	if slices.Contains(roles, "processor") {
+		p, err := n.startProcessor()
+		if err != nil {
+			return err
+		}
+		local = p
+		g.Go(func() error { return p.Run(ctx) })
+	}
+	if slices.Contains(roles, "dispatcher") {
+		d, err := n.startDispatcher(ctx)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return d.Run(ctx) })
+	}
+	n.mount(rejected, local)
+	g.Go(func() error { return n.srv.Run(ctx) })
+	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	log.Info("hookstream stopped")
+	return nil
+}
+
+// startEmbedded starts the embedded development broker.
+func startEmbedded(cfg *config.Config, log *slog.Logger) (*topics.Embedded, error) {
+	broker, err := topics.StartEmbedded(cfg.DataDir, cfg.EmbeddedAddr, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("using the embedded development broker (single node, not for production); set HOOKSTREAM_BROKERS for a Kafka cluster",
+		"addr", broker.Addr(), "data", cfg.DataDir)
+	return broker, nil
+}
+
+// warnUnsafe warns about each setting that weakens a guard.
+func warnUnsafe(cfg *config.Config, log *slog.Logger) {
+	if cfg.Delivery.AllowPrivate {
+		log.Warn("deliveries to loopback and private addresses are allowed (HOOKSTREAM_DELIVERY_ALLOW_PRIVATE)")
+	}
+	if cfg.SourcesFile == "" {
+		log.Warn("no HOOKSTREAM_CONFIG: every source is accepted without signature verification")
+	}
+	if cfg.SecretKey == nil {
+		log.Warn("subscriber secrets are stored unencrypted in the subscriptions topic; set HOOKSTREAM_SECRET_KEY (openssl rand -base64 32)")
+	}
+	if !cfg.Delivery.RequireHTTPS {
+		log.Warn("subscriber URLs may be plain http (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS=false)")
+	}
+}
+
+// node is what the roles of one process share: the metrics registry,
+// tracing, the admin server and client, the subscriptions registry and the
+// tallies behind the admin API.
+type node struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	tr       tracing.Tracing
+	names    topics.Names
+	cl       *kgo.Client // the admin client
+	registry *subscriptions.Registry
+	srv      *admin.Server
+	tally    *attempts.Tally
+	counts   *stats.Tally
+	// producers are the roles' producers, closed in reverse order before
+	// the admin client.
+	producers []*kgo.Client
+}
+
+// newNode builds what the roles share, once the topics are in place.
+func newNode(ctx context.Context, cfg *config.Config, roles []string, security subscriptions.Security, tr tracing.Tracing, log *slog.Logger) (*node, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cl, err := kgo.NewClient(kafkaOpts(cfg, log, topics.Instrument(reg, "hookstream-admin")...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	if err := ensureTopics(ctx, cfg, cl, log); err != nil {
+		cl.Close()
+		return nil, err
+	}
 	names := topics.NewNames(cfg.TopicPrefix)
-	registry := subscriptions.NewRegistry(adminClient, kafkaOpts(cfg, log), names, log).Secure(security)
-	reg.MustRegister(groups.NewCollector(adminClient, names, func(ctx context.Context) (map[string]bool, error) {
+	registry := subscriptions.NewRegistry(cl, kafkaOpts(cfg, log), names, log).Secure(security)
+	reg.MustRegister(groups.NewCollector(cl, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {
 			return nil, err
@@ -155,103 +234,110 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		}
 		return ids, nil
 	}, log))
-
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
-	srv.AddCheck("broker", brokerCheck(adm))
-	tally := attempts.NewTally(kafkaOpts(cfg, log), names, log)
-	counts := stats.NewTally(kafkaOpts(cfg, log), names, log)
-	var (
-		rejected func() map[string]int64 // this instance's receiver's, when it runs one
-		local    *processor.Processor    // this instance's, when it runs one
-	)
+	srv.AddCheck("broker", brokerCheck(kadm.NewClient(cl)))
+	return &node{
+		cfg: cfg, log: log, reg: reg, tr: tr, names: names, cl: cl, registry: registry, srv: srv,
+		tally:  attempts.NewTally(kafkaOpts(cfg, log), names, log),
+		counts: stats.NewTally(kafkaOpts(cfg, log), names, log),
+	}, nil
+}
 
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return tally.Run(ctx) })
-	g.Go(func() error { return counts.Run(ctx) })
-	if slices.Contains(roles, "ingest") {
-		icfg := ingest.Config{
-			Addr:           cfg.HTTPAddr,
-			Sources:        sources,
-			AcceptAll:      cfg.SourcesFile == "",
-			MaxBody:        cfg.MaxBody,
-			AckTimeout:     cfg.AckTimeout,
-			Topic:          names.Ingest,
-			TrustedProxies: cfg.TrustedProxies,
-			Tracing:        tr,
-		}
-		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(ingest.ProducerOpts(icfg),
-			topics.Instrument(reg, "hookstream-ingest"))...)...)
-		if err != nil {
-			return fmt.Errorf("kafka client: %w", err)
-		}
-		defer producer.Close() // after the receiver has drained, before the broker stops
-		h, err := ingest.New(icfg, producer, log, reg)
-		if err != nil {
-			return err
-		}
-		rejected = h.Rejected
-		g.Go(func() error { return h.Run(ctx) })
+// close closes the roles' producers, after their roles have stopped, then
+// the admin client.
+func (n *node) close() {
+	for _, p := range slices.Backward(n.producers) {
+		p.Close()
 	}
-	if slices.Contains(roles, "processor") {
-		pcfg, err := processorConfig(cfg, names)
-		if err != nil {
-			return err
-		}
-		pcfg.Tracing = tr
-		p := processor.New(pcfg, kafkaOpts(cfg, log), log, reg)
-		srv.AddCheck("processor", p.Ready)
-		local = p
-		g.Go(func() error { return p.Run(ctx) })
+	n.cl.Close()
+}
+
+// producer builds a producer with opts on top of the process's, closed by
+// close.
+func (n *node) producer(opts ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kafkaOpts(n.cfg, n.log, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	if slices.Contains(roles, "dispatcher") {
-		// Every subscription must be readable before deliveries start; those
-		// written before the key was set, or with the previous key, are
-		// rewritten with the current one.
-		resealed, err := registry.Reseal(ctx)
-		if err != nil {
-			return err
-		}
-		if resealed > 0 {
-			log.Info("re-encrypted subscriber secrets with HOOKSTREAM_SECRET_KEY", "subscriptions", resealed)
-		}
-		producer, err := kgo.NewClient(kafkaOpts(cfg, log, slices.Concat(
-			topics.Instrument(reg, "hookstream-dispatcher"),
-			[]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(topics.MaxHandOffBytes(cfg.MaxBody)))})...)...)
-		if err != nil {
-			return fmt.Errorf("kafka client: %w", err)
-		}
-		defer producer.Close()
-		d := dispatch.New(dispatch.Config{
-			Names: names,
-			Client: dispatch.ClientConfig{
-				Timeout:      cfg.Delivery.Timeout,
-				AllowPrivate: cfg.Delivery.AllowPrivate,
-				RequireHTTPS: cfg.Delivery.RequireHTTPS,
-				UserAgent:    "hookstream/" + version,
-			},
-			Schedule:        cfg.Delivery.Schedule,
-			BreakerCooldown: cfg.Delivery.BreakerCooldown,
-			DisableAfter:    cfg.Delivery.DisableAfter,
-			MaxRecordBytes:  topics.MaxHandOffBytes(cfg.MaxBody),
-			// Only an instance id given is sure to be unique: two
-			// dispatchers under one would fence each other.
-			InstanceID: cfg.InstanceID,
-			Tracing:    tr,
-		}, kafkaOpts(cfg, log), producer, registry, log, reg)
-		srv.AddCheck("dispatcher", d.Ready)
-		g.Go(func() error { return d.Run(ctx) })
+	n.producers = append(n.producers, cl)
+	return cl, nil
+}
+
+// startIngest builds the receiver of sources.
+func (n *node) startIngest(sources ingest.Sources) (*ingest.Handler, error) {
+	icfg := ingest.Config{
+		Addr:           n.cfg.HTTPAddr,
+		Sources:        sources,
+		AcceptAll:      n.cfg.SourcesFile == "",
+		MaxBody:        n.cfg.MaxBody,
+		AckTimeout:     n.cfg.AckTimeout,
+		Topic:          n.names.Ingest,
+		TrustedProxies: n.cfg.TrustedProxies,
+		Tracing:        n.tr,
 	}
-	subscriptions.API{Registry: registry, Attempts: tally, Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}.Mount(srv)
-	deadletter.API{Kafka: adminClient, Opts: kafkaOpts(cfg, log), Names: names}.Mount(srv)
-	stats.API{Stats: counts, Attempts: tally, Registry: registry, Rejected: rejected, Kafka: adminClient, Names: names}.Mount(srv)
-	processor.NewStoryQuery(local, registry, adminClient, kafkaOpts(cfg, log), names, log).Mount(srv)
-	g.Go(func() error { return srv.Run(ctx) })
-	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
-	if err := g.Wait(); err != nil {
-		return err
+	producer, err := n.producer(slices.Concat(ingest.ProducerOpts(icfg), topics.Instrument(n.reg, "hookstream-ingest"))...)
+	if err != nil {
+		return nil, err
 	}
-	log.Info("hookstream stopped")
-	return nil
+	return ingest.New(icfg, producer, n.log, n.reg)
+}
+
+// startProcessor builds the processor, ready checked by the admin server.
+func (n *node) startProcessor() (*processor.Processor, error) {
+	pcfg, err := processorConfig(n.cfg, n.names)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.Tracing = n.tr
+	p := processor.New(pcfg, kafkaOpts(n.cfg, n.log), n.log, n.reg)
+	n.srv.AddCheck("processor", p.Ready)
+	return p, nil
+}
+
+// startDispatcher builds the dispatcher, ready checked by the admin
+// server.
+func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error) {
+	// Every subscription must be readable before deliveries start; those
+	// written before the key was set, or with the previous key, are
+	// rewritten with the current one.
+	resealed, err := n.registry.Reseal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if resealed > 0 {
+		n.log.Info("re-encrypted subscriber secrets with HOOKSTREAM_SECRET_KEY", "subscriptions", resealed)
+	}
+	producer, err := n.producer(slices.Concat(
+		topics.Instrument(n.reg, "hookstream-dispatcher"),
+		[]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(topics.MaxHandOffBytes(n.cfg.MaxBody)))})...)
+	if err != nil {
+		return nil, err
+	}
+	d := dispatch.New(dispatch.Config{
+		Names:           n.names,
+		Client:          deliveryClientConfig(n.cfg),
+		Schedule:        n.cfg.Delivery.Schedule,
+		BreakerCooldown: n.cfg.Delivery.BreakerCooldown,
+		DisableAfter:    n.cfg.Delivery.DisableAfter,
+		MaxRecordBytes:  topics.MaxHandOffBytes(n.cfg.MaxBody),
+		// Only an instance id given is sure to be unique: two
+		// dispatchers under one would fence each other.
+		InstanceID: n.cfg.InstanceID,
+		Tracing:    n.tr,
+	}, kafkaOpts(n.cfg, n.log), producer, n.registry, n.log, n.reg)
+	n.srv.AddCheck("dispatcher", d.Ready)
+	return d, nil
+}
+
+// mount mounts each component's routes on the admin server; rejected and
+// local are this instance's receiver's counts and processor, when it runs
+// them.
+func (n *node) mount(rejected func() map[string]int64, local *processor.Processor) {
+	opts := kafkaOpts(n.cfg, n.log)
+	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
+	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
+	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
+	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.log).Mount(n.srv)
 }
 
 // processorConfig is the processor's part of cfg. Its transactional id

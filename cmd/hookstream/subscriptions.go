@@ -114,14 +114,14 @@ func subscriptionSecurity(cfg *config.Config) (subscriptions.Security, error) {
 	return sec, nil
 }
 
-// deliveryClient is a client that delivers as the dispatcher of cfg does.
-func deliveryClient(cfg *config.Config) *dispatch.Client {
-	return dispatch.NewClient(dispatch.ClientConfig{
+// deliveryClientConfig is how the dispatcher of cfg delivers.
+func deliveryClientConfig(cfg *config.Config) dispatch.ClientConfig {
+	return dispatch.ClientConfig{
 		Timeout:      cfg.Delivery.Timeout,
 		AllowPrivate: cfg.Delivery.AllowPrivate,
 		RequireHTTPS: cfg.Delivery.RequireHTTPS,
 		UserAgent:    "hookstream/" + version,
-	})
+	}
 }
 
 func newSubscriptionsCommand() *cobra.Command {
@@ -374,7 +374,7 @@ func verifyEndpoint(ctx context.Context, cfg *config.Config, r *subscriptions.Re
 	if err != nil {
 		return fmt.Errorf("--secret: %w", err)
 	}
-	if err := deliveryClient(cfg).Verify(ctx, s.URL, [][]byte{key}); err != nil {
+	if err := dispatch.NewClient(deliveryClientConfig(cfg)).Verify(ctx, s.URL, [][]byte{key}); err != nil {
 		return fmt.Errorf("--verify: %w; nothing written", err)
 	}
 	return nil
