@@ -18,12 +18,17 @@ import (
 // Prepared records are handed over in chunks of up to prepareChunk, so
 // that neither goroutine wakes the other for every record: a chunk goes
 // as soon as the decisions have taken every chunk before it, else once
-// full. Ahead of the decisions are then the rest of the chunk being
-// decided, the chunks queued, and the one being prepared.
+// full, by count or by the bytes of its events records. Ahead of the
+// decisions are then the rest of the chunk being decided, the chunks
+// queued, and the one being prepared: at most prepareAhead records, and
+// (prepareQueue+2) chunks of under prepareChunkBytes plus one record each
+// in bytes (about 6 MiB of small records' envelopes, 20 MiB at the
+// largest records).
 const (
-	prepareAhead = 64
-	prepareChunk = 16
-	prepareQueue = prepareAhead/prepareChunk - 2
+	prepareAhead      = 512
+	prepareChunk      = 64
+	prepareChunkBytes = 1 << 20
+	prepareQueue      = prepareAhead/prepareChunk - 2
 )
 
 // prepared is an ingest record's state in the store, its first events
@@ -75,6 +80,7 @@ func (p *Processor) prepare(store *statestore.Store, records []*kgo.Record) *pre
 		seed := maphash.MakeSeed()
 		seen := make(map[uint64]bool)
 		chunk := make([]prepared, 0, prepareChunk)
+		chunkBytes := 0
 		for i, r := range records {
 			pr := prepared{now: p.now().UTC()}
 			h := maphash.Bytes(seed, r.Key)
@@ -87,16 +93,19 @@ func (p *Processor) prepare(store *statestore.Store, records []*kgo.Record) *pre
 			if !dup {
 				pr.ev, pr.err = p.event(r, 0, pr.now)
 				pr.built = true
+				if pr.ev != nil {
+					chunkBytes += len(pr.ev.Key) + len(pr.ev.Value)
+				}
 			}
 			seen[h] = dup || pr.built && pr.err == nil
 			chunk = append(chunk, pr)
-			if len(chunk) == prepareChunk || i == len(records)-1 || len(pp.out) == 0 {
+			if len(chunk) == prepareChunk || chunkBytes >= prepareChunkBytes || i == len(records)-1 || len(pp.out) == 0 {
 				select {
 				case pp.out <- chunk:
 				case <-pp.quit:
 					return
 				}
-				chunk = make([]prepared, 0, prepareChunk)
+				chunk, chunkBytes = make([]prepared, 0, prepareChunk), 0
 			}
 		}
 	}()

@@ -15,12 +15,28 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// TestPreparationIsBounded: a poll of many large records is prepared
-// (state read, envelope built) no further than prepareAhead records ahead
-// of the record being decided, however slowly the decisions come; and a
-// record whose state, or an earlier record of its key in the poll, makes
-// it a duplicate gets no envelope.
+// TestPreparationIsBounded: a poll is prepared (state read, envelope
+// built) no further ahead of the record being decided than prepareAhead
+// records, nor than its chunks' bytes allow, however slowly the decisions
+// come; and a record whose state, or an earlier record of its key in the
+// poll, makes it a duplicate gets no envelope.
 func TestPreparationIsBounded(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		body int // bytes of each record's body
+		// ahead is the bound: by records for small ones; for large ones,
+		// the records that chunks cut at prepareChunkBytes can hold: the
+		// chunk being decided, the queue and the one being prepared.
+		ahead int64
+	}{
+		{"small records", 2 << 10, prepareAhead},
+		{"large records", 200 << 10, (prepareQueue + 2) * (prepareChunkBytes/(200<<10) + 1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testPreparationBound(t, tt.body, tt.ahead) })
+	}
+}
+
+func testPreparationBound(t *testing.T, bodyBytes int, bound int64) {
 	names := topics.NewNames("bound")
 	p := New(Config{Names: names, MaxRecordBytes: topics.MaxRecordBytes(1 << 20)}, nil, kafkatest.Logger(t), prometheus.NewRegistry())
 	store, err := statestore.Open(t.TempDir(), 0, statestore.Options{})
@@ -35,8 +51,8 @@ func TestPreparationIsBounded(t *testing.T) {
 	}}}, 1); err != nil {
 		t.Fatal(err)
 	}
-	body := `{"pad":"` + strings.Repeat("x", 200<<10) + `"}`
-	const n = 5 * prepareAhead
+	body := `{"pad":"` + strings.Repeat("x", bodyBytes) + `"}`
+	const n = 3 * prepareAhead
 	records := make([]*kgo.Record, n)
 	for i := range records {
 		// The second record and every tenth repeat the one before.
@@ -62,10 +78,18 @@ func TestPreparationIsBounded(t *testing.T) {
 	defer pp.stop()
 	for i, r := range records {
 		if i%prepareChunk == 0 {
-			// Let the preparation get ahead: by a full chunk and a queue
-			// of chunks (of one record at least), or to the last record.
+			// Let the preparation get as far ahead as it will: until it
+			// prepared every record or stopped, its count unchanged over
+			// a few polls.
+			last, still := int64(-1), 0
 			kafkatest.WaitFor(t, 10*time.Second, func() error {
-				if got := prepared.Load(); got < n && got-taken.Load() < prepareChunk+prepareQueue {
+				got := prepared.Load()
+				if got == last {
+					still++
+				} else {
+					last, still = got, 0
+				}
+				if got < n && still < 5 {
 					return fmt.Errorf("%d records prepared, %d taken", got, taken.Load())
 				}
 				return nil
@@ -81,7 +105,8 @@ func TestPreparationIsBounded(t *testing.T) {
 			t.Errorf("record %d (%s): envelope %v, error %v", i, r.Key, pr.ev != nil, pr.err)
 		}
 	}
-	if got := ahead.Load(); got > prepareAhead {
-		t.Errorf("records prepared ahead of the decisions: got up to %d, want at most %d", got, prepareAhead)
+	if got := ahead.Load(); got > bound {
+		t.Errorf("records prepared ahead of the decisions: got up to %d, want at most %d", got, bound)
 	}
+	t.Logf("records prepared ahead: up to %d (bound %d)", ahead.Load(), bound)
 }
