@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -334,9 +333,6 @@ func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error
 	}
 	return c, errors.Join(errs...)
 }
-
-// Env is the process environment as a lookup function.
-func Env(name string) (string, bool) { return os.LookupEnv(name) }
 
 func splitList(v string) []string {
 	var out []string

@@ -322,7 +322,7 @@ func runEventsGet(cmd *cobra.Command, output, id string) error {
 	if !strings.Contains(id, ":") {
 		return fmt.Errorf("event %q: want <source>:<event-id>, as ingest answered it (\"id\")", id)
 	}
-	cfg, err := config.Load(cmd.Flags(), config.Env)
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func withCluster(cmd *cobra.Command, fn func(ctx context.Context, c cluster) err
 	if err != nil {
 		return err
 	}
-	if _, set := config.Env("HOOKSTREAM_EMBEDDED_ADDR"); cfg.Embedded() && !set && !cmd.Flags().Changed("embedded-addr") {
+	if _, set := os.LookupEnv("HOOKSTREAM_EMBEDDED_ADDR"); cfg.Embedded() && !set && !cmd.Flags().Changed("embedded-addr") {
 		if addr, ok := topics.RunningEmbedded(cfg.DataDir); ok {
 			cfg.EmbeddedAddr = addr
 		}

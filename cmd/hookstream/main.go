@@ -46,11 +46,11 @@ func newRootCommand() *cobra.Command {
 // and the sources file they name. The error lists every problem of both,
 // one a line.
 func loadConfig(cmd *cobra.Command) (*config.Config, ingest.Sources, error) {
-	cfg, err := config.Load(cmd.Flags(), config.Env)
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
 	var sources ingest.Sources
 	if cfg != nil && cfg.SourcesFile != "" {
 		var serr error
-		sources, serr = ingest.LoadSources(cfg.SourcesFile, config.Env)
+		sources, serr = ingest.LoadSources(cfg.SourcesFile, os.LookupEnv)
 		err = errors.Join(err, serr)
 	}
 	if err != nil {
