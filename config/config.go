@@ -225,17 +225,7 @@ var settings = []setting{
 	{"HOOKSTREAM_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "timeout of one delivery attempt", Server,
 		func(c *Config, v string) (err error) { c.Delivery.Timeout, err = positiveDuration(v); return err }},
 	{"HOOKSTREAM_DELIVERY_SCHEDULE", "delivery-schedule", durations(DefaultSchedule()...), "delays before retries 1..n", Server,
-		func(c *Config, v string) error {
-			c.Delivery.Schedule = nil
-			for _, part := range splitList(v) {
-				d, err := positiveDuration(part)
-				if err != nil {
-					return err
-				}
-				c.Delivery.Schedule = append(c.Delivery.Schedule, d)
-			}
-			return nil
-		}},
+		func(c *Config, v string) (err error) { c.Delivery.Schedule, err = ParseSchedule(v); return err }},
 	{"HOOKSTREAM_DELIVERY_DISABLE_AFTER", "delivery-disable-after", "", "disable a subscription whose attempts have all failed for this long (default: the sum of the schedule)", Server,
 		func(c *Config, v string) (err error) {
 			if v == "" {
@@ -444,6 +434,21 @@ func durations(ds ...time.Duration) string {
 		parts[i] = s
 	}
 	return strings.Join(parts, ",")
+}
+
+// ParseSchedule reads a retry schedule: the delays before retries 1..n,
+// comma-separated, each positive. It reads HOOKSTREAM_DELIVERY_SCHEDULE
+// and a subscription's own schedule alike; "" is no delay at all.
+func ParseSchedule(v string) ([]time.Duration, error) {
+	var schedule []time.Duration
+	for _, part := range splitList(v) {
+		d, err := positiveDuration(part)
+		if err != nil {
+			return nil, err
+		}
+		schedule = append(schedule, d)
+	}
+	return schedule, nil
 }
 
 func positiveDuration(v string) (time.Duration, error) {
