@@ -142,7 +142,7 @@ func TestAPIErrors(t *testing.T) {
 		{"batch_max 0", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "batch_max": 0}, 400, "invalid subscription: batch_max: 0 is not between 1 and 1000"},
 		{"batch_max 1001", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "batch_max": 1001}, 400, "invalid subscription: batch_max: 1001 is not between 1 and 1000"},
 		{"batch_wait 11s", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "batch_max": 10, "batch_wait": "11s"}, 400, "invalid subscription: batch_wait: 11s is not between 0s and 10s"},
-		{"batch_wait not a duration", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "batch_wait": "soon"}, 400, `invalid JSON: batch_wait: "soon" is not a duration such as 500ms or 2s`},
+		{"batch_wait not a duration", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "batch_wait": "soon"}, 400, `invalid JSON: "soon" is not a duration such as 500ms or 2s`},
 		{"patch batch_max 0", "PATCH", "/api/subscriptions/sub_x", bearer, map[string]any{"batch_max": 0}, 400, "invalid subscription: batch_max: 0 is not between 1 and 1000"},
 		{"bad limit", "GET", "/api/subscriptions/x/attempts?limit=0", bearer, nil, 400, "limit: want a number from 1 to 1000"},
 		{"bad dlq kind", "GET", "/api/dlq?kind=other", bearer, nil, 400, `kind: unknown dead-letter queue "other" (want processor or delivery)`},

@@ -355,11 +355,15 @@ func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscriptio
 		if !s.UpdatedAt.After(prev.UpdatedAt) {
 			s.UpdatedAt = prev.UpdatedAt.Add(time.Microsecond)
 		}
-		out = s
-		rec, err := r.record(s)
+		// An expression is compiled again only when it changed: one that
+		// a later version of hookstream refuses must not block the other
+		// changes (a dispatcher disabling the subscription, say).
+		exprs := s.Filter != prev.Filter || s.Transform != prev.Transform
+		rec, err := r.record(&s, exprs)
 		if err != nil {
 			return nil, err
 		}
+		out = s
 		if s.Enabled == prev.Enabled {
 			return []*kgo.Record{rec}, nil
 		}
@@ -446,7 +450,7 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 		if err := r.room(subs); err != nil {
 			return nil, err
 		}
-		rec, err := r.record(*s)
+		rec, err := r.record(s, true)
 		return []*kgo.Record{rec}, err
 	})
 }
@@ -459,12 +463,15 @@ func (r *Registry) room(subs map[string]Subscription) error {
 	return nil
 }
 
-// record validates and encodes s, its secrets sealed.
-func (r *Registry) record(s Subscription) (*kgo.Record, error) {
-	if err := s.Validate(); err != nil {
+// record validates s (its filter and transform when exprs), makes its
+// header names canonical, and encodes it, its secrets and header values
+// sealed.
+func (r *Registry) record(s *Subscription, exprs bool) (*kgo.Record, error) {
+	if err := s.validate(exprs); err != nil {
 		return nil, err
 	}
-	v, err := json.Marshal(r.sec.Keys.sealSecrets(s))
+	s.Headers = canonicalHeaders(s.Headers)
+	v, err := json.Marshal(r.sec.Keys.sealSecrets(*s))
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: encode: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -18,10 +20,10 @@ var ErrSecretKey = errors.New("subscription secret cannot be decrypted")
 // 12-byte nonce and the AES-256-GCM ciphertext with its tag>.
 const sealedPrefix = "enc:v1:"
 
-// SecretKeys encrypt subscriber secrets at rest in the subscriptions topic
-// (AES-256-GCM, a random nonce per secret, the subscription id and field
-// as additional data, so a sealed secret cannot be moved to another
-// subscription or field). Secrets are sealed with the current key and
+// SecretKeys encrypt subscriber secrets and header values at rest in the
+// subscriptions topic (AES-256-GCM, a random nonce per secret, the
+// subscription id and field as additional data, so a sealed secret cannot
+// be moved to another subscription, field or header). Secrets are sealed with the current key and
 // opened with the current or the previous one, so a key can be rotated
 // (see Registry.Reseal).
 type SecretKeys struct {
@@ -102,15 +104,27 @@ func additionalData(id, field string) []byte {
 	return []byte("hookstream subscription " + id + " " + field)
 }
 
-// sealSecrets returns s with its secrets sealed.
+// headerField is the field of header name's value in the additional
+// data: each value is bound to its subscription and header.
+func headerField(name string) string { return "header " + name }
+
+// sealSecrets returns s with its secrets and header values sealed.
 func (k *SecretKeys) sealSecrets(s Subscription) Subscription {
 	s.Secret = k.seal(s.ID, "secret", s.Secret)
 	s.PreviousSecret = k.seal(s.ID, "previous_secret", s.PreviousSecret)
+	if s.Headers != nil {
+		sealed := make(map[string]string, len(s.Headers))
+		for name, value := range s.Headers {
+			sealed[name] = k.seal(s.ID, headerField(name), value)
+		}
+		s.Headers = sealed
+	}
 	return s
 }
 
-// openSecrets opens the secrets of a stored subscription; current reports
-// whether both are sealed with the current key (or plaintext without keys).
+// openSecrets opens the secrets and header values of a stored
+// subscription; current reports whether all are sealed with the current
+// key (or plaintext without keys).
 func (k *SecretKeys) openSecrets(s Subscription) (out Subscription, current bool, err error) {
 	var cur, prevCur bool
 	if s.Secret, cur, err = k.open(s.ID, "secret", s.Secret); err != nil {
@@ -119,5 +133,17 @@ func (k *SecretKeys) openSecrets(s Subscription) (out Subscription, current bool
 	if s.PreviousSecret, prevCur, err = k.open(s.ID, "previous_secret", s.PreviousSecret); err != nil {
 		return Subscription{}, false, err
 	}
-	return s, cur && prevCur, nil
+	current = cur && prevCur
+	if s.Headers != nil {
+		opened := make(map[string]string, len(s.Headers))
+		for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+			value, cur, err := k.open(s.ID, headerField(name), s.Headers[name])
+			if err != nil {
+				return Subscription{}, false, err
+			}
+			opened[name], current = value, current && cur
+		}
+		s.Headers = opened
+	}
+	return s, current, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,87 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	}
 }
 
+// TestHeaderValuesEncryptedAtRest: with a key, a subscription's header
+// values are sealed like its secret, each bound to its subscription and
+// header name: the topic holds none in plaintext, readers with the key
+// see them under canonical names, readers without it or with another key
+// fail naming HOOKSTREAM_SECRET_KEY, and a sealed value moved to another
+// header does not open.
+func TestHeaderValuesEncryptedAtRest(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<20)
+	ctx := context.Background()
+	r := secureRegistry(t, env, subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)})
+	const token, apiKey = "Bearer tok-3f9a1c", "key-77b2e0"
+	s := &subscriptions.Subscription{URL: "https://example.com/hook", Headers: map[string]string{"authorization": token, "x-api-key": apiKey}}
+	if err := r.Create(ctx, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Authorization": token, "X-Api-Key": apiKey}
+	if !reflect.DeepEqual(s.Headers, want) {
+		t.Errorf("created headers: got %v, want %v", s.Headers, want)
+	}
+	if _, err := r.Update(ctx, s.ID, func(s *subscriptions.Subscription) error { s.Description = "again"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	recs := env.Records(t, env.Names.Subscriptions)
+	var last *kgo.Record
+	for _, rec := range recs {
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		last = rec
+		for _, v := range []string{token, "tok-3f9a1c", apiKey} {
+			if bytes.Contains(rec.Value, []byte(v)) {
+				t.Errorf("record %d holds a header value in plaintext: %s", rec.Offset, rec.Value)
+			}
+		}
+		var stored subscriptions.Subscription
+		if err := json.Unmarshal(rec.Value, &stored); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range stored.Headers {
+			if !strings.HasPrefix(v, "enc:v1:") {
+				t.Errorf("record %d: header %s stored as %q, want enc:v1:...", rec.Offset, name, v)
+			}
+		}
+	}
+	got, err := r.Get(ctx, s.ID)
+	if err != nil || !reflect.DeepEqual(got.Headers, want) {
+		t.Errorf("Get with the key: got %v, %v, want %v", got.Headers, err, want)
+	}
+
+	for _, tt := range []struct {
+		name string
+		sec  subscriptions.Security
+		want string
+	}{
+		{"no key", subscriptions.Security{}, "HOOKSTREAM_SECRET_KEY is not set"},
+		{"wrong key", subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)}, "HOOKSTREAM_SECRET_KEY"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := secureRegistry(t, env, tt.sec).List(ctx)
+			if !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), s.ID) {
+				t.Errorf("List: got %v, want ErrSecretKey naming %s and %q", err, s.ID, tt.want)
+			}
+		})
+	}
+
+	// Whoever can write the topic swaps the two sealed values.
+	var stored map[string]any
+	if err := json.Unmarshal(last.Value, &stored); err != nil {
+		t.Fatal(err)
+	}
+	h := stored["headers"].(map[string]any)
+	h["Authorization"], h["X-Api-Key"] = h["X-Api-Key"], h["Authorization"]
+	swapped, _ := json.Marshal(stored)
+	if err := env.Client(t).ProduceSync(ctx, &kgo.Record{Topic: string(env.Names.Subscriptions), Key: []byte(s.ID), Value: swapped}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.List(ctx); !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), "header") {
+		t.Errorf("List after swapping sealed header values: got %v, want ErrSecretKey naming a header", err)
+	}
+}
+
 // TestSecretKeyRotation: records written in plaintext (no key yet) or
 // with the previous key are read while HOOKSTREAM_SECRET_KEY_PREVIOUS is
 // set; Reseal rewrites them with the current key, after which the
@@ -104,11 +186,11 @@ func TestSecretKeyRotation(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
 	ctx := context.Background()
 	oldKey, newKey := newKey(t), newKey(t)
-	plain := &subscriptions.Subscription{URL: "https://example.com/plain"}
+	plain := &subscriptions.Subscription{URL: "https://example.com/plain", Headers: map[string]string{"X-Token": "plain-token"}}
 	if err := secureRegistry(t, env, subscriptions.Security{}).Create(ctx, plain, ""); err != nil {
 		t.Fatal(err)
 	}
-	sealed := &subscriptions.Subscription{URL: "https://example.com/sealed"}
+	sealed := &subscriptions.Subscription{URL: "https://example.com/sealed", Headers: map[string]string{"X-Token": "sealed-token"}}
 	if err := secureRegistry(t, env, subscriptions.Security{Keys: mustKeys(t, oldKey, nil)}).Create(ctx, sealed, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +209,9 @@ func TestSecretKeyRotation(t *testing.T) {
 	}
 	if subs[plain.ID].Secret != plain.Secret || subs[sealed.ID].Secret != sealed.Secret {
 		t.Errorf("secrets after rotation: got %q and %q, want %q and %q", subs[plain.ID].Secret, subs[sealed.ID].Secret, plain.Secret, sealed.Secret)
+	}
+	if subs[plain.ID].Headers["X-Token"] != "plain-token" || subs[sealed.ID].Headers["X-Token"] != "sealed-token" {
+		t.Errorf("header values after rotation: got %v and %v, want them as set", subs[plain.ID].Headers, subs[sealed.ID].Headers)
 	}
 }
 

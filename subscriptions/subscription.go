@@ -20,10 +20,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
@@ -55,6 +59,24 @@ type Subscription struct {
 	// it is sent, at most MaxBatchWait; default 0: a batch takes the events
 	// already read and goes at once.
 	BatchWait Duration `json:"batch_wait,omitempty"`
+	// Filter is a CEL expression (package expr) an event must make true to
+	// be delivered, tried after Sources and EventTypes; empty: every event
+	// they let through.
+	Filter string `json:"filter,omitempty"`
+	// Transform is a CEL expression whose value, as JSON, is the body
+	// delivered instead of the envelope; empty: the envelope.
+	Transform string `json:"transform,omitempty"`
+	// Headers are added to every delivery: at most MaxHeaders, names
+	// canonical (http.CanonicalHeaderKey), values encrypted at rest like
+	// the secret. None of hookstream's own (ReservedHeader).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Schedule holds this subscription's delays before retries 1..n, at
+	// most MaxScheduleRetries of at most MaxScheduleDelay each; empty:
+	// HOOKSTREAM_DELIVERY_SCHEDULE.
+	Schedule []Duration `json:"schedule,omitempty"`
+	// Timeout of one delivery attempt, at most MaxTimeout; 0:
+	// HOOKSTREAM_DELIVERY_TIMEOUT.
+	Timeout Duration `json:"timeout,omitempty"`
 	// PreviousSecret keeps signing beside Secret until PreviousSecretUntil,
 	// so subscribers can roll their verification over.
 	PreviousSecret      string    `json:"previous_secret,omitempty"`
@@ -72,6 +94,20 @@ const (
 	MaxBatchWait = 10 * time.Second
 )
 
+// Bounds of a subscription's own headers, schedule and timeout.
+const (
+	MaxHeaders          = 20
+	MaxHeaderNameBytes  = 256
+	MaxHeaderValueBytes = 4 << 10
+	// MaxHeadersBytes bounds the names and values of all headers together.
+	MaxHeadersBytes    = 16 << 10
+	MaxScheduleRetries = 20
+	// MaxScheduleDelay bounds each delay: a retry waits in the retry
+	// topic (14 days' retention) for at most one delay.
+	MaxScheduleDelay = 24 * time.Hour
+	MaxTimeout       = 60 * time.Second
+)
+
 // RotationOverlap is how long a rotated-out secret keeps signing.
 const RotationOverlap = 24 * time.Hour
 
@@ -87,7 +123,10 @@ func NewID() string {
 }
 
 // Validate reports every problem of s at once, one line each.
-func (s *Subscription) Validate() error {
+func (s *Subscription) Validate() error { return s.validate(true) }
+
+// validate is Validate, its filter and transform compiled only when exprs.
+func (s *Subscription) validate(exprs bool) error {
 	var errs []error
 	if s.ID == "" || len(s.ID) > 100 || strings.ContainsAny(s.ID, " /:\t\n") {
 		errs = append(errs, fmt.Errorf("id: %q is not a valid id", s.ID))
@@ -115,7 +154,107 @@ func (s *Subscription) Validate() error {
 		errs = append(errs, fmt.Errorf("rate_limit: %v must not be negative", s.RateLimit))
 	}
 	errs = append(errs, validateBatching(s.BatchMax, s.BatchWait)...)
+	if exprs {
+		errs = append(errs, s.validateExpressions()...)
+	}
+	errs = append(errs, validateHeaders(s.Headers)...)
+	errs = append(errs, validateSchedule(s.Schedule)...)
+	if s.Timeout < 0 || time.Duration(s.Timeout) > MaxTimeout {
+		errs = append(errs, fmt.Errorf("timeout: %v is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s", s.Timeout))
+	}
 	return invalid(errs)
+}
+
+// validateExpressions compiles the filter and the transform.
+func (s *Subscription) validateExpressions() []error {
+	return nil
+}
+
+// reservedHeaders are the headers hookstream sets on a delivery, or
+// that belong to the connection: a subscription may not set them.
+var reservedHeaders = []string{
+	"content-type", "content-length", "host", "user-agent", "traceparent", "tracestate",
+	"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+}
+
+// ReservedHeader reports whether a subscription may not set header name
+// (any case): webhook-* (Standard Webhooks), Content-Type,
+// Content-Length, Host, User-Agent, the trace context (traceparent,
+// tracestate) and the connection's own (Connection, Transfer-Encoding,
+// ...).
+func ReservedHeader(name string) bool {
+	name = strings.ToLower(name)
+	return strings.HasPrefix(name, "webhook-") || slices.Contains(reservedHeaders, name)
+}
+
+// validateHeaders reports every problem of a subscription's headers.
+func validateHeaders(headers map[string]string) []error {
+	var errs []error
+	if len(headers) > MaxHeaders {
+		errs = append(errs, fmt.Errorf("headers: %d headers, at most %d", len(headers), MaxHeaders))
+	}
+	total := 0
+	seen := make(map[string]string, len(headers))
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		value := headers[name]
+		total += len(name) + len(value)
+		switch {
+		case len(name) > MaxHeaderNameBytes:
+			errs = append(errs, fmt.Errorf("headers: name %.32q... is longer than %d bytes", name, MaxHeaderNameBytes))
+			continue
+		case !httpguts.ValidHeaderFieldName(name):
+			errs = append(errs, fmt.Errorf("headers: %q is not a valid header name", name))
+			continue
+		case ReservedHeader(name):
+			errs = append(errs, fmt.Errorf("headers: %s is set by hookstream and cannot be set by a subscription", name))
+			continue
+		}
+		canonical := http.CanonicalHeaderKey(name)
+		if other, ok := seen[canonical]; ok {
+			errs = append(errs, fmt.Errorf("headers: %s and %s are the same header", other, name))
+		}
+		seen[canonical] = name
+		switch {
+		case value == "":
+			errs = append(errs, fmt.Errorf("headers: %s has an empty value", name))
+		case len(value) > MaxHeaderValueBytes:
+			errs = append(errs, fmt.Errorf("headers: %s: value of %d bytes, at most %d", name, len(value), MaxHeaderValueBytes))
+		case !httpguts.ValidHeaderFieldValue(value):
+			errs = append(errs, fmt.Errorf("headers: %s: value holds a control character (a line break?)", name))
+		}
+	}
+	if total > MaxHeadersBytes {
+		errs = append(errs, fmt.Errorf("headers: %d bytes of names and values, at most %d", total, MaxHeadersBytes))
+	}
+	return errs
+}
+
+// canonicalHeaders returns headers with canonical names (validated: no
+// two of them the same header).
+func canonicalHeaders(headers map[string]string) map[string]string {
+	if len(headers) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(headers))
+	for name, value := range headers {
+		out[http.CanonicalHeaderKey(name)] = value
+	}
+	return out
+}
+
+// validateSchedule reports every problem of a subscription's schedule;
+// its delays are read as config.ParseSchedule reads them.
+func validateSchedule(schedule []Duration) []error {
+	var errs []error
+	if len(schedule) > MaxScheduleRetries {
+		errs = append(errs, fmt.Errorf("schedule: %d delays, at most %d", len(schedule), MaxScheduleRetries))
+	}
+	for i, d := range schedule {
+		if d <= 0 || time.Duration(d) > MaxScheduleDelay {
+			errs = append(errs, fmt.Errorf("schedule: delay %d (%v) is not above 0s and at most 24h", i+1, d))
+		}
+	}
+	return errs
 }
 
 func invalid(errs []error) error {
@@ -149,7 +288,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("batch_wait: %q is not a duration such as 500ms or 2s", b)
+		return fmt.Errorf("%q is not a duration such as 500ms or 2s", b)
 	}
 	*d = Duration(v)
 	return nil
@@ -206,13 +345,21 @@ func (s *Subscription) Rotate(secret string, now time.Time) {
 	s.UpdatedAt = now
 }
 
-// Redacted is s without secrets, for logs and listings.
+// Redacted is s without secrets nor header values, for logs and
+// listings.
 func (s Subscription) Redacted() Subscription {
 	if s.Secret != "" {
 		s.Secret = "whsec_…"
 	}
 	if s.PreviousSecret != "" {
 		s.PreviousSecret = "whsec_…"
+	}
+	if s.Headers != nil {
+		hidden := make(map[string]string, len(s.Headers))
+		for name := range s.Headers {
+			hidden[name] = "…"
+		}
+		s.Headers = hidden
 	}
 	return s
 }
@@ -231,6 +378,12 @@ type Patch struct {
 	RateLimit   *float64  `json:"rate_limit"`
 	BatchMax    *int      `json:"batch_max"`
 	BatchWait   *Duration `json:"batch_wait"`
+	Filter      *string   `json:"filter"`
+	Transform   *string   `json:"transform"`
+	// Headers replaces every header of the subscription; {} removes them.
+	Headers  *map[string]string `json:"headers"`
+	Schedule *[]Duration        `json:"schedule"`
+	Timeout  *Duration          `json:"timeout"`
 }
 
 // Validate refuses the values a patch may not set even where a new
@@ -260,6 +413,11 @@ func (p Patch) Apply(s *Subscription) {
 	set(&s.RateLimit, p.RateLimit)
 	set(&s.BatchMax, p.BatchMax)
 	set(&s.BatchWait, p.BatchWait)
+	set(&s.Filter, p.Filter)
+	set(&s.Transform, p.Transform)
+	set(&s.Headers, p.Headers)
+	set(&s.Schedule, p.Schedule)
+	set(&s.Timeout, p.Timeout)
 	if p.Enabled != nil && *p.Enabled {
 		s.DisabledReason = ""
 	}

@@ -3,6 +3,8 @@ package subscriptions
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,6 +28,14 @@ func TestPatchApply(t *testing.T) {
 		{"enabling clears the reason", Patch{Enabled: &on},
 			func() Subscription { s := base; s.Enabled, s.DisabledReason = true, ""; return s }()},
 		{"disabling keeps it", Patch{Enabled: &off}, base},
+		{"controls set", Patch{Filter: ptr(`type == "push"`), Transform: ptr(`{"text": type}`), Headers: &map[string]string{"X-A": "1"},
+			Schedule: &[]Duration{Duration(time.Second)}, Timeout: ptr(Duration(time.Second))},
+			func() Subscription {
+				s := base
+				s.Filter, s.Transform, s.Headers = `type == "push"`, `{"text": type}`, map[string]string{"X-A": "1"}
+				s.Schedule, s.Timeout = []Duration{Duration(time.Second)}, Duration(time.Second)
+				return s
+			}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +47,8 @@ func TestPatchApply(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestBatchingValidated(t *testing.T) {
 	valid := Subscription{ID: "sub_a", URL: "https://a.example/hook", Secret: signature.NewSecret(), MaxInFlight: 16, BatchMax: 1}
@@ -106,5 +118,129 @@ func TestMaxInFlightValidated(t *testing.T) {
 		case tt.want != "" && (err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("max_in_flight %d: got %v, want an invalid subscription saying %q", tt.n, err, tt.want)
 		}
+	}
+}
+
+// TestHeadersValidated: a subscription's headers are bounded in number
+// and size, valid HTTP, and never one of hookstream's own; every problem
+// is reported at once.
+func TestHeadersValidated(t *testing.T) {
+	many := map[string]string{}
+	for i := range MaxHeaders + 1 {
+		many[fmt.Sprintf("X-H%d", i)] = "v"
+	}
+	big := map[string]string{}
+	for i := range 5 {
+		big[fmt.Sprintf("X-Big%d", i)] = strings.Repeat("v", 4000)
+	}
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    []string // nil when valid
+	}{
+		{"none", nil, nil},
+		{"a token and a key", map[string]string{"Authorization": "Bearer abc", "x-api-key": "k\tv"}, nil},
+		{"the most", func() map[string]string { m := maps.Clone(many); delete(m, "X-H0"); return m }(), nil},
+		{"too many", many, []string{"headers: 21 headers, at most 20"}},
+		{"bad name", map[string]string{"X Api": "v", "X:A": "v", "": "v"}, []string{
+			`headers: "" is not a valid header name`, `headers: "X Api" is not a valid header name`, `headers: "X:A" is not a valid header name`}},
+		{"long name", map[string]string{strings.Repeat("x", 257): "v"}, []string{"is longer than 256 bytes"}},
+		{"reserved", map[string]string{"Webhook-Signature": "v1,x", "webhook-id": "x", "CONTENT-TYPE": "text/plain", "content-length": "1",
+			"Host": "a", "User-Agent": "me", "traceparent": "00-x", "TraceState": "x", "Transfer-Encoding": "chunked", "Connection": "close"}, []string{
+			"headers: CONTENT-TYPE is set by hookstream", "headers: Connection is set by hookstream", "headers: Host is set by hookstream",
+			"headers: TraceState is set by hookstream", "headers: Transfer-Encoding is set by hookstream", "headers: User-Agent is set by hookstream",
+			"headers: Webhook-Signature is set by hookstream", "headers: content-length is set by hookstream", "headers: traceparent is set by hookstream",
+			"headers: webhook-id is set by hookstream"}},
+		{"line break", map[string]string{"X-A": "v\r\nX-Injected: 1"}, []string{"headers: X-A: value holds a control character"}},
+		{"empty value", map[string]string{"X-A": ""}, []string{"headers: X-A has an empty value"}},
+		{"long value", map[string]string{"X-A": strings.Repeat("v", 4097)}, []string{"headers: X-A: value of 4097 bytes, at most 4096"}},
+		{"same header twice", map[string]string{"x-a": "1", "X-A": "2"}, []string{"headers: X-A and x-a are the same header"}},
+		{"too many bytes", big, []string{"headers: 20030 bytes of names and values, at most 16384"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSubscription()
+			s.Headers = tt.headers
+			err := s.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Errorf("got %v, want valid", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("got %v, want an invalid subscription", err)
+			}
+			lines := strings.Split(strings.TrimPrefix(err.Error(), "invalid subscription: "), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("got %d problems %q, want %d", len(lines), lines, len(tt.want))
+			}
+			for i, want := range tt.want {
+				if !strings.Contains(lines[i], want) {
+					t.Errorf("problem %d: got %q, want it to say %q", i+1, lines[i], want)
+				}
+			}
+		})
+	}
+}
+
+func validSubscription() Subscription {
+	return Subscription{ID: "sub_a", URL: "https://a.example/hook", Secret: signature.NewSecret(), MaxInFlight: 16, BatchMax: 1}
+}
+
+// TestScheduleAndTimeoutValidated: a subscription's own schedule has at
+// most 20 delays of at most 24h each, its timeout is at most 60s; zero
+// values mean the global settings.
+func TestScheduleAndTimeoutValidated(t *testing.T) {
+	long := make([]Duration, MaxScheduleRetries+1)
+	for i := range long {
+		long[i] = Duration(time.Second)
+	}
+	tests := []struct {
+		name     string
+		schedule []Duration
+		timeout  Duration
+		want     string // "" when valid
+	}{
+		{"globals", nil, 0, ""},
+		{"own", []Duration{Duration(time.Second), Duration(24 * time.Hour)}, Duration(60 * time.Second), ""},
+		{"the most delays", long[1:], 0, ""},
+		{"too many delays", long, 0, "schedule: 21 delays, at most 20"},
+		{"zero delay", []Duration{Duration(time.Second), 0}, 0, "schedule: delay 2 (0s) is not above 0s and at most 24h"},
+		{"negative delay", []Duration{Duration(-time.Second)}, 0, "schedule: delay 1 (-1s) is not above 0s and at most 24h"},
+		{"delay too long", []Duration{Duration(25 * time.Hour)}, 0, "schedule: delay 1 (25h0m0s) is not above 0s and at most 24h"},
+		{"timeout too long", nil, Duration(61 * time.Second), "timeout: 1m1s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
+		{"negative timeout", nil, Duration(-time.Second), "timeout: -1s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSubscription()
+			s.Schedule, s.Timeout = tt.schedule, tt.timeout
+			err := s.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want valid", err)
+			case tt.want != "" && (!errors.Is(err, ErrInvalid) || err.Error() != "invalid subscription: "+tt.want):
+				t.Errorf("got %v, want an invalid subscription saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRedactedHidesHeaderValues: logs and listings show a subscription's
+// header names, never their values, and redacting leaves the
+// subscription itself alone.
+func TestRedactedHidesHeaderValues(t *testing.T) {
+	s := validSubscription()
+	s.Headers = map[string]string{"Authorization": "Bearer s3cret"}
+	r := s.Redacted()
+	if !reflect.DeepEqual(r.Headers, map[string]string{"Authorization": "…"}) {
+		t.Errorf("redacted headers: got %v, want the names with … for values", r.Headers)
+	}
+	if b, _ := json.Marshal(r); strings.Contains(string(b), "s3cret") {
+		t.Errorf("redacted JSON %s holds the header value", b)
+	}
+	if s.Headers["Authorization"] != "Bearer s3cret" {
+		t.Errorf("subscription after Redacted: headers %v, want them unchanged", s.Headers)
 	}
 }
