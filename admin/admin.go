@@ -2,7 +2,8 @@
 // detail of every component's readiness, /metrics, and /api, guarded by a
 // bearer token or, without one, served to local clients only (Host,
 // Origin, content type). It is a mount point: each component mounts its
-// own routes, on the guarded /api group (API) or, for callers that
+// own routes, on the guarded /api group (API), under /ui for the web
+// console, which signs browsers in itself (UI), or, for callers that
 // authenticate themselves such as another instance forwarding a story
 // query, under /peer (Peer); admin maps every route's errors to
 // {"error": "..."} and holds the plumbing they share (Timeout, Error). It
@@ -60,6 +61,7 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	api  *echo.Group
+	ui   *echo.Group
 	peer *echo.Group
 
 	mu     sync.Mutex
@@ -88,6 +90,7 @@ func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	s.api.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
 	s.api.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
 	s.peer = e.Group(PeerPrefix)
+	s.ui = e.Group(UIPrefix)
 	s.echo = e
 	return s
 }
@@ -108,6 +111,15 @@ const PeerPrefix = "/peer"
 // Peer is the /peer group, outside the guard, where components mount the
 // routes other instances call: each route authenticates its caller itself.
 func (s *Server) Peer() *echo.Group { return s.peer }
+
+// UIPrefix is the path of the UI group.
+const UIPrefix = "/ui"
+
+// UI is the /ui group, outside the /api guard, where the web console
+// mounts its pages: it keeps browsers out with its own sign-in, session
+// and CSRF checks (package console), using Config().Token and
+// LoopbackHost as /api does.
+func (s *Server) UI() *echo.Group { return s.ui }
 
 // Config is the listener's configuration, for the routes that depend on
 // it (the advertised address, the key derived from the token).
@@ -171,13 +183,16 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-type readiness struct {
-	Ready  bool           `json:"ready"`
-	Roles  []string       `json:"roles"`
-	Checks map[string]any `json:"checks"`
+// Readiness is what /readyz answers: the process is ready when every
+// check is.
+type Readiness struct {
+	Ready  bool                   `json:"ready"`
+	Roles  []string               `json:"roles"`
+	Checks map[string]CheckResult `json:"checks"`
 }
 
-type checkResult struct {
+// CheckResult is one check's answer.
+type CheckResult struct {
 	Ready  bool `json:"ready"`
 	Detail any  `json:"detail,omitempty"`
 }
@@ -185,6 +200,16 @@ type checkResult struct {
 func (s *Server) readyz(c *echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()
+	out := s.Readiness(ctx)
+	status := http.StatusOK
+	if !out.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	return c.JSON(status, out)
+}
+
+// Readiness runs every registered check, as /readyz does.
+func (s *Server) Readiness(ctx context.Context) Readiness {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.checks))
 	for name := range s.checks {
@@ -197,17 +222,13 @@ func (s *Server) readyz(c *echo.Context) error {
 	}
 	s.mu.Unlock()
 
-	out := readiness{Ready: true, Roles: s.cfg.Roles, Checks: make(map[string]any, len(names))}
+	out := Readiness{Ready: true, Roles: s.cfg.Roles, Checks: make(map[string]CheckResult, len(names))}
 	for i, name := range names {
 		ready, detail := checks[i](ctx)
-		out.Checks[name] = checkResult{Ready: ready, Detail: detail}
+		out.Checks[name] = CheckResult{Ready: ready, Detail: detail}
 		out.Ready = out.Ready && ready
 	}
-	status := http.StatusOK
-	if !out.Ready {
-		status = http.StatusServiceUnavailable
-	}
-	return c.JSON(status, out)
+	return out
 }
 
 // Refusals of the /api guard.

@@ -131,3 +131,58 @@ func TestTallyBoundsSources(t *testing.T) {
 		t.Errorf("%s: got %d accepted, want %d", topics.OtherSource, n, extra)
 	}
 }
+
+// TestTallyRecentMinutes: the tally counts each source per minute of the
+// records' timestamps for the last stats.Minutes minutes, oldest first;
+// older records count in the totals only, and a timestamp from the future
+// (a producer's clock, or a forged one) wipes no minute.
+func TestTallyRecentMinutes(t *testing.T) {
+	env := kafkatest.New(t, 2, 1<<20)
+	names := env.Names
+	now := time.Now()
+	at := func(topic topics.Topic, key string, ts time.Time, more ...string) *kgo.Record {
+		r := &kgo.Record{Topic: string(topic), Key: []byte(key), Timestamp: ts,
+			Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("shop")}}}
+		for i := 0; i < len(more); i += 2 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: more[i], Value: []byte(more[i+1])})
+		}
+		return r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := env.Client(t)
+	if err := cl.ProduceSync(ctx,
+		at(names.Ingest, "shop:old", now.Add(-time.Hour)),
+		at(names.Ingest, "shop:1", now.Add(-3*time.Minute)),
+		at(names.Ingest, "shop:1", now.Add(-3*time.Minute)),
+		at(names.Events, "shop:1", now.Add(-3*time.Minute)),
+		at(names.Ingest, "shop:2", now),
+		at(names.DLQ, "shop:2", now, topics.HeaderErrorStage, topics.StageProcess),
+		at(names.Ingest, "shop:future", now.Add(24*time.Hour)),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tally := caughtUp(t, env, cl)
+	if got := tally.Sources()["shop"]; got.Accepted != 5 {
+		t.Errorf("shop total accepted: got %d, want 5", got.Accepted)
+	}
+	series := tally.Recent(now)["shop"]
+	if len(series) != stats.Minutes {
+		t.Fatalf("series: got %d minutes, want %d", len(series), stats.Minutes)
+	}
+	want := make([]stats.Counts, stats.Minutes)
+	want[stats.Minutes-4] = stats.Counts{Accepted: 2, Processed: 1}
+	want[stats.Minutes-1] = stats.Counts{Accepted: 1, Failed: 1}
+	if !reflect.DeepEqual(series, want) {
+		t.Errorf("series: got %+v, want %+v", series, want)
+	}
+	if d := series[stats.Minutes-4].Duplicates(); d != 1 {
+		t.Errorf("duplicates 3 minutes ago: got %d, want 1", d)
+	}
+	// Read a quarter of an hour later, the same minutes are gone.
+	for i, c := range tally.Recent(now.Add(stats.Minutes * time.Minute))["shop"] {
+		if c != (stats.Counts{}) {
+			t.Errorf("minute %d a quarter of an hour later: got %+v, want none", i, c)
+		}
+	}
+}

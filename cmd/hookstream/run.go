@@ -23,6 +23,7 @@ import (
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/console"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
@@ -154,6 +155,13 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		g.Go(func() error { return d.Run(ctx) })
 	}
 	n.mount(rejected, local)
+	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Rejected: rejected,
+		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, Log: log})
+	if err != nil {
+		return err
+	}
+	ui.Mount(n.srv)
+	g.Go(func() error { return ui.Run(ctx) })
 	g.Go(func() error { return n.srv.Run(ctx) })
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
 	if err := g.Wait(); err != nil {

@@ -1,0 +1,267 @@
+// Package console is the operators' web console, served under /ui on the
+// admin listener from templates and assets embedded in the binary (no
+// CDN, no external request, no script on its pages but the files of
+// static/). It owns the browser's side of access: sign-in with the admin
+// token, the session cookie, CSRF tokens, the same-origin check and the
+// security headers. It refuses to own any behaviour of its own: every
+// page reads, and every button calls, the same functions as the /api
+// handlers (subscriptions.Registry, attempts, stats, groups, deadletter),
+// so a console action is also an API call and a CLI command, and their
+// errors read the same.
+//
+// Access. With HOOKSTREAM_ADMIN_TOKEN, /ui/login takes the token and sets
+// a session cookie (HttpOnly, SameSite=Strict, Secure over TLS, 12 h)
+// whose value is MAC'd under a key derived from the token: no session
+// table, and changing the token ends every session. Without a token the
+// console serves loopback Host names only, as /api does. Either way every
+// POST is refused 403 unless it comes from the console's own origin
+// (Origin, else Sec-Fetch-Site, else Referer) and carries the session's
+// CSRF token (form field "csrf" or header X-CSRF-Token).
+//
+// Bound. A console request never reads more than a bounded number of
+// records: the overview and the subscription list read none (they show
+// the stats and attempts tallies, kept in memory, and offsets); a
+// subscription's attempts read at most attempts.MaxScan (100,000) records
+// per partition of the attempts topic, and show at most 100 of them.
+//
+// Adding a page. One file per page family (subscriptions.go with
+// templates/subscriptions*.html): a mountX method called by Mount
+// registers its routes on the /ui group: GET routes through u.page, POST
+// routes through u.action, which refuses any request without the
+// session's CSRF token or from another origin before the handler runs.
+// A handler takes a *Request and ends with r.Render(status, "page.html",
+// title, nav, data) or, after an action, r.Redirect(path, message). Each
+// file of templates/ not starting with "_" is a page: it defines
+// "content" (the layout.html around it has the navigation, the flash
+// message and the footer); files starting with "_" hold the shared
+// partials ("time", "csrf", "empty"). Forms that POST include
+// {{template "csrf" .}}; page data is under .Data. Errors returned by a
+// handler render as the error page with their echo.HTTPError status.
+package console
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/stats"
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Config is what the console reads and calls: the components the /api
+// handlers use.
+type Config struct {
+	// Registry reads and writes subscriptions.
+	Registry *subscriptions.Registry
+	// Attempts follows the delivery attempts: the subscriptions' totals.
+	Attempts *attempts.Tally
+	// Stats follows the ingest, events and DLQ topics: the event counts.
+	Stats *stats.Tally
+	// Rejected, when this process runs the ingest role, is its receiver's
+	// rejected requests per source (ingest.Handler.Rejected).
+	Rejected func() map[string]int64
+	// Kafka answers offset and lag queries and reads topics; Opts build
+	// readers.
+	Kafka *kgo.Client
+	Opts  []kgo.Opt
+	Names topics.Names
+	Log   *slog.Logger
+}
+
+// Console serves the web console.
+type Console struct {
+	cfg    Config
+	log    *slog.Logger
+	pages  map[string]*template.Template
+	access *access
+	srv    *admin.Server
+
+	rejected *sampler
+}
+
+// New builds the console; it does no I/O.
+func New(cfg Config) (*Console, error) {
+	pages, err := parseTemplates()
+	if err != nil {
+		return nil, fmt.Errorf("console: templates: %w", err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, rejected: newSampler(cfg.Rejected)}, nil
+}
+
+// Mount serves the console under /ui on srv, signing browsers in with
+// srv's token.
+func (u *Console) Mount(srv *admin.Server) {
+	u.srv = srv
+	u.access = newAccess(srv.Config().Token)
+	g := srv.UI()
+	g.Use(headers)
+	static, _ := fs.Sub(staticFS, "static")
+	g.StaticFS("/static", static)
+	g.GET("", func(c *echo.Context) error { return c.Redirect(http.StatusMovedPermanently, admin.UIPrefix+"/") })
+	g.GET("/login", u.loginPage)
+	g.POST("/login", u.login)
+	g.POST("/logout", u.action(u.logout))
+	g.GET("/", u.page(u.overview))
+	u.mountSubscriptions(g)
+	g.RouteNotFound("/*", u.page(func(r *Request) error {
+		return echo.NewHTTPError(http.StatusNotFound, "no such page")
+	}))
+}
+
+// Run samples what the console charts per minute until ctx ends.
+func (u *Console) Run(ctx context.Context) error {
+	u.rejected.run(ctx)
+	return nil
+}
+
+type loginData struct {
+	Next  string
+	Error string
+}
+
+// safeNext is where to go after signing in: a console path, never another
+// site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, admin.UIPrefix+"/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return admin.UIPrefix + "/"
+	}
+	return next
+}
+
+func (u *Console) loginPage(c *echo.Context) error {
+	r := &Request{Context: c, u: u}
+	if len(u.access.token) == 0 {
+		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
+	}
+	if _, ok, _ := u.access.session(c); ok {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	return r.Render(http.StatusOK, "login.html", "Sign in", "-", loginData{Next: safeNext(c.QueryParam("next"))})
+}
+
+// login checks the admin token and starts a session. It carries no CSRF
+// token (there is no session yet) but is refused from another origin.
+func (u *Console) login(c *echo.Context) error {
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxForm)
+	r := &Request{Context: c, u: u}
+	if len(u.access.token) == 0 {
+		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
+	}
+	if err := sameOrigin(c.Request()); err != nil {
+		return u.fail(c, r, err)
+	}
+	next := safeNext(c.FormValue("next"))
+	if !u.access.checkToken(c.FormValue("token")) {
+		u.log.Warn("console sign-in refused: wrong admin token", "remote", c.RealIP())
+		return r.Render(http.StatusUnauthorized, "login.html", "Sign in", "-", loginData{Next: next, Error: "That is not the admin token."})
+	}
+	s, v := u.access.newSession()
+	u.access.setCookie(c, v, s.expires)
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (u *Console) logout(r *Request) error {
+	u.access.revoke(u.sessionOf(r.Context))
+	u.access.setCookie(r.Context, "", time.Time{})
+	if len(u.access.token) == 0 {
+		return r.Redirect(admin.UIPrefix+"/", "")
+	}
+	return r.Context.Redirect(http.StatusSeeOther, admin.UIPrefix+"/login")
+}
+
+// sampler keeps per-minute differences of a counter function for the
+// last 15 minutes: the receiver's rejected requests, which it counts
+// since it started, not per minute.
+type sampler struct {
+	fn func() map[string]int64
+
+	mu      sync.Mutex
+	samples []sample // oldest first, at most chartMinutes+1
+}
+
+type sample struct {
+	minute int64 // unix minute
+	counts map[string]int64
+}
+
+// chartMinutes is how many minutes the overview charts.
+const chartMinutes = stats.Minutes
+
+func newSampler(fn func() map[string]int64) *sampler { return &sampler{fn: fn} }
+
+func (s *sampler) run(ctx context.Context) {
+	if s.fn == nil {
+		<-ctx.Done()
+		return
+	}
+	s.take(time.Now())
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.take(now)
+		}
+	}
+}
+
+// take records the counter at now, once per minute.
+func (s *sampler) take(now time.Time) {
+	m := now.Unix() / 60
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.samples); n > 0 && s.samples[n-1].minute == m {
+		s.samples[n-1].counts = s.fn()
+		return
+	}
+	s.samples = append(s.samples, sample{minute: m, counts: s.fn()})
+	if len(s.samples) > chartMinutes+1 {
+		s.samples = s.samples[1:]
+	}
+}
+
+// series returns each name's count per minute over the last chartMinutes
+// minutes before now, oldest first; ok false when nothing is sampled.
+func (s *sampler) series(now time.Time) (map[string][]int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fn == nil {
+		return nil, false
+	}
+	out := make(map[string][]int64)
+	last := now.Unix() / 60
+	for i := 1; i < len(s.samples); i++ {
+		prev, cur := s.samples[i-1], s.samples[i]
+		slot := chartMinutes - 1 - int(last-cur.minute)
+		if slot < 0 || slot >= chartMinutes {
+			continue
+		}
+		for name, n := range cur.counts {
+			if d := n - prev.counts[name]; d > 0 {
+				if out[name] == nil {
+					out[name] = make([]int64, chartMinutes)
+				}
+				out[name][slot] += d
+			}
+		}
+	}
+	return out, true
+}

@@ -1,0 +1,162 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/subscriptions"
+)
+
+// overviewData is the overview page.
+type overviewData struct {
+	Sources []sourceRow
+	// Rejected is false when this instance runs no receiver.
+	Rejected bool
+
+	ProcessorLag    int64
+	ProcessorLagErr string
+	Restoring       []int32
+	ProcessorHere   bool
+
+	ProcessorDLQ, DeliveryDLQ int64
+
+	Subscriptions                     int
+	Delivering, CircuitOpen, Disabled []string
+	CircuitsKnown                     bool
+
+	Readiness admin.Readiness
+}
+
+// sourceRow is one source's last chartMinutes minutes.
+type sourceRow struct {
+	Name                                            string
+	Accepted, Duplicates, Rejected                  int64
+	AcceptedSeries, DuplicateSeries, RejectedSeries []int64
+}
+
+// readinessDetail is what the overview reads of the checks' details.
+type readinessDetail struct {
+	Restoring    []int32  `json:"restoring"`
+	OpenCircuits []string `json:"open_circuits"`
+}
+
+func detail(r admin.Readiness, check string) (readinessDetail, bool) {
+	c, ok := r.Checks[check]
+	if !ok {
+		return readinessDetail{}, false
+	}
+	var d readinessDetail
+	b, err := json.Marshal(c.Detail)
+	if err == nil {
+		_ = json.Unmarshal(b, &d) // a detail without these fields leaves them empty
+	}
+	return d, true
+}
+
+func (u *Console) overview(r *Request) error {
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	now := time.Now()
+	if err := u.cfg.Stats.CatchUp(ctx, u.cfg.Kafka); err != nil {
+		return err
+	}
+	if err := u.cfg.Attempts.CatchUp(ctx, u.cfg.Kafka); err != nil {
+		return err
+	}
+	var out overviewData
+	out.Sources, out.Rejected = u.sourceRows(now)
+	for _, c := range u.cfg.Stats.Sources() {
+		out.ProcessorDLQ += c.Failed
+	}
+	out.DeliveryDLQ = u.cfg.Attempts.Sum().DeadLettered
+
+	readyCtx, readyCancel := context.WithTimeout(ctx, 3*time.Second)
+	out.Readiness = u.srv.Readiness(readyCtx)
+	readyCancel()
+	if d, ok := detail(out.Readiness, "processor"); ok {
+		out.ProcessorHere, out.Restoring = true, d.Restoring
+	}
+	d, known := detail(out.Readiness, "dispatcher")
+	out.CircuitsKnown = known
+
+	subs, err := u.cfg.Registry.List(ctx)
+	if err != nil {
+		return err
+	}
+	out.Subscriptions = len(subs)
+	for _, id := range sortedIDs(subs) {
+		switch {
+		case !subs[id].Enabled:
+			out.Disabled = append(out.Disabled, id)
+		case slices.Contains(d.OpenCircuits, id):
+			out.CircuitOpen = append(out.CircuitOpen, id)
+		default:
+			out.Delivering = append(out.Delivering, id)
+		}
+	}
+
+	lag, err := groups.Lag(ctx, u.cfg.Kafka, u.cfg.Names, "processor")
+	if err != nil {
+		out.ProcessorLagErr = err.Error()
+	}
+	for _, g := range lag {
+		out.ProcessorLag += g.Total
+	}
+	return r.Render(http.StatusOK, "overview.html", "Overview", "overview", out)
+}
+
+// sourceRows are the sources' counts per minute, the receiver's rejected
+// requests among them when this instance runs one.
+func (u *Console) sourceRows(now time.Time) ([]sourceRow, bool) {
+	recent := u.cfg.Stats.Recent(now)
+	rejected, sampled := u.rejected.series(now)
+	rows := make(map[string]*sourceRow)
+	row := func(name string) *sourceRow {
+		if rows[name] == nil {
+			rows[name] = &sourceRow{Name: name, AcceptedSeries: make([]int64, chartMinutes),
+				DuplicateSeries: make([]int64, chartMinutes), RejectedSeries: make([]int64, chartMinutes)}
+		}
+		return rows[name]
+	}
+	for name, series := range recent {
+		if name == "" {
+			continue // records that name no source
+		}
+		sr := row(name)
+		for i, c := range series {
+			sr.AcceptedSeries[i], sr.DuplicateSeries[i] = c.Accepted, c.Duplicates()
+			sr.Accepted += c.Accepted
+			sr.Duplicates += c.Duplicates()
+		}
+	}
+	for name, series := range rejected {
+		sr := row(name)
+		for i, n := range series {
+			sr.RejectedSeries[i] = n
+			sr.Rejected += n
+		}
+	}
+	out := make([]sourceRow, 0, len(rows))
+	for _, sr := range rows {
+		if sr.Accepted+sr.Duplicates+sr.Rejected > 0 {
+			out = append(out, *sr)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, sampled
+}
+
+func sortedIDs(subs map[string]subscriptions.Subscription) []string {
+	ids := make([]string, 0, len(subs))
+	for id := range subs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

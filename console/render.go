@@ -1,0 +1,322 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/hookstream/hookstream/admin"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// securityHeaders are set on every console response. No inline script or
+// style runs: a page's script, if it needs one, is a file of static/.
+var securityHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'",
+	"X-Frame-Options":        "DENY",
+	"X-Content-Type-Options": "nosniff",
+	"Referrer-Policy":        "same-origin",
+	"Cache-Control":          "no-store",
+}
+
+// parseTemplates builds one template set per page: every file of
+// templates/ whose name does not start with "_" is a page, parsed with
+// layout.html and the partials (files starting with "_").
+func parseTemplates() (map[string]*template.Template, error) {
+	files, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	base := template.New("layout.html").Funcs(funcs)
+	shared := []string{"templates/layout.html"}
+	for _, f := range files {
+		if strings.HasPrefix(path.Base(f), "_") {
+			shared = append(shared, f)
+		}
+	}
+	if base, err = base.ParseFS(templateFS, shared...); err != nil {
+		return nil, err
+	}
+	pages := make(map[string]*template.Template)
+	for _, f := range files {
+		name := path.Base(f)
+		if name == "layout.html" || strings.HasPrefix(name, "_") {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, f)
+		if err != nil {
+			return nil, err
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"when":      when,
+	"ago":       ago,
+	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"sparkline": sparkline,
+	"pretty":    pretty,
+	"join":      strings.Join,
+	"deref":     func(t *time.Time) time.Time { return derefTime(t) },
+	"path":      url.PathEscape,
+}
+
+// when is a time as the console shows it: UTC, its zone named.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 MST")
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// ago is how long before now t was, roughly.
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return "in " + (-d).Round(time.Second).String()
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// pretty is JSON indented for reading; anything else as it is.
+func pretty(v any) string {
+	var raw []byte
+	switch v := v.(type) {
+	case []byte:
+		raw = v
+	case string:
+		raw = []byte(v)
+	case json.RawMessage:
+		raw = v
+	default:
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		return string(b)
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, raw, "", "  ") == nil {
+		return buf.String()
+	}
+	return string(raw)
+}
+
+// sparkline draws counts (oldest first) as an SVG polyline with the last
+// value marked. It is built from numbers only, so it is safe HTML.
+func sparkline(label string, counts []int64) template.HTML {
+	const w, h = 120, 24
+	var top int64 = 1
+	for _, n := range counts {
+		top = max(top, n)
+	}
+	var pts strings.Builder
+	step := float64(w)
+	if len(counts) > 1 {
+		step = float64(w) / float64(len(counts)-1)
+	}
+	var x, y float64
+	for i, n := range counts {
+		x, y = float64(i)*step, float64(h-2)-float64(n)*float64(h-4)/float64(top)
+		fmt.Fprintf(&pts, "%.1f,%.1f ", x, y)
+	}
+	desc := make([]string, len(counts))
+	for i, n := range counts {
+		desc[i] = fmt.Sprint(n)
+	}
+	return template.HTML(fmt.Sprintf( //nolint:gosec // numbers and an escaped label only
+		`<svg class="spark" viewBox="-2 0 %d %d" width="%d" height="%d" role="img" aria-label="%s per minute, oldest first: %s">`+
+			`<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/><circle cx="%.1f" cy="%.1f" r="2" fill="currentColor"/></svg>`,
+		w+4, h, w+4, h, template.HTMLEscapeString(label), strings.Join(desc, ", "), strings.TrimSpace(pts.String()), x, y))
+}
+
+// Request is one console request: its echo context, and the session's
+// CSRF token every form of the page carries.
+type Request struct {
+	*echo.Context
+	u    *Console
+	CSRF string
+}
+
+// view is what the layout renders: the page's data under .Data.
+type view struct {
+	Title    string
+	Nav      string
+	CSRF     string
+	SignOut  bool // a token is set: the layout offers to sign out
+	Flash    string
+	Data     any
+	Rendered time.Time
+}
+
+// Render writes page name (a file of templates/) with data, the page's
+// title and its section of the navigation (Overview, Events,
+// Subscriptions, Dead letters, Groups).
+func (r *Request) Render(status int, name, title, nav string, data any) error {
+	t := r.u.pages[name]
+	if t == nil {
+		return fmt.Errorf("console: no template %s", name)
+	}
+	v := view{Title: title, Nav: nav, CSRF: r.CSRF, SignOut: len(r.u.access.token) > 0, Flash: r.flash(), Data: data, Rendered: time.Now()}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		return fmt.Errorf("console: render %s: %w", name, err)
+	}
+	return r.HTMLBlob(status, buf.Bytes())
+}
+
+// Redirect answers a form with 303 See Other to a console path, and a
+// message the next page shows once (it must not hold a secret).
+func (r *Request) Redirect(to, flash string) error {
+	if flash != "" {
+		r.SetCookie(&http.Cookie{
+			Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(flash)), Path: admin.UIPrefix,
+			MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.Request().TLS != nil,
+		})
+	}
+	return r.Context.Redirect(http.StatusSeeOther, to)
+}
+
+// flash takes the message a redirect left.
+func (r *Request) flash() string {
+	ck, err := r.Cookie(flashCookie)
+	if err != nil {
+		return ""
+	}
+	r.SetCookie(&http.Cookie{Name: flashCookie, Path: admin.UIPrefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	if err != nil || len(b) > 512 {
+		return ""
+	}
+	return string(b)
+}
+
+// page serves a GET of a signed-in browser; a signed-out one is sent to
+// the sign-in page.
+func (u *Console) page(fn func(*Request) error) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		r, err := u.request(c)
+		if err == nil {
+			err = fn(r)
+		}
+		return u.fail(c, r, err)
+	}
+}
+
+// action serves a POST of a signed-in browser: refused 403 unless it
+// comes from this origin with the session's CSRF token.
+func (u *Console) action(fn func(*Request) error) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxForm)
+		r, err := u.request(c)
+		if err == nil {
+			if err = u.access.checkPost(c, u.sessionOf(c)); err == nil {
+				err = fn(r)
+			}
+		}
+		return u.fail(c, r, err)
+	}
+}
+
+// maxForm bounds a form's body.
+const maxForm = 256 << 10
+
+// request checks the session of c.
+func (u *Console) request(c *echo.Context) (*Request, error) {
+	s, ok, err := u.access.session(c)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errSignedOut
+	}
+	c.Set("session", s)
+	return &Request{Context: c, u: u, CSRF: u.access.csrf(s)}, nil
+}
+
+func (u *Console) sessionOf(c *echo.Context) session {
+	s, _ := c.Get("session").(session)
+	return s
+}
+
+// fail renders err as an error page; a signed-out browser is sent to sign
+// in, then back.
+func (u *Console) fail(c *echo.Context, r *Request, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errSignedOut) {
+		next := c.Request().URL.RequestURI()
+		if c.Request().Method != http.MethodGet {
+			next = admin.UIPrefix + "/"
+		}
+		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/login?next="+url.QueryEscape(next))
+	}
+	status, msg := http.StatusInternalServerError, "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		status, msg = he.Code, he.Message
+	} else if err = admin.Error(err); errors.As(err, &he) {
+		status, msg = he.Code, he.Message
+	} else {
+		u.log.Error("console request failed", "path", c.Request().URL.Path, "err", err)
+	}
+	if r == nil {
+		r = &Request{Context: c, u: u}
+	}
+	return r.Render(status, "error.html", http.StatusText(status), "", errorPage{Status: status, Message: msg})
+}
+
+type errorPage struct {
+	Status  int
+	Message string
+}
+
+// headers sets the security headers on every console response.
+func headers(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		h := c.Response().Header()
+		for k, v := range securityHeaders {
+			h.Set(k, v)
+		}
+		return next(c)
+	}
+}
