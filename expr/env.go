@@ -1,0 +1,174 @@
+// Package expr owns the CEL expressions of subscriptions: the environment
+// they are written against (the event's id, source, event_id, type,
+// received_at, headers, data, form and replay), their compilation with its
+// bounds (source length, nesting, node count, estimated cost), and their
+// evaluation over one event with a runtime cost limit: a Filter decides
+// whether a subscription receives the event, a Transform computes the JSON
+// body delivered instead of the envelope.
+//
+// It refuses to know which subscription holds which expression, and
+// anything of delivery: the subscriptions package stores and validates the
+// fields with CompileFilter and CompileTransform, the dispatcher evaluates
+// them, counts and logs their errors, and bounds a transform's result by
+// the record limit.
+//
+// An Input is built once per event and shared by every evaluation of it,
+// concurrent ones included: its JSON body is parsed at most once, on the
+// first evaluation that reads data.
+//
+// Bounds: an expression is refused when it is longer than MaxSourceBytes,
+// nested deeper than MaxNesting, larger than MaxNodes once its macros are
+// expanded, or when cel-go's checker estimates its cost above
+// MaxEstimatedCost, assuming every string, list and map of the event holds
+// at most SizeHint characters or entries (NestedSizeHint for those found in
+// an element of another). That estimate refuses the
+// expressions whose cost grows with the square of the payload
+// (comprehensions over data nested in one another) and lets a single pass
+// over a list through. RuntimeCostLimit bounds every evaluation whatever
+// the payload: past it the evaluation ends with an error. It bounds the
+// time of an evaluation and the size of what a transform builds (string
+// concatenation and list and map construction are charged); a transform's
+// JSON is cut off at MaxOutputBytes in any case, since one value may be
+// referenced many times within the result.
+package expr
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+)
+
+// Bounds of an expression. All are checked when an expression is compiled
+// but RuntimeCostLimit and MaxOutputBytes, checked when it is evaluated.
+const (
+	// MaxSourceBytes is the longest expression, in bytes.
+	MaxSourceBytes = 4 << 10
+	// MaxNesting is the deepest nesting of an expression (parentheses,
+	// calls, selections, operators) the parser accepts.
+	MaxNesting = 32
+	// MaxNodes is the most nodes of an expression, macros expanded.
+	MaxNodes = 2_000
+	// SizeHint is the size the cost estimate assumes for every string,
+	// list and map of the event (characters or entries).
+	SizeHint = 1_024
+	// NestedSizeHint is the size the cost estimate assumes for a string,
+	// list or map of the event reached through an element of a list or map.
+	NestedSizeHint = 16
+	// MaxEstimatedCost is the largest cost cel-go's checker may estimate
+	// for an expression, with SizeHint.
+	MaxEstimatedCost = 1_000_000
+	// RuntimeCostLimit is the most cost units one evaluation spends; past
+	// it, it ends with an error. A unit is about one operation, a string
+	// operation costs a unit per 10 characters.
+	RuntimeCostLimit = 1_000_000
+	// MaxOutputBytes is the largest JSON a transform produces: as large as
+	// the largest record hookstream writes (a 64 MiB body's).
+	MaxOutputBytes = 3*64<<20 + 64<<10
+)
+
+// Error is an expression refused at compilation: where, and why.
+type Error struct {
+	// Line and Column locate the problem in the expression, from 1;
+	// columns count characters. A problem of the whole expression (its
+	// length, its cost) is at line 1, column 1.
+	Line, Column int
+	Msg          string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Msg)
+}
+
+// env is the one CEL environment of every expression: the variables and
+// the parser's limits. A cel.Env is immutable and safe for concurrent use.
+var env = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("id", cel.StringType),
+		cel.Variable("source", cel.StringType),
+		cel.Variable("event_id", cel.StringType),
+		cel.Variable("type", cel.StringType),
+		cel.Variable("received_at", cel.TimestampType),
+		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("data", cel.DynType),
+		cel.Variable("form", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("replay", cel.IntType),
+		// JSON numbers are ints when integral, doubles otherwise: let
+		// data.amount > 1000 compare either with either.
+		cel.CrossTypeNumericComparisons(true),
+		cel.DefaultUTCTimeZone(true),
+		cel.ParserExpressionSizeLimit(MaxSourceBytes),
+		cel.ParserRecursionLimit(MaxNesting),
+		cel.ExpressionNodeLimit(MaxNodes),
+	)
+})
+
+// compile parses, type-checks and estimates src, and plans its program.
+func compile(src string) (*cel.Ast, cel.Program, error) {
+	if len(src) > MaxSourceBytes {
+		return nil, nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf("the expression is %d bytes long, more than %d", len(src), MaxSourceBytes)}
+	}
+	e, err := env()
+	if err != nil {
+		return nil, nil, fmt.Errorf("expr: environment: %w", err)
+	}
+	ast, iss := e.Compile(src)
+	if iss.Err() != nil {
+		return nil, nil, issueError(iss)
+	}
+	cost, err := e.EstimateCost(ast, sizes{})
+	if err != nil {
+		return nil, nil, &Error{Line: 1, Column: 1, Msg: "cost: " + err.Error()}
+	}
+	if cost.Max > MaxEstimatedCost {
+		return nil, nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf(
+			"the estimated cost, %d, is more than %d, assuming lists, maps and strings of %d entries or characters: comprehensions over data nested in one another cost too much",
+			cost.Max, MaxEstimatedCost, SizeHint)}
+	}
+	prg, err := e.Program(ast, cel.CostLimit(RuntimeCostLimit), cel.InterruptCheckFrequency(100))
+	if err != nil {
+		return nil, nil, &Error{Line: 1, Column: 1, Msg: err.Error()}
+	}
+	return ast, prg, nil
+}
+
+// issueError is the first of the issues as an *Error.
+func issueError(iss *cel.Issues) error {
+	errs := iss.Errors()
+	if len(errs) == 0 {
+		return &Error{Line: 1, Column: 1, Msg: iss.Err().Error()}
+	}
+	first := errs[0]
+	line, col := first.Location.Line(), first.Location.Column()+1
+	if line < 1 {
+		line, col = 1, 1
+	}
+	if col < 1 {
+		col = 1
+	}
+	return &Error{Line: line, Column: col, Msg: first.Message}
+}
+
+// sizes is the size estimator of the cost estimate. A string, list or map
+// of the event, or computed by a function, is assumed to hold SizeHint
+// characters or entries; one reached through an element of another (a
+// commit's message, a commit's files) NestedSizeHint: the elements of a
+// list share the payload, so going through each element's own list costs
+// about as much as one pass over the payload, while crossing two lists of
+// the payload costs the product of their sizes.
+type sizes struct{}
+
+func (sizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	for _, p := range n.Path() {
+		switch p {
+		case "@items", "@values", "@keys", "@indices":
+			return &checker.SizeEstimate{Min: 0, Max: NestedSizeHint}
+		}
+	}
+	return &checker.SizeEstimate{Min: 0, Max: SizeHint}
+}
+
+func (sizes) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return nil
+}

@@ -1,0 +1,40 @@
+package expr
+
+import (
+	"github.com/google/cel-go/cel"
+)
+
+// Transform is a compiled transform: a CEL expression whose value, as
+// JSON, is delivered instead of the envelope. It is safe for concurrent
+// use.
+type Transform struct {
+	src string
+	prg cel.Program
+}
+
+// CompileTransform compiles src. It returns an *Error when src does not
+// parse or type-check, or exceeds a bound.
+func CompileTransform(src string) (*Transform, error) {
+	_, prg, err := compile(src)
+	if err != nil {
+		return nil, err
+	}
+	return &Transform{src: src, prg: prg}, nil
+}
+
+// Apply evaluates the transform on in and returns its value as compact
+// JSON: maps as objects (keys sorted), lists as arrays, timestamps as RFC
+// 3339 strings, durations as seconds like "1.5s", bytes as base64, ints as
+// integers. An error is an evaluation error, a value JSON cannot hold (a
+// map key that is not a string, a type, NaN), or JSON longer than
+// MaxOutputBytes.
+func (t *Transform) Apply(in *Input) ([]byte, error) {
+	out, _, err := t.prg.Eval(in.activation())
+	if err != nil {
+		return nil, err
+	}
+	return appendJSON(nil, out)
+}
+
+// String returns the transform's source.
+func (t *Transform) String() string { return t.src }
