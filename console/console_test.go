@@ -220,7 +220,7 @@ func TestSessionCookie(t *testing.T) {
 		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/ui" || c.Secure != tls {
 			t.Errorf("tls %v: cookie %s: got HttpOnly %v SameSite %v Path %q Secure %v", tls, c.Name, c.HttpOnly, c.SameSite, c.Path, c.Secure)
 		}
-		if c.MaxAge < int((12*time.Hour-time.Minute).Seconds()) || c.MaxAge > int((12 * time.Hour).Seconds()) {
+		if c.MaxAge < int((12*time.Hour-time.Minute).Seconds()) || c.MaxAge > int((12*time.Hour).Seconds()) {
 			t.Errorf("tls %v: cookie Max-Age %d, want 12 hours", tls, c.MaxAge)
 		}
 		if a := b.get("/ui/"); a.status != http.StatusOK || !strings.Contains(a.body, "<h1>Overview</h1>") {

@@ -1,0 +1,173 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+)
+
+var secretShown = regexp.MustCompile(`<code>(whsec_[A-Za-z0-9+/=_-]{10,})</code>`)
+
+// TestSubscriptionLifecycle: a subscription created in the form shows its
+// secret once; Disable, Enable, Rotate secret and Delete (confirmed by
+// typing the id) change it in the registry as the API would.
+func TestSubscriptionLifecycle(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	csrf := b.signIn()
+
+	if a := b.get("/ui/subscriptions"); a.status != http.StatusOK || !strings.Contains(a.body, "No subscriptions yet.") {
+		t.Fatalf("empty list: got %d, want the empty state", a.status)
+	}
+	if a := b.get("/ui/subscriptions/new"); a.status != http.StatusOK || !strings.Contains(a.body, `<label for="url">URL</label>`) {
+		t.Fatalf("new form: got %d", a.status)
+	}
+	a := b.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "id": {"sub_console"}, "url": {"https://example.com/hook"},
+		"description": {"orders"}, "sources": {"shop, crm"}, "event_types": {"order.*"}, "ordered": {"on"},
+		"filter": {`type == "order.paid"`}, "from": {"latest"}})
+	if a.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", a.status, a.body)
+	}
+	m := secretShown.FindStringSubmatch(a.body)
+	if m == nil || !strings.Contains(a.body, "shown only this once") {
+		t.Fatalf("create: the new secret is not shown:\n%s", a.body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := h.registry.Get(ctx, "sub_console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Secret != m[1] || !s.Ordered || strings.Join(s.Sources, ",") != "shop,crm" || s.Filter != `type == "order.paid"` {
+		t.Errorf("created: got %+v, want the form's fields and the secret shown", s.Redacted())
+	}
+	page := b.get("/ui/subscriptions/sub_console")
+	if page.status != http.StatusOK || strings.Contains(page.body, s.Secret) || secretShown.MatchString(page.body) {
+		t.Errorf("detail: got %d, and the secret must not be shown again", page.status)
+	}
+	for _, want := range []string{"delivering", "https://example.com/hook", "type == &#34;order.paid&#34;", ">Disable</button>", ">Rotate secret</button>", ">Delete</button>"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("detail: missing %s", want)
+		}
+	}
+
+	if a := b.post("/ui/subscriptions/sub_console/disable", url.Values{"csrf": {csrf}}); a.status != http.StatusSeeOther {
+		t.Fatalf("disable: got %d %s", a.status, a.body)
+	}
+	if s, _ := h.registry.Get(ctx, "sub_console"); s.Enabled {
+		t.Error("disable: still enabled")
+	}
+	page = b.get("/ui/subscriptions/sub_console")
+	if !strings.Contains(page.body, "disabled: no deliveries until it is enabled") || !strings.Contains(page.body, ">Enable</button>") {
+		t.Errorf("after disable: the page does not say so or offer Enable")
+	}
+	if a := b.post("/ui/subscriptions/sub_console/enable", url.Values{"csrf": {csrf}}); a.status != http.StatusSeeOther {
+		t.Fatalf("enable: got %d", a.status)
+	}
+	if s, _ := h.registry.Get(ctx, "sub_console"); !s.Enabled {
+		t.Error("enable: still disabled")
+	}
+
+	a = b.post("/ui/subscriptions/sub_console/rotate-secret", url.Values{"csrf": {csrf}})
+	m = secretShown.FindStringSubmatch(a.body)
+	rotated, _ := h.registry.Get(ctx, "sub_console")
+	if a.status != http.StatusOK || m == nil || m[1] != rotated.Secret || rotated.Secret == s.Secret || rotated.PreviousSecret != s.Secret {
+		t.Errorf("rotate: got %d, secret shown %v; want the new secret once, the old one kept as previous", a.status, m)
+	}
+
+	if a := b.post("/ui/subscriptions/sub_console/delete", url.Values{"csrf": {csrf}, "confirm": {"sub_other"}}); a.status != http.StatusSeeOther {
+		t.Fatalf("delete with the wrong id: got %d", a.status)
+	}
+	if _, err := h.registry.Get(ctx, "sub_console"); err != nil {
+		t.Fatalf("delete with the wrong id typed deleted it: %v", err)
+	}
+	if a := b.post("/ui/subscriptions/sub_console/delete", url.Values{"csrf": {csrf}, "confirm": {"sub_console"}}); a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/subscriptions" {
+		t.Fatalf("delete: got %d to %q", a.status, a.header.Get("Location"))
+	}
+	if _, err := h.registry.Get(ctx, "sub_console"); err == nil {
+		t.Error("delete: still there")
+	}
+	if a := b.get("/ui/subscriptions/sub_console"); a.status != http.StatusNotFound {
+		t.Errorf("deleted subscription's page: got %d, want 404", a.status)
+	}
+}
+
+// TestSubscriptionFormErrors: the registry's refusals show in the form,
+// which keeps what was typed; nothing is created.
+func TestSubscriptionFormErrors(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	csrf := b.signIn()
+	cases := []struct {
+		name string
+		form url.Values
+		want string
+	}{
+		{"invalid filter", url.Values{"url": {"https://example.com/hook"}, "filter": {"type ==\n  "}}, "filter: line 2"},
+		{"invalid URL", url.Values{"url": {"ftp://example.com/hook"}}, "url"},
+		{"invalid glob", url.Values{"url": {"https://example.com/hook"}, "sources": {"[x"}}, `sources: invalid glob &#34;[x&#34;`},
+	}
+	for _, tc := range cases {
+		tc.form.Set("csrf", csrf)
+		tc.form.Set("description", "kept <b>as typed</b>")
+		a := b.post("/ui/subscriptions/new", tc.form)
+		if a.status != http.StatusBadRequest || !strings.Contains(a.body, "The subscription was not created") || !strings.Contains(a.body, tc.want) {
+			t.Errorf("%s: got %d, want 400 naming %q:\n%s", tc.name, a.status, tc.want, a.body)
+		}
+		if !strings.Contains(a.body, `value="kept &lt;b&gt;as typed&lt;/b&gt;"`) {
+			t.Errorf("%s: the form does not keep what was typed", tc.name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if subs, err := h.registry.List(ctx); err != nil || len(subs) != 0 {
+		t.Errorf("after refusals: got %d subscriptions (%v), want none", len(subs), err)
+	}
+}
+
+// TestSubscriptionPagesEscapeAndShowAttempts: attempts show on the page,
+// filtered by status; text from the topics renders as text.
+func TestSubscriptionPagesEscapeAndShowAttempts(t *testing.T) {
+	h := serve(t, options{token: token})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := subscriptions.Subscription{ID: "sub_a", URL: "https://example.com/hook", Description: "<script>alert(1)</script>"}
+	if err := h.registry.Create(ctx, &s, ""); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	if err := h.cl.ProduceSync(ctx,
+		(&topics.Attempt{Subscription: "sub_a", EventID: "shop:1", N: 1, Outcome: topics.OutcomeDelivered, Status: 200, At: at}).Record(h.env.Names.DeliveryAttempts),
+		(&topics.Attempt{Subscription: "sub_a", EventID: "shop:2", N: 1, Outcome: topics.OutcomeFailed, Status: 500,
+			Error: `status 500 "<img src=x onerror=alert(1)>"`, At: at}).Record(h.env.Names.DeliveryAttempts),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b := h.browser(t)
+	b.signIn()
+	list := b.get("/ui/subscriptions")
+	if strings.Contains(list.body, "<script>alert(1)</script>") || !strings.Contains(list.body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("list: the description is not escaped")
+	}
+	if strings.Contains(list.body, "<img src=x") {
+		t.Errorf("list: the last failure's error is not escaped")
+	}
+	page := b.get("/ui/subscriptions/sub_a")
+	if !strings.Contains(page.body, "shop:1") || !strings.Contains(page.body, "shop:2") || strings.Contains(page.body, "<img src=x") {
+		t.Errorf("detail: want both attempts, escaped:\n%s", page.body)
+	}
+	failed := b.get("/ui/subscriptions/sub_a?status=failed")
+	if strings.Contains(failed.body, ">shop:1<") || !strings.Contains(failed.body, ">shop:2<") {
+		t.Errorf("detail filtered by failed: want shop:2 only:\n%s", failed.body)
+	}
+	if !strings.Contains(failed.body, `<option value="failed" selected>`) {
+		t.Errorf("detail filtered by failed: the filter does not show the status chosen")
+	}
+}
