@@ -158,12 +158,14 @@ func (u *Console) loginPage(c *echo.Context) error {
 // login checks the admin token and starts a session. It carries no CSRF
 // token (there is no session yet) but is refused from another origin.
 func (u *Console) login(c *echo.Context) error {
-	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxForm)
 	r := &Request{Context: c, u: u}
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
 	if err := sameOrigin(c.Request()); err != nil {
+		return u.fail(c, r, err)
+	}
+	if err := readForm(c); err != nil {
 		return u.fail(c, r, err)
 	}
 	next := safeNext(c.FormValue("next"))

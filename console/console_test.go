@@ -401,3 +401,21 @@ func TestAttackerTextRendersAsText(t *testing.T) {
 		t.Errorf("overview: the source name is not escaped:\n%s", a.body)
 	}
 }
+
+// TestLargeFormRefused: a form over 256 KiB is refused, whatever it holds.
+func TestLargeFormRefused(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	csrf := b.signIn()
+	big := strings.Repeat("x", 300<<10)
+	if a := b.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "url": {"https://example.com/" + big}}); a.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("large form: got %d, want 413", a.status)
+	}
+	b.header.Set("X-CSRF-Token", csrf)
+	if a := b.post("/ui/subscriptions/new", url.Values{"description": {big}}); a.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("large form with the CSRF token in a header: got %d, want 413", a.status)
+	}
+	if a := b.post("/ui/login", url.Values{"token": {big}}); a.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("large sign-in form: got %d, want 413", a.status)
+	}
+}

@@ -245,11 +245,12 @@ func (u *Console) page(fn func(*Request) error) echo.HandlerFunc {
 // comes from this origin with the session's CSRF token.
 func (u *Console) action(fn func(*Request) error) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxForm)
 		r, err := u.request(c)
 		if err == nil {
-			if err = u.access.checkPost(c, u.sessionOf(c)); err == nil {
-				err = fn(r)
+			if err = readForm(c); err == nil {
+				if err = u.access.checkPost(c, u.sessionOf(c)); err == nil {
+					err = fn(r)
+				}
 			}
 		}
 		return u.fail(c, r, err)
@@ -258,6 +259,20 @@ func (u *Console) action(fn func(*Request) error) echo.HandlerFunc {
 
 // maxForm bounds a form's body.
 const maxForm = 256 << 10
+
+// readForm reads the request's form, at most maxForm bytes of it.
+func readForm(c *echo.Context) error {
+	req := c.Request()
+	req.Body = http.MaxBytesReader(c.Response(), req.Body, maxForm)
+	if err := req.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is larger than %d KiB", maxForm>>10))
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "the form cannot be read: "+err.Error())
+	}
+	return nil
+}
 
 // request checks the session of c.
 func (u *Console) request(c *echo.Context) (*Request, error) {
