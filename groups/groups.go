@@ -22,6 +22,40 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
+// Errors a caller branches on: the admin API answers them 400, 404 and
+// 409.
+var (
+	// ErrInvalid is a request that cannot be right: a name that is no
+	// group of the deployment, a malformed target, a partition the topic
+	// lacks.
+	ErrInvalid = errors.New("groups: invalid request")
+	// ErrNoGroup is a group nobody has joined or committed for, or of a
+	// subscription that does not exist.
+	ErrNoGroup = errors.New("groups: no such group")
+	// ErrRefused is a replay Execute does not carry out (Plan.Refusal).
+	ErrRefused = errors.New("groups: replay refused")
+)
+
+// invalid is an error of ErrInvalid with its own message.
+type invalid struct{ error }
+
+func (invalid) Is(target error) bool { return target == ErrInvalid }
+func (e invalid) Unwrap() error      { return e.error }
+
+func invalidf(format string, args ...any) error { return invalid{fmt.Errorf(format, args...)} }
+
+// notFound is an error of ErrNoGroup with its own message.
+type notFound struct{ error }
+
+func (notFound) Is(target error) bool { return target == ErrNoGroup }
+func (e notFound) Unwrap() error      { return e.error }
+
+// refused is an error of ErrRefused with its own message.
+type refused struct{ error }
+
+func (refused) Is(target error) bool { return target == ErrRefused }
+func (e refused) Unwrap() error      { return e.error }
+
 // Short group names accepted by Resolve.
 const (
 	shortProcessor = "processor"
@@ -43,14 +77,14 @@ func Resolve(names topics.Names, g string) (topics.Group, error) {
 	case strings.HasPrefix(g, shortSub):
 		id := strings.TrimPrefix(g, shortSub)
 		if id == "" {
-			return "", fmt.Errorf("group %q has no subscription id (want sub:<id>)", g)
+			return "", invalidf("group %q has no subscription id (want sub:<id>)", g)
 		}
 		return names.SubscriptionGroup(id), nil
 	}
 	if _, ok := classify(names, topics.Group(g)); ok {
 		return topics.Group(g), nil
 	}
-	return "", fmt.Errorf("unknown group %q: want processor, retry, sub:<id> or a full name such as %s", g, names.ProcessorGroup())
+	return "", invalidf("unknown group %q: want processor, retry, sub:<id> or a full name such as %s", g, names.ProcessorGroup())
 }
 
 // kind is the role that consumes with a group.
@@ -113,6 +147,9 @@ func (k kind) effect(names topics.Names, g topics.Group) string {
 type groupInfo struct {
 	state   string
 	members []string // "<member id> on <host>", sorted
+	// owners name the member assigned each partition, when the group's
+	// members consume with Kafka's consumer protocol.
+	owners map[topicPartition]string
 }
 
 // describe describes the groups; a group that does not exist is "Dead"
@@ -131,9 +168,17 @@ func describe(ctx context.Context, adm *kadm.Client, groups ...string) (map[stri
 		case d.Err != nil:
 			return nil, fmt.Errorf("groups: describe %s: %w", g, d.Err)
 		default:
-			info := groupInfo{state: d.State}
+			info := groupInfo{state: d.State, owners: make(map[topicPartition]string)}
 			for _, m := range d.Members {
-				info.members = append(info.members, memberName(m))
+				name := memberName(m)
+				info.members = append(info.members, name)
+				if assigned, ok := m.Assigned.AsConsumer(); ok {
+					for _, t := range assigned.Topics {
+						for _, p := range t.Partitions {
+							info.owners[topicPartition{t.Topic, p}] = name
+						}
+					}
+				}
 			}
 			slices.Sort(info.members)
 			out[g] = info

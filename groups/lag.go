@@ -26,6 +26,9 @@ type PartitionLag struct {
 	// Lag is End minus the offset of the first record the group has not
 	// read. See Lag for how transaction markers count.
 	Lag int64 `json:"lag"`
+	// Member is the group member assigned the partition (as Members
+	// names it), empty when none is.
+	Member string `json:"member,omitempty"`
 }
 
 // GroupLag is one group's lag over the partitions of its topics.
@@ -33,10 +36,13 @@ type GroupLag struct {
 	Group string `json:"group"`
 	// State is Kafka's group state: Stable, Empty, PreparingRebalance,
 	// CompletingRebalance, or Dead for a group that does not exist.
-	State      string         `json:"state"`
-	Members    int            `json:"members"`
-	Partitions []PartitionLag `json:"partitions"`
-	Total      int64          `json:"total"`
+	State   string `json:"state"`
+	Members int    `json:"members"`
+	// MemberNames name the active members: static instance id or member
+	// id (which starts with the client id), and host.
+	MemberNames []string       `json:"member_names"`
+	Partitions  []PartitionLag `json:"partitions"`
+	Total       int64          `json:"total"`
 }
 
 // Lag reports the lag of group (a name Resolve accepts; an error when
@@ -72,7 +78,7 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 		return nil, err
 	}
 	if group != "" && infos[list[0]].state == "Dead" && len(groups[0].committed) == 0 {
-		return nil, fmt.Errorf("group %s does not exist: no consumer has joined it or committed offsets", list[0])
+		return nil, notFound{fmt.Errorf("group %s does not exist: no consumer has joined it or committed offsets", list[0])}
 	}
 	logs, err := readLogs(ctx, adm, all)
 	if err != nil {
@@ -187,7 +193,8 @@ func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l log
 	from = make([][]int64, len(list))
 	for i, g := range list {
 		m := groups[i]
-		gl := GroupLag{Group: g, State: infos[g].state, Members: len(infos[g].members)}
+		info := infos[g]
+		gl := GroupLag{Group: g, State: info.state, Members: len(info.members), MemberNames: append([]string{}, info.members...)}
 		for j, t := range m.topics {
 			e, ok := l.ends[t]
 			if !ok {
@@ -212,7 +219,7 @@ func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l log
 				if pos < e[p] {
 					probes = append(probes, position{t, p, pos})
 				}
-				gl.Partitions = append(gl.Partitions, PartitionLag{Topic: t, Partition: p, Committed: c, End: e[p]})
+				gl.Partitions = append(gl.Partitions, PartitionLag{Topic: t, Partition: p, Committed: c, End: e[p], Member: info.owners[topicPartition{t, p}]})
 				from[i] = append(from[i], pos)
 			}
 		}

@@ -32,6 +32,84 @@ type Target struct {
 	Offsets map[int32]int64
 }
 
+// Target kinds, as ParseTarget and the admin API name them.
+const (
+	TargetEarliest = "earliest"
+	TargetLatest   = "latest"
+	TargetTime     = "time"
+	TargetDuration = "duration"
+	TargetOffsets  = "offsets"
+)
+
+// ParseTarget reads a target of kind with its value: none for earliest and
+// latest, an RFC 3339 time for time, a positive duration (90m, 2h) for
+// duration, partition:offset pairs (ParseOffsets) for offsets. Its errors
+// are ErrInvalid.
+func ParseTarget(kind, value string) (Target, error) {
+	var t Target
+	switch kind {
+	case TargetEarliest, TargetLatest:
+		if value != "" {
+			return Target{}, invalidf("target %s takes no value, got %q", kind, value)
+		}
+		t.Earliest, t.Latest = kind == TargetEarliest, kind == TargetLatest
+	case TargetTime:
+		at, err := time.Parse(time.RFC3339, value)
+		if err != nil {
+			return Target{}, invalidf("%q: not an RFC 3339 time such as 2026-11-21T10:00:00Z", value)
+		}
+		t.Time = at
+	case TargetDuration:
+		d, err := time.ParseDuration(value)
+		if err != nil || d <= 0 {
+			return Target{}, invalidf("%q: not a positive duration such as 90m or 2h", value)
+		}
+		t.Duration = d
+	case TargetOffsets:
+		offsets, err := ParseOffsets(value)
+		if err != nil {
+			return Target{}, invalid{err}
+		}
+		t.Offsets = offsets
+	default:
+		return Target{}, invalidf("unknown target %q: want earliest, latest, time, duration or offsets", kind)
+	}
+	return t, nil
+}
+
+// String says where t moves a group, as a plan's header says it.
+func (t Target) String() string {
+	switch {
+	case t.Earliest:
+		return "the log start"
+	case t.Latest:
+		return "the end"
+	case !t.Time.IsZero():
+		return "the first records at or after " + t.Time.UTC().Format(time.RFC3339)
+	case t.Duration != 0:
+		return "the first records of the last " + shortDuration(t.Duration)
+	default:
+		parts := make([]string, 0, len(t.Offsets))
+		for _, p := range sortedPartitions(t.Offsets) {
+			parts = append(parts, fmt.Sprintf("%d:%d", p, t.Offsets[p]))
+		}
+		return "offsets " + strings.Join(parts, ",")
+	}
+}
+
+// shortDuration writes d as time.Duration does, without zero minutes or
+// seconds at the end: 2h, 1h30m, 90s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 func (t Target) validate() error {
 	n := 0
 	for _, set := range []bool{t.Earliest, t.Latest, !t.Time.IsZero(), t.Duration != 0, t.Offsets != nil} {
@@ -41,17 +119,17 @@ func (t Target) validate() error {
 	}
 	switch {
 	case n == 0:
-		return errors.New("replay target: none set (want earliest, latest, a time, a duration or offsets)")
+		return invalidf("replay target: none set (want earliest, latest, a time, a duration or offsets)")
 	case n > 1:
-		return fmt.Errorf("replay target: %d set, want exactly one", n)
+		return invalidf("replay target: %d set, want exactly one", n)
 	case t.Duration < 0:
-		return fmt.Errorf("replay target: duration %v is negative", t.Duration)
+		return invalidf("replay target: duration %v is negative", t.Duration)
 	case t.Offsets != nil && len(t.Offsets) == 0:
-		return errors.New("replay target: no offsets")
+		return invalidf("replay target: no offsets")
 	}
 	for _, p := range sortedPartitions(t.Offsets) {
 		if p < 0 || t.Offsets[p] < 0 {
-			return fmt.Errorf("replay target: %d:%d is not a partition and an offset", p, t.Offsets[p])
+			return invalidf("replay target: %d:%d is not a partition and an offset", p, t.Offsets[p])
 		}
 	}
 	return nil
@@ -125,7 +203,9 @@ type Move struct {
 type Plan struct {
 	Group string `json:"group"`
 	Topic string `json:"topic"`
-	Moves []Move `json:"moves"`
+	// Target says where the plan moves the group (Target.String).
+	Target string `json:"target"`
+	Moves  []Move `json:"moves"`
 	// Members are the group's active members when the plan was made;
 	// Execute refuses while the group has any.
 	Members []string `json:"members"`
@@ -158,7 +238,7 @@ func PlanReplay(ctx context.Context, cl *kgo.Client, names topics.Names, group, 
 		return Plan{}, err
 	}
 	if t.Offsets != nil && partitions != nil {
-		return Plan{}, errors.New("replay: offsets name their partitions; give no partition list with them")
+		return Plan{}, invalidf("replay: offsets name their partitions; give no partition list with them")
 	}
 	k, _ := classify(names, g)
 	if topic == "" {
@@ -171,6 +251,7 @@ func PlanReplay(ctx context.Context, cl *kgo.Client, names topics.Names, group, 
 	plan := Plan{
 		Group:   string(g),
 		Topic:   topic,
+		Target:  t.String(),
 		Members: append([]string{}, infos[string(g)].members...),
 		Effect:  k.effect(names, g),
 	}
@@ -271,7 +352,7 @@ func (t Target) partitions(asked []int32, topic string, end map[int32]int64) ([]
 	}
 	for _, p := range ps {
 		if _, ok := end[p]; !ok {
-			return nil, fmt.Errorf("partition %d: %s has partitions 0 to %d", p, topic, len(end)-1)
+			return nil, invalidf("partition %d: %s has partitions 0 to %d", p, topic, len(end)-1)
 		}
 	}
 	return ps, nil
@@ -342,15 +423,14 @@ func (t Target) move(topic string, p int32, c, start, end int64, byTime map[int3
 // would overwrite the replay. Every partition's commit is checked; when
 // some fail, the error names them and the others stay committed.
 func Execute(ctx context.Context, adm *kadm.Client, plan Plan) error {
-	if len(plan.Moves) == 0 {
-		return fmt.Errorf("replay of %s: the plan moves no partition", plan.Group)
-	}
 	infos, err := describe(ctx, adm, plan.Group)
 	if err != nil {
 		return err
 	}
-	if ms := infos[plan.Group].members; len(ms) > 0 {
-		return activeMembers(plan.Group, ms)
+	now := plan
+	now.Members = infos[plan.Group].members
+	if err := now.Refusal(); err != nil {
+		return err
 	}
 	var offsets kadm.Offsets
 	for _, m := range plan.Moves {
@@ -384,7 +464,20 @@ func Execute(ctx context.Context, adm *kadm.Client, plan Plan) error {
 		plan.Group, len(failed), len(plan.Moves), strings.Join(failed, "; "), hint)
 }
 
-// activeMembers is Execute's refusal.
+// Refusal is why Execute would refuse the plan as it was made, an
+// ErrRefused; nil when it would carry it out: a plan that moves no
+// partition, or of a group with active members (named), is refused.
+func (p Plan) Refusal() error {
+	if len(p.Moves) == 0 {
+		return refused{fmt.Errorf("replay of %s: the plan moves no partition", p.Group)}
+	}
+	if len(p.Members) > 0 {
+		return refused{activeMembers(p.Group, p.Members)}
+	}
+	return nil
+}
+
+// activeMembers is Execute's refusal of a group with members.
 func activeMembers(group string, members []string) error {
 	const shown = 5
 	list := strings.Join(members[:min(len(members), shown)], ", ")

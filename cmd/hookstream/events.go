@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -203,7 +204,8 @@ When stderr is a terminal a progress line shows how much is scanned.`,
 }
 
 // runEventsSearch prints the events of the range that pass the filters,
-// at most o.limit.
+// at most o.limit, found by events.Scan as the admin API's search finds
+// them, without its bound on the records read.
 func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
@@ -215,24 +217,24 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		return fmt.Errorf("--limit: %d is not a positive number", o.limit)
 	}
 	now := time.Now()
-	from, err := timeFlag("since", o.since, now)
-	if err != nil {
+	q := events.Query{Source: o.source, Type: o.typ, Limit: o.limit}
+	var err error
+	if q.Since, err = timeFlag("since", o.since, now); err != nil {
 		return err
 	}
-	to := now
+	q.Until = now
 	if o.until != "" {
-		if to, err = timeFlag("until", o.until, now); err != nil {
+		if q.Until, err = timeFlag("until", o.until, now); err != nil {
 			return err
 		}
 	}
-	if !from.Before(to) {
+	if !q.Since.Before(q.Until) {
 		return errors.New("--since: must be before --until")
 	}
+	if err := q.Check(); err != nil {
+		return flagError(err)
+	}
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
-		filter, err := newEventFilter(ctx, c, o.source, o.typ, "")
-		if err != nil {
-			return err
-		}
 		w := cmd.OutOrStdout()
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		if o.output == "table" {
@@ -241,17 +243,12 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		}
 		progress := progressLine(cmd.ErrOrStderr())
 		found := 0
-		var werr error
-		span := topics.Span{From: topics.At(from), To: topics.At(to)}
-		err = topics.Read(ctx, c.cl, c.opts, c.names.Events, span, func(r *kgo.Record) bool {
-			if filter.match(r) {
-				werr = printEvent(w, o.output, r)
-				found++
-			}
-			return werr == nil && found < o.limit
+		_, err := events.Scan(ctx, c.cl, c.opts, c.names, q, func(r *kgo.Record) error {
+			found++
+			return printEvent(w, o.output, r)
 		}, progress)
 		progress(-1, 0)
-		if err = cmp.Or(werr, err); err != nil {
+		if err != nil {
 			return err
 		}
 		if o.output == "table" {
@@ -263,6 +260,12 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		}
 		return tw.Flush()
 	})
+}
+
+// flagError names the flag of a query's error, as the API names its
+// parameter: "source: invalid glob" is --source's.
+func flagError(err error) error {
+	return fmt.Errorf("--%w", err)
 }
 
 // progressLine returns a function that shows, on w when it is a terminal,

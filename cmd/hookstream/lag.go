@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/groups"
-	"github.com/hookstream/hookstream/topics"
 )
 
 func newLagCommand() *cobra.Command {
@@ -20,8 +21,9 @@ func newLagCommand() *cobra.Command {
 		Short: "Show how far consumer groups are behind: committed offset, end offset and lag per partition",
 		Long: `Shows hookstream's consumer groups partition by partition: the committed offset
 ("-" when the group has committed none), the end offset a read_committed
-consumer reads to, and the lag between them, with a total per group, the
-group's state and its number of members.
+consumer reads to, the lag between them and the member assigned the
+partition, with a total per group, the group's state and its number of
+members.
 
 Without --group it shows every group of the deployment: the processor, the
 retry consumer and each subscription. Lag skips the commit marker that ends
@@ -46,11 +48,9 @@ func runLag(cmd *cobra.Command, group, output string) error {
 	}
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		if group != "" {
-			g, err := groups.Resolve(c.names, group)
-			if err != nil {
+			if _, err := groups.Resolve(c.names, group); err != nil {
 				return fmt.Errorf("--group: %w", err)
 			}
-			group = string(g)
 		}
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
@@ -58,20 +58,14 @@ func runLag(cmd *cobra.Command, group, output string) error {
 		if err != nil {
 			return err
 		}
-		subs, err := r.List(ctx)
+		lags, err := groups.API{Kafka: c.cl, Names: c.names, Registry: r}.Lags(ctx, group)
+		if errors.Is(err, groups.ErrNoGroup) {
+			return fmt.Errorf("--group: %w", err)
+		}
 		if err != nil {
 			return err
 		}
-		if id, ok := groups.SubscriptionID(c.names, topics.Group(group)); ok {
-			if _, exists := subs[id]; !exists {
-				return fmt.Errorf("--group: no subscription %s (hookstream subscriptions list shows them)", id)
-			}
-		}
-		lags, err := groups.Lag(ctx, c.cl, c.names, group)
-		if err != nil {
-			return err
-		}
-		return printLag(cmd.OutOrStdout(), output, groups.WithoutDeleted(c.names, lags, subs))
+		return printLag(cmd.OutOrStdout(), output, lags)
 	})
 }
 
@@ -82,7 +76,8 @@ END is the end of the log as a read_committed consumer reads it. On
 transactional topics every transaction ends with a commit marker, an offset
 that holds no record, so a group that has read everything commits the
 offset of that marker: COMMITTED 1 and END 2 with LAG 0 is caught up.
-LAG counts from the first record left to read to END.
+LAG counts from the first record left to read to END. MEMBER is the group
+member assigned the partition ("-": none).
 `
 
 func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
@@ -90,14 +85,14 @@ func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
 		return writeJSON(w, lags)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
+	fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
 	for _, g := range lags {
 		for _, p := range g.Partitions {
 			committed := "-"
 			if p.Committed >= 0 {
 				committed = fmt.Sprint(p.Committed)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\n", g.Group, g.State, g.Members, p.Topic, p.Partition, committed, p.End, p.Lag)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\n", g.Group, g.State, g.Members, p.Topic, p.Partition, committed, p.End, p.Lag, cmp.Or(p.Member, "-"))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\ttotal\t\t\t\t%d\n", g.Group, g.State, g.Members, g.Total)
 	}

@@ -112,7 +112,7 @@ func TestLagReplayCLI(t *testing.T) {
 	if got, want := len(lines), 5; got != want {
 		t.Fatalf("lag --group processor: got %d lines, want %d (header, 3 partitions, total):\n%s", got, want, out)
 	}
-	if got, want := strings.Join(strings.Fields(lines[1]), " "), group+" Empty 0 "+ingest+" 0 1 4 3"; got != want {
+	if got, want := strings.Join(strings.Fields(lines[1]), " "), group+" Empty 0 "+ingest+" 0 1 4 3 -"; got != want {
 		t.Errorf("lag table partition 0: got %q, want %q", got, want)
 	}
 	if got, want := strings.Join(strings.Fields(lines[4]), " "), group+" Empty 0 total 3"; got != want {

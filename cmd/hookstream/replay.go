@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,54 +39,38 @@ func (f *replayFlags) target(changed func(name string) bool) (groups.Target, err
 	default:
 		return groups.Target{}, fmt.Errorf("%s given: choose one target", joinAnd(given))
 	}
-	var t groups.Target
+	var (
+		t   groups.Target
+		err error
+	)
 	switch given[0] {
 	case "--to-earliest":
 		t.Earliest = f.toEarliest
 	case "--to-latest":
 		t.Latest = f.toLatest
 	case "--to-time":
-		at, err := time.Parse(time.RFC3339, f.toTime)
+		t, err = groups.ParseTarget(groups.TargetTime, f.toTime)
 		if err != nil {
-			return groups.Target{}, fmt.Errorf("--to-time %q: not an RFC 3339 time such as 2026-11-21T10:00:00Z", f.toTime)
+			return groups.Target{}, fmt.Errorf("--to-time %w", err)
 		}
-		t.Time = at
 	case "--by-duration":
-		d, err := time.ParseDuration(f.byDuration)
-		if err != nil || d <= 0 {
-			return groups.Target{}, fmt.Errorf("--by-duration %q: not a positive duration such as 90m or 2h", f.byDuration)
+		t, err = groups.ParseTarget(groups.TargetDuration, f.byDuration)
+		if err != nil {
+			return groups.Target{}, fmt.Errorf("--by-duration %w", err)
 		}
-		t.Duration = d
 	case "--to-offsets":
-		offsets, err := groups.ParseOffsets(f.toOffsets)
+		t, err = groups.ParseTarget(groups.TargetOffsets, f.toOffsets)
 		if err != nil {
 			return groups.Target{}, fmt.Errorf("--to-offsets: %w", err)
 		}
 		if f.partitions != nil {
 			return groups.Target{}, errors.New("--partition: not with --to-offsets, whose entries name their partitions")
 		}
-		t.Offsets = offsets
 	}
 	if !t.Earliest && !t.Latest && t.Time.IsZero() && t.Duration == 0 && t.Offsets == nil {
 		return groups.Target{}, fmt.Errorf("%s=false: give the target flag without a value", given[0])
 	}
 	return t, nil
-}
-
-// describe says where the target moves the group, for the plan's header.
-func (f *replayFlags) describe(t groups.Target) string {
-	switch {
-	case t.Earliest:
-		return "the log start"
-	case t.Latest:
-		return "the end"
-	case !t.Time.IsZero():
-		return "the first records at or after " + t.Time.UTC().Format(time.RFC3339)
-	case t.Duration != 0:
-		return "the first records of the last " + f.byDuration
-	default:
-		return "offsets " + f.toOffsets
-	}
 }
 
 // joinAnd joins "a", "b" and "c" as "a, b and c".
@@ -167,62 +149,30 @@ func runReplay(cmd *cobra.Command, f *replayFlags) error {
 		}
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		plan, err := groups.PlanReplay(ctx, c.cl, c.names, string(group), f.topic, f.partitions, t)
+		r, err := c.registry()
 		if err != nil {
 			return err
 		}
-		if f.execute {
-			if err := groups.Execute(ctx, c.adm, plan); err != nil {
-				return err
-			}
+		replay, err := groups.API{Kafka: c.cl, Names: c.names, Registry: r}.Replay(ctx, string(group), f.topic, f.partitions, t, f.execute)
+		if err != nil {
+			return err
 		}
-		return printPlan(cmd.OutOrStdout(), f.output, plan, f.describe(t), f.execute)
+		return printReplay(cmd.OutOrStdout(), f.output, replay)
 	})
 }
 
-// printPlan prints a replay plan and whether it was committed.
-func printPlan(w io.Writer, output string, plan groups.Plan, target string, executed bool) error {
+// printReplay prints a replay plan and whether it was committed.
+func printReplay(w io.Writer, output string, r groups.Replay) error {
 	if output == "json" {
-		return writeJSON(w, struct {
-			groups.Plan
-			Executed bool `json:"executed"`
-		}{plan, executed})
+		return writeJSON(w, r)
 	}
-	fmt.Fprintf(w, "Replay of group %s on %s to %s:\n", plan.Group, plan.Topic, target)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tCURRENT\tTARGET\tREREAD\tNOTE")
-	var skipped int64
-	for _, m := range plan.Moves {
-		current := "-"
-		if m.Current >= 0 {
-			current = fmt.Sprint(m.Current)
-		}
-		var notes []string
-		if m.Clamped != "" {
-			notes = append(notes, "clamped "+m.Clamped)
-		}
-		if m.Skip > 0 {
-			notes = append(notes, fmt.Sprintf("skips %d", m.Skip))
-		}
-		skipped += m.Skip
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", m.Partition, current, m.Target, m.Reread, strings.Join(notes, ", "))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := r.WriteText(w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "Records to re-read: %d", plan.Reread())
-	if skipped > 0 {
-		fmt.Fprintf(w, ", to skip: %d", skipped)
+	if r.Executed {
+		_, err := fmt.Fprintf(w, "Committed: %s resumes from these targets when its consumers start.\n", r.Group)
+		return err
 	}
-	fmt.Fprintln(w, ".")
-	fmt.Fprintf(w, "What this means: %s.\n", plan.Effect)
-	if executed {
-		fmt.Fprintf(w, "Committed: %s resumes from these targets when its consumers start.\n", plan.Group)
-		return nil
-	}
-	if len(plan.Members) > 0 {
-		fmt.Fprintf(w, "Active members: %s. --execute is refused until they stop.\n", strings.Join(plan.Members, ", "))
-	}
-	fmt.Fprintln(w, "Dry run: nothing committed. Add --execute to commit this plan.")
-	return nil
+	_, err := fmt.Fprintln(w, "Dry run: nothing committed. Add --execute to commit this plan.")
+	return err
 }

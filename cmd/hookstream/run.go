@@ -26,6 +26,7 @@ import (
 	"github.com/hookstream/hookstream/console"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/processor"
@@ -345,6 +346,8 @@ func (n *node) mount(rejected func() map[string]int64, local *processor.Processo
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
+	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
+	events.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.log).Mount(n.srv)
 }
 

@@ -1,0 +1,211 @@
+package groups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// API serves the deployment's groups on the admin listener's /api: their
+// lag, and replay plans that it executes where hookstream replay
+// --execute would. Its methods are what the handlers, the commands and
+// the console call.
+type API struct {
+	Kafka *kgo.Client
+	Names topics.Names
+	// Registry says which subscriptions exist: the groups of deleted
+	// ones are not shown, and are not replayed.
+	Registry *subscriptions.Registry
+}
+
+// Mount serves GET /api/groups, GET /api/groups/{group},
+// POST /api/replay/plan and POST /api/replay/execute on srv.
+func (a API) Mount(srv *admin.Server) {
+	g := srv.API()
+	g.GET("/groups", a.list)
+	g.GET("/groups/:group", a.one)
+	g.POST("/replay/plan", a.plan)
+	g.POST("/replay/execute", a.execute)
+}
+
+// Lags is the lag of group (a name Resolve accepts), or with group empty
+// of every group of the deployment, as hookstream lag shows it: without
+// the groups of deleted subscriptions. The group of a subscription that
+// does not exist is ErrNoGroup, a name Resolve refuses ErrInvalid.
+func (a API) Lags(ctx context.Context, group string) ([]GroupLag, error) {
+	if group != "" {
+		g, err := Resolve(a.Names, group)
+		if err != nil {
+			return nil, err
+		}
+		group = string(g)
+	}
+	subs, err := a.Registry.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.exists(topics.Group(group), subs); err != nil {
+		return nil, err
+	}
+	lags, err := Lag(ctx, a.Kafka, a.Names, group)
+	if err != nil {
+		return nil, err
+	}
+	return WithoutDeleted(a.Names, lags, subs), nil
+}
+
+// exists refuses the group of a subscription that is not in subs.
+func (a API) exists(g topics.Group, subs map[string]subscriptions.Subscription) error {
+	if id, ok := SubscriptionID(a.Names, g); ok {
+		if _, exists := subs[id]; !exists {
+			return notFound{fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", id)}
+		}
+	}
+	return nil
+}
+
+// Replay is a replay plan as the API, the command and the console show
+// it.
+type Replay struct {
+	Plan
+	// Text is the plan as hookstream replay prints it (Plan.WriteText).
+	Text string `json:"text"`
+	// Executable says Execute would carry the plan out now; Refusal says
+	// why it would not.
+	Executable bool   `json:"executable"`
+	Refusal    string `json:"refusal,omitempty"`
+	// Executed says the plan was committed.
+	Executed bool `json:"executed"`
+}
+
+// Replay plans moving group (a name Resolve accepts) to t on topic
+// (empty: the group's own), over partitions (nil: all), as PlanReplay
+// does; with execute it commits the plan, as hookstream replay --execute
+// does, or refuses with an ErrRefused that says why (the group has active
+// members, or the plan moves nothing). The group of a subscription that
+// does not exist is ErrNoGroup: its offsets would outlive it.
+func (a API) Replay(ctx context.Context, group, topic string, partitions []int32, t Target, execute bool) (Replay, error) {
+	g, err := Resolve(a.Names, group)
+	if err != nil {
+		return Replay{}, err
+	}
+	if err := t.validate(); err != nil {
+		return Replay{}, err
+	}
+	if _, ok := SubscriptionID(a.Names, g); ok {
+		subs, err := a.Registry.List(ctx)
+		if err != nil {
+			return Replay{}, err
+		}
+		if err := a.exists(g, subs); err != nil {
+			return Replay{}, err
+		}
+	}
+	plan, err := PlanReplay(ctx, a.Kafka, a.Names, string(g), topic, partitions, t)
+	if err != nil {
+		return Replay{}, err
+	}
+	r := Replay{Plan: plan, Text: plan.Text(), Executable: true}
+	if err := plan.Refusal(); err != nil {
+		r.Executable, r.Refusal = false, err.Error()
+	}
+	if !execute {
+		return r, nil
+	}
+	if err := Execute(ctx, kadm.NewClient(a.Kafka), plan); err != nil {
+		return Replay{}, err
+	}
+	r.Executed = true
+	return r, nil
+}
+
+// ReplayRequest is the body of POST /api/replay/plan and
+// /api/replay/execute.
+type ReplayRequest struct {
+	// Group is processor, retry, sub:<id> or a full group name.
+	Group string `json:"group"`
+	// Topic defaults to the group's own.
+	Topic string `json:"topic,omitempty"`
+	// Target is earliest, latest, time, duration or offsets, and Value
+	// the time (RFC 3339), duration (90m) or partition:offset pairs
+	// (0:15,3:200) of the last three (ParseTarget).
+	Target string `json:"target"`
+	Value  string `json:"value,omitempty"`
+	// Partitions limits the replay to these partitions (none: all).
+	Partitions []int32 `json:"partitions,omitempty"`
+}
+
+// maxRequest bounds a replay request's body.
+const maxRequest = 64 << 10
+
+func (a API) list(c *echo.Context) error {
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	lags, err := a.Lags(ctx, "")
+	if err != nil {
+		return apiError(err)
+	}
+	// The list shows each group's totals; its partitions are one request
+	// away.
+	for i := range lags {
+		lags[i].Partitions = nil
+	}
+	return c.JSON(http.StatusOK, lags)
+}
+
+func (a API) one(c *echo.Context) error {
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	lags, err := a.Lags(ctx, c.Param("group"))
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusOK, lags[0])
+}
+
+func (a API) plan(c *echo.Context) error { return a.replay(c, false) }
+
+func (a API) execute(c *echo.Context) error { return a.replay(c, true) }
+
+func (a API) replay(c *echo.Context, execute bool) error {
+	var req ReplayRequest
+	if err := admin.DecodeJSONStrict(c, &req, maxRequest); err != nil {
+		return err
+	}
+	if req.Group == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "group: required (processor, retry, sub:<id> or a full group name)")
+	}
+	t, err := ParseTarget(req.Target, req.Value)
+	if err != nil {
+		return apiError(err)
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	r, err := a.Replay(ctx, req.Group, req.Topic, req.Partitions, t, execute)
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+// apiError answers the errors of this package with their status.
+func apiError(err error) error {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrNoGroup):
+		return echo.NewHTTPError(http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrRefused):
+		return echo.NewHTTPError(http.StatusConflict, err.Error())
+	}
+	return admin.Error(err)
+}
