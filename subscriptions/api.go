@@ -55,8 +55,9 @@ func httpError(err error) error {
 	return admin.Error(err)
 }
 
-// subscriptionView is a subscription as the API shows it: secrets
-// redacted, with its delivery totals from the attempts topic.
+// subscriptionView is a subscription as the API shows it: secrets and
+// header values redacted (only the answer to the POST that creates it
+// shows them), with its delivery totals from the attempts topic.
 type subscriptionView struct {
 	Subscription
 	attempts.Totals

@@ -2,9 +2,11 @@ package subscriptions_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,5 +130,34 @@ func TestRegistryUpdatesNeverLost(t *testing.T) {
 	}
 	if _, err := registry.Update(ctx, sub.ID, func(*subscriptions.Subscription) error { return nil }); !errors.Is(err, subscriptions.ErrNotFound) {
 		t.Errorf("update of a deleted subscription: got %v, want ErrNotFound", err)
+	}
+}
+
+// TestStoredExpressionRecompiledOnlyWhenChanged: a stored filter that no
+// longer compiles (written by another version, or straight to the topic)
+// does not block changes that leave it alone, such as a dispatcher
+// disabling the subscription; a change to another filter that does not
+// compile is refused.
+func TestStoredExpressionRecompiledOnlyWhenChanged(t *testing.T) {
+	env := kafkatest.New(t, 1, 1<<20)
+	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	ctx := context.Background()
+	s := &subscriptions.Subscription{URL: "https://example.com/hook", Filter: `source == "github"`}
+	if err := r.Create(ctx, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	old := *s
+	old.Filter = `source =~ "github"`
+	v, _ := json.Marshal(old)
+	if err := env.Client(t).ProduceSync(ctx, &kgo.Record{Topic: string(env.Names.Subscriptions), Key: []byte(s.ID), Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Update(ctx, s.ID, func(s *subscriptions.Subscription) error { s.Enabled = false; return nil })
+	if err != nil || got.Enabled || got.Filter != old.Filter {
+		t.Errorf("disable with a stored filter that does not compile: got %+v, %v; want it disabled, the filter kept", got, err)
+	}
+	_, err = r.Update(ctx, s.ID, func(s *subscriptions.Subscription) error { s.Filter = `data.x ==`; return nil })
+	if !errors.Is(err, subscriptions.ErrInvalid) || !strings.Contains(err.Error(), "invalid filter: line 1, column") {
+		t.Errorf("change to a filter that does not compile: got %v, want invalid filter", err)
 	}
 }

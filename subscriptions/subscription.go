@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookstream/hookstream/expr"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -159,15 +160,31 @@ func (s *Subscription) validate(exprs bool) error {
 	}
 	errs = append(errs, validateHeaders(s.Headers)...)
 	errs = append(errs, validateSchedule(s.Schedule)...)
-	if s.Timeout < 0 || time.Duration(s.Timeout) > MaxTimeout {
-		errs = append(errs, fmt.Errorf("timeout: %v is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s", s.Timeout))
-	}
+	errs = append(errs, validateTimeout(s.Timeout)...)
 	return invalid(errs)
+}
+
+func validateTimeout(timeout Duration) []error {
+	if timeout < 0 || time.Duration(timeout) > MaxTimeout {
+		return []error{fmt.Errorf("timeout: %v is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s", timeout)}
+	}
+	return nil
 }
 
 // validateExpressions compiles the filter and the transform.
 func (s *Subscription) validateExpressions() []error {
-	return nil
+	var errs []error
+	if s.Filter != "" {
+		if _, err := expr.CompileFilter(s.Filter); err != nil {
+			errs = append(errs, fmt.Errorf("invalid filter: %w", err))
+		}
+	}
+	if s.Transform != "" {
+		if _, err := expr.CompileTransform(s.Transform); err != nil {
+			errs = append(errs, fmt.Errorf("invalid transform: %w", err))
+		}
+	}
+	return errs
 }
 
 // reservedHeaders are the headers hookstream sets on a delivery, or
@@ -387,16 +404,25 @@ type Patch struct {
 }
 
 // Validate refuses the values a patch may not set even where a new
-// subscription takes the zero value for the default: batch_max 0, say.
+// subscription takes the zero value for the default: batch_max 0, say;
+// and the controls it sets that no subscription may have (a filter that
+// does not compile, a reserved header), before any subscription is read.
 // Every other check is the subscription's Validate, once applied.
 func (p Patch) Validate() error {
-	if p.BatchMax == nil && p.BatchWait == nil {
-		return nil
+	var errs []error
+	if p.BatchMax != nil || p.BatchWait != nil {
+		batchMax, wait := 1, Duration(0)
+		set(&batchMax, p.BatchMax)
+		set(&wait, p.BatchWait)
+		errs = append(errs, validateBatching(batchMax, wait)...)
 	}
-	batchMax, wait := 1, Duration(0)
-	set(&batchMax, p.BatchMax)
-	set(&wait, p.BatchWait)
-	return invalid(validateBatching(batchMax, wait))
+	var s Subscription
+	p.Apply(&s)
+	errs = append(errs, s.validateExpressions()...)
+	errs = append(errs, validateHeaders(s.Headers)...)
+	errs = append(errs, validateSchedule(s.Schedule)...)
+	errs = append(errs, validateTimeout(s.Timeout)...)
+	return invalid(errs)
 }
 
 // Apply changes s. Enabling a subscription clears the reason hookstream

@@ -1,0 +1,180 @@
+package subscriptions_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
+)
+
+// apiServer serves the subscriptions API on env with registry r.
+func apiServer(t *testing.T, env *kafkatest.Env, r *subscriptions.Registry) *httptest.Server {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
+	tally := attempts.NewTally(opts, env.Names, kafkatest.Logger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tally.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("attempts tally: %v", err)
+		}
+	})
+	s := admin.New(admin.Config{}, prometheus.NewRegistry(), kafkatest.Logger(t))
+	subscriptions.API{Registry: r, Attempts: tally, Kafka: env.Client(t), Opts: opts, Names: env.Names}.Mount(s)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// call sends body as JSON and decodes the answer into out; it returns the
+// status and the error message of a failed call.
+func call(t *testing.T, srv *httptest.Server, method, path string, body, out any) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, srv.URL+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &e)
+		return resp.StatusCode, e.Error
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: answer %q is not JSON: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode, ""
+}
+
+// TestAPISubscriptionControls: the admin API takes a subscription's
+// filter, transform, headers, schedule and timeout on POST and PATCH;
+// shows header values only in the answer to the POST that set them, as
+// it shows the secret; a PATCH of headers replaces them all; and a
+// refused change stores nothing.
+func TestAPISubscriptionControls(t *testing.T) {
+	env := kafkatest.New(t, 1, 1<<20)
+	r := secureRegistry(t, env, subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)})
+	srv := apiServer(t, env, r)
+	ctx := context.Background()
+
+	var created subscriptions.Subscription
+	status, msg := call(t, srv, "POST", "/api/subscriptions", map[string]any{
+		"url":       "https://ci.example.com/hook",
+		"filter":    `source == "github" && data.action == "opened"`,
+		"transform": `{"text": "opened " + data.pull_request.title}`,
+		"headers":   map[string]string{"authorization": "Bearer tok", "X-Team": "ci"},
+		"schedule":  []string{"1s", "1m"},
+		"timeout":   "5s",
+	}, &created)
+	if status != http.StatusCreated {
+		t.Fatalf("create: got %d %q, want 201", status, msg)
+	}
+	want := map[string]string{"Authorization": "Bearer tok", "X-Team": "ci"}
+	if !reflect.DeepEqual(created.Headers, want) || created.Filter == "" || created.Transform == "" ||
+		!reflect.DeepEqual(created.Schedule, []subscriptions.Duration{dur("1s"), dur("1m")}) || created.Timeout != dur("5s") {
+		t.Fatalf("created: got %+v, want every control as set, header names canonical", created)
+	}
+
+	var got subscriptions.Subscription
+	if status, msg := call(t, srv, "GET", "/api/subscriptions/"+created.ID, nil, &got); status != http.StatusOK {
+		t.Fatalf("get: %d %q", status, msg)
+	}
+	if hidden := map[string]string{"Authorization": "…", "X-Team": "…"}; !reflect.DeepEqual(got.Headers, hidden) || got.Secret != "whsec_…" {
+		t.Errorf("get: headers %v, secret %q; want values hidden like the secret", got.Headers, got.Secret)
+	}
+	var list []subscriptions.Subscription
+	if call(t, srv, "GET", "/api/subscriptions", nil, &list); len(list) != 1 || list[0].Headers["Authorization"] != "…" {
+		t.Errorf("list: got %+v, want the one subscription, header values hidden", list)
+	}
+
+	refused := []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"filter that does not parse", map[string]any{"filter": `data.action == `}, "invalid subscription: invalid filter: line 1, column "},
+		{"filter that is not a bool", map[string]any{"filter": `data.action`}, "invalid subscription: invalid filter: line 1, column 1: a filter must be a bool"},
+		{"transform with an unknown variable", map[string]any{"transform": `{"text": payload.title}`}, "invalid subscription: invalid transform: line 1, column 10: "},
+		{"reserved header", map[string]any{"headers": map[string]string{"Webhook-Id": "x"}}, "invalid subscription: headers: Webhook-Id is set by hookstream"},
+		{"zero delay", map[string]any{"schedule": []string{"1s", "0s"}}, "invalid subscription: schedule: delay 2 (0s) is not above 0s and at most 24h"},
+		{"long timeout", map[string]any{"timeout": "2m"}, "invalid subscription: timeout: 2m0s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			status, msg := call(t, srv, "PATCH", "/api/subscriptions/"+created.ID, tt.body, nil)
+			if status != http.StatusBadRequest || !strings.HasPrefix(msg, tt.want) {
+				t.Errorf("patch: got %d %q, want 400 %q...", status, msg, tt.want)
+			}
+			body := map[string]any{"url": "https://other.example.com/hook"}
+			for k, v := range tt.body {
+				body[k] = v
+			}
+			status, msg = call(t, srv, "POST", "/api/subscriptions", body, nil)
+			if status != http.StatusBadRequest || !strings.HasPrefix(msg, tt.want) {
+				t.Errorf("post: got %d %q, want 400 %q...", status, msg, tt.want)
+			}
+		})
+	}
+	subs, err := r.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 1 || subs[created.ID].UpdatedAt != created.UpdatedAt {
+		t.Errorf("after refused changes: got %d subscriptions, updated at %v; want the one, unchanged since %v",
+			len(subs), subs[created.ID].UpdatedAt, created.UpdatedAt)
+	}
+
+	var patched subscriptions.Subscription
+	status, msg = call(t, srv, "PATCH", "/api/subscriptions/"+created.ID, map[string]any{
+		"filter": "", "headers": map[string]string{"x-other": "1"}, "schedule": []string{}, "timeout": "0s",
+	}, &patched)
+	if status != http.StatusOK {
+		t.Fatalf("patch: got %d %q", status, msg)
+	}
+	stored, err := r.Get(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Filter != "" || stored.Transform != created.Transform || !reflect.DeepEqual(stored.Headers, map[string]string{"X-Other": "1"}) ||
+		len(stored.Schedule) != 0 || stored.Timeout != 0 {
+		t.Errorf("after patch: got %+v, want the filter cleared, the transform kept, the headers replaced, schedule and timeout back to the globals", stored)
+	}
+	if patched.Headers["X-Other"] != "…" {
+		t.Errorf("patch answer: headers %v, want values hidden", patched.Headers)
+	}
+}
+
+func dur(s string) subscriptions.Duration {
+	var d subscriptions.Duration
+	if err := d.UnmarshalText([]byte(s)); err != nil {
+		panic(err)
+	}
+	return d
+}
