@@ -483,6 +483,14 @@ func (d *Dispatcher) attemptSpan(ctx context.Context, sub subscriptions.Subscrip
 	return ctx, span
 }
 
+// traceID is the trace_id of a log line about m: its first event's trace.
+func (d *Dispatcher) traceID(m *message) slog.Attr {
+	if len(m.events) == 0 {
+		return slog.Attr{}
+	}
+	return tracing.TraceID(d.cfg.Tracing.Extract(context.Background(), m.events[0].orig.Headers))
+}
+
 // endAttemptSpan ends an attempt's span with its answer.
 func endAttemptSpan(span trace.Span, res Result) {
 	if span.IsRecording() {
@@ -617,7 +625,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, a
 			return err
 		}
 	}
-	d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", m.id, "events", len(m.events), "attempts", attempts, "err", cause)
+	d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", m.id, d.traceID(m), "events", len(m.events), "attempts", attempts, "err", cause)
 	return nil
 }
 
@@ -648,7 +656,7 @@ func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter,
 			return nil, fmt.Errorf("delivery dlq: %w", err)
 		case limit <= minDeadLetterBytes:
 			d.log.Error("delivery dead letter refused for good, given up", "subscription", letter.Subscription, "event_id", e.id,
-				"attempts", letter.Attempts, "cause", letter.Error, "err", err)
+				tracing.TraceID(d.cfg.Tracing.Extract(ctx, e.orig.Headers)), "attempts", letter.Attempts, "cause", letter.Error, "err", err)
 			return nil, nil
 		}
 		// The topic takes less than the configured limit (created by an
@@ -723,7 +731,7 @@ func (d *Dispatcher) fail(ctx context.Context, subID string, m *message, attempt
 	err := d.scheduleRetry(ctx, subID, m, attempts, wait, last)
 	if topics.IsPermanentProduceErr(err) {
 		// The retry topic will never take it: its retries end here.
-		d.log.Warn("retry cannot be written, dead-lettering", "subscription", subID, "event_id", m.id, "err", err)
+		d.log.Warn("retry cannot be written, dead-lettering", "subscription", subID, "event_id", m.id, d.traceID(m), "err", err)
 		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
 	return err

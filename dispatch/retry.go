@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // The retry consumer reads the delivery-retry topic in the group
@@ -653,7 +654,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	subID, eventID, attempts := retry.Subscription, retry.EventID, retry.Attempts
 	st := d.subscription(subID)
 	if st == nil {
-		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID)
+		d.log.Info("dropping a retry of a deleted subscription", "subscription", subID, "event_id", eventID, tracing.TraceID(d.cfg.Tracing.Extract(ctx, rec.Headers)))
 		return finished, time.Time{}
 	}
 	if !st.enabled() {
@@ -669,7 +670,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	case res.OK():
 		return finished, time.Time{}
 	}
-	if !d.handOff(ctx, subID, func(ctx context.Context) error {
+	if !d.handOff(ctx, subID, m, func(ctx context.Context) error {
 		return d.fail(ctx, subID, m, attempts+1, res)
 	}) {
 		return stopped, time.Time{}
@@ -690,7 +691,7 @@ func (r *retries) reappendRetry(ctx context.Context, it *retryItem) {
 		defer r.mu.Unlock()
 		if ctx.Err() == nil {
 			r.d.log.Warn("retry not written anew: it holds back its partition's committed offset", "subscription", it.sub,
-				"partition", rec.Partition, "offset", rec.Offset, "err", err)
+				"partition", rec.Partition, "offset", rec.Offset, tracing.TraceID(r.d.cfg.Tracing.Extract(ctx, rec.Headers)), "err", err)
 			r.reappendAt = r.d.now().Add(r.rewindEvery())
 		}
 		if it.gen == r.gen[rec.Partition] {

@@ -310,13 +310,13 @@ func (w *worker) deliver(ctx context.Context, m *message) bool {
 			return true
 		}
 		if !w.sub.Ordered {
-			return w.d.handOff(ctx, subID, func(ctx context.Context) error {
+			return w.d.handOff(ctx, subID, m, func(ctx context.Context) error {
 				return w.d.fail(ctx, subID, m, attempt, res)
 			})
 		}
 		wait, more := w.d.delay(attempt, res.RetryAfter)
 		if !more || res.Gone() {
-			return w.d.handOff(ctx, subID, func(ctx context.Context) error {
+			return w.d.handOff(ctx, subID, m, func(ctx context.Context) error {
 				return w.d.deadLetter(ctx, subID, m, attempt, res)
 			})
 		}
@@ -329,16 +329,16 @@ func (w *worker) deliver(ctx context.Context, m *message) bool {
 	}
 }
 
-// handOff writes to the retry topic or the DLQ, retrying while Kafka
+// handOff writes m to the retry topic or the DLQ, retrying while Kafka
 // refuses: a failed delivery is never skipped silently.
-func (d *Dispatcher) handOff(ctx context.Context, subID string, write func(context.Context) error) bool {
+func (d *Dispatcher) handOff(ctx context.Context, subID string, m *message, write func(context.Context) error) bool {
 	wait := backoff.New(100*time.Millisecond, 10*time.Second)
 	for {
 		err := write(ctx)
 		if err == nil {
 			return true
 		}
-		d.log.Error("could not hand off a failed delivery; retrying", "subscription", subID, "err", err)
+		d.log.Error("could not hand off a failed delivery; retrying", "subscription", subID, "event_id", m.id, d.traceID(m), "err", err)
 		if !wait.Wait(ctx) {
 			return false
 		}

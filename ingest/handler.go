@@ -402,7 +402,7 @@ func (h *Handler) accept(ctx context.Context, c *echo.Context, name string, src 
 		if limited := h.failures.fail(c.RealIP(), received); limited != nil {
 			return limited
 		}
-		h.log.Info("rejected webhook", "source", name, "request_id", requestID(c), "err", err)
+		h.log.Info("rejected webhook", "source", name, "request_id", requestID(c), tracing.TraceID(ctx), "err", err)
 		return errSignature
 	}
 	// Only verified requests spend the source's rate limit.
@@ -438,7 +438,7 @@ func (h *Handler) accept(ctx context.Context, c *echo.Context, name string, src 
 		action := src.validate.action()
 		h.metrics.invalid.WithLabelValues(h.metrics.label(name, true), action).Inc()
 		// Paths only: messages can quote the payload's values.
-		h.log.Info("payload does not match the schema", "source", name, "event_id", eventID, "request_id", requestID(c),
+		h.log.Info("payload does not match the schema", "source", name, "event_id", eventID, "request_id", requestID(c), tracing.TraceID(ctx),
 			"on_invalid", action, "violations", len(violations), "first_path", violations[0].Path)
 		if action == OnInvalidReject {
 			return &apiError{status: http.StatusUnprocessableEntity, msg: "payload does not match the schema", violations: violations}
@@ -465,7 +465,7 @@ func (h *Handler) accept(ctx context.Context, c *echo.Context, name string, src 
 			h.metrics.shed.Inc()
 			return errOverloaded
 		}
-		h.log.Warn("kafka did not acknowledge", "source", name, "event_id", eventID, "request_id", requestID(c), "err", err)
+		h.log.Warn("kafka did not acknowledge", "source", name, "event_id", eventID, "request_id", requestID(c), tracing.TraceID(ctx), "err", err)
 		return &apiError{status: http.StatusServiceUnavailable, msg: "temporarily unavailable", retryAfter: retryAfterUnavailable, err: err}
 	}
 	h.recent.add(key, received)

@@ -2,8 +2,12 @@ package ingest_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -62,5 +66,30 @@ func TestRecordCarriesTraceContext(t *testing.T) {
 				t.Errorf("%s: got %q, want the provider's %q", topics.ProviderHeaderKey("traceparent"), got, provider)
 			}
 		})
+	}
+}
+
+// TestRejectedLogNamesTrace: the log line about a rejected webhook names
+// the trace of its request, the provider's.
+func TestRejectedLogNamesTrace(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	env := kafkatest.New(t, 1, 64<<10)
+	cfg := ingest.Config{Sources: testSources, MaxBody: 64 << 10, AckTimeout: 5 * time.Second, Topic: env.Names.Ingest}
+	log, logs := kafkatest.CaptureLogs(t)
+	h, err := ingest.New(cfg, env.Client(t, ingest.ProducerOpts(cfg)...), log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	rc := &receiver{env: env, srv: srv, h: h}
+	header := githubHeaders("d-1", `{"other":"body"}`)
+	header.Set("Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	if resp := rc.post(t, "github", header, `{}`); resp.status != http.StatusUnauthorized {
+		t.Fatalf("status: got %d %v, want 401", resp.status, resp.body)
+	}
+	lines := logs.Lines("rejected webhook")
+	if len(lines) != 1 || lines[0]["trace_id"] != traceID {
+		t.Errorf("rejected webhook lines: got %v, want one with trace_id %s", lines, traceID)
 	}
 }

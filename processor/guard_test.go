@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,7 +44,7 @@ func TestStateRecordGuard(t *testing.T) {
 			p := New(Config{Names: topics.NewNames("guard"), MaxRecordBytes: tt.limit}, nil, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 			tx := newTxn(p, nil)
 			got := st
-			cl, err := tx.stateRecord(0, key, &got)
+			cl, err := tx.stateRecord(context.Background(), 0, key, &got)
 			if tx.refused != tt.wantRefused {
 				t.Errorf("refused: got %d, want %d", tx.refused, tt.wantRefused)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // The ledger: each key's state is also its event's story (statestore.State).
@@ -63,7 +64,7 @@ func receivedAt(r *kgo.Record) (time.Time, bool) {
 // s.n >= strikeDeadLetter times) is dropped without it.
 func (t *txn) duplicate(ctx context.Context, pd *pending, old statestore.State, r *kgo.Record, s strike, now time.Time) {
 	if s.n >= strikeDeadLetter {
-		t.p.log.Warn("duplicate dropped without counting it in its story: its state write was refused", logAttrs(r, s.cause)...)
+		t.p.log.Warn("duplicate dropped without counting it in its story: its state write was refused", logAttrs(ctx, r, s.cause)...)
 		return
 	}
 	old.Duplicates++
@@ -78,11 +79,11 @@ func (t *txn) duplicate(ctx context.Context, pd *pending, old statestore.State, 
 // record even without its deliveries is not written: the key keeps its
 // state.
 func (t *txn) writeState(ctx context.Context, pd *pending, ref *recordRef, isolate bool, key []byte, st *statestore.State) {
-	cl, err := t.stateRecord(pd.part.id, key, st)
+	cl, err := t.stateRecord(ctx, pd.part.id, key, st)
 	switch {
 	case errors.Is(err, statestore.ErrTooLarge):
 		t.p.log.Error("state not written: its changelog record exceeds the record limit; the event keeps its story as it was",
-			"partition", pd.part.id, "event_id", string(key), "err", err)
+			"partition", pd.part.id, "event_id", string(key), tracing.TraceID(ctx), "err", err)
 		return
 	case err != nil:
 		t.fail(err)
@@ -101,7 +102,7 @@ func (t *txn) writeState(ctx context.Context, pd *pending, ref *recordRef, isola
 // logged, and st loses its least recently attempted deliveries (counted
 // as omitted) until it fits. An error wrapping statestore.ErrTooLarge
 // says that even st without deliveries cannot fit.
-func (t *txn) stateRecord(partition int32, key []byte, st *statestore.State) (*kgo.Record, error) {
+func (t *txn) stateRecord(ctx context.Context, partition int32, key []byte, st *statestore.State) (*kgo.Record, error) {
 	cl := &kgo.Record{Topic: string(t.p.cfg.Names.Changelog), Partition: partition, Key: key}
 	room := t.p.cfg.MaxRecordBytes - topics.RecordBytes(cl)
 	n := len(st.Deliveries)
@@ -114,7 +115,7 @@ func (t *txn) stateRecord(partition int32, key []byte, st *statestore.State) (*k
 	}
 	if len(st.Deliveries) < n {
 		t.p.log.Warn("state refused: its changelog record exceeds the record limit; written without its least recently attempted deliveries",
-			"partition", partition, "event_id", string(key), "omitted", n-len(st.Deliveries), "limit", t.p.cfg.MaxRecordBytes)
+			"partition", partition, "event_id", string(key), tracing.TraceID(ctx), "omitted", n-len(st.Deliveries), "limit", t.p.cfg.MaxRecordBytes)
 	}
 	cl.Value = value
 	return cl, nil

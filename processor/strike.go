@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // A record whose writes fail with a permanent produce error would fail its
@@ -121,13 +122,13 @@ func (t *txn) handleStruck(ctx context.Context, ref recordRef, r *kgo.Record, s 
 		}
 		n := topics.RecordBytes(letter)
 		if n <= room {
-			t.p.log.Warn(msg, logAttrs(r, logCause)...)
+			t.p.log.Warn(msg, logAttrs(ctx, r, logCause)...)
 			t.emit(ctx, ref, true, append([]*kgo.Record{letter}, t.deadLettered(r, topics.StageProcess, cause, now)...)...)
 			return
 		}
 		cause = fmt.Errorf("%w; %s of %d bytes exceeds the %d bytes the DLQ takes", cause, what, n, room)
 	}
-	t.p.log.Error("record skipped: not even a bare dead letter of it can be written", logAttrs(r, cause)...)
+	t.p.log.Error("record skipped: not even a bare dead letter of it can be written", logAttrs(ctx, r, cause)...)
 }
 
 // dlqRoom is the largest record the DLQ topic takes: its max.message.bytes,
@@ -170,7 +171,8 @@ func maxMessageBytes(ctx context.Context, cl *kgo.Client, topic string) (int64, 
 	return 0, fmt.Errorf("describe configs of %s: no max.message.bytes", topic)
 }
 
-// logAttrs identifies r in a log line about its failure.
-func logAttrs(r *kgo.Record, err error) []any {
-	return []any{"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "event_id", string(r.Key), "err", err}
+// logAttrs identifies r in a log line about its failure, and the trace of
+// ctx, r's span.
+func logAttrs(ctx context.Context, r *kgo.Record, err error) []any {
+	return []any{"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "event_id", string(r.Key), tracing.TraceID(ctx), "err", err}
 }

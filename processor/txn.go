@@ -138,9 +138,9 @@ func (t *txn) emit(ctx context.Context, ref recordRef, isolate bool, recs ...*kg
 
 // letter is the dead letter of r with its cause, cut to fit the record
 // limit if need be, and its event.dead_lettered event.
-func (t *txn) letter(r *kgo.Record, stage string, cause error, now time.Time) []*kgo.Record {
+func (t *txn) letter(ctx context.Context, r *kgo.Record, stage string, cause error, now time.Time) []*kgo.Record {
 	letter, logCause := t.cutLetter(r, stage, cause, now)
-	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(r, logCause)...)
+	t.p.log.Warn("record failed; sent to the DLQ", logAttrs(ctx, r, logCause)...)
 	return append([]*kgo.Record{letter}, t.deadLettered(r, stage, cause, now)...)
 }
 
@@ -308,16 +308,16 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 		ev, evErr = t.p.event(r, st.Replays, now)
 	}
 	if errors.Is(evErr, topics.ErrDecode) {
-		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, evErr, now)...)
+		t.emit(ctx, ref, isolate, t.letter(ctx, r, topics.StageDecode, evErr, now)...)
 		return outcomeFailed, nil
 	}
 	if evErr != nil {
 		failed(st, topics.StageProcess, evErr)
 		outcome = outcomeFailed
 	}
-	cl, err := t.stateRecord(r.Partition, r.Key, st)
+	cl, err := t.stateRecord(ctx, r.Partition, r.Key, st)
 	if errors.Is(err, statestore.ErrTooLarge) {
-		t.emit(ctx, ref, isolate, t.letter(r, topics.StageDecode, err, now)...)
+		t.emit(ctx, ref, isolate, t.letter(ctx, r, topics.StageDecode, err, now)...)
 		return outcomeFailed, nil
 	}
 	if err != nil {
@@ -332,7 +332,7 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 		if _, invalid := errors.AsType[*topics.PayloadError](evErr); invalid {
 			stage = topics.StageValidate
 		}
-		out = t.letter(r, stage, evErr, now)
+		out = t.letter(ctx, r, stage, evErr, now)
 	}
 	pd.set(r.Key, st)
 	t.emit(ctx, ref, isolate, append(out, cl)...)

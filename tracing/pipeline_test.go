@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,11 +23,11 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// tracedSubscriber answers 500 to the first delivery of the ids in fail,
-// 200 otherwise, and records the traceparent of every delivery.
+// tracedSubscriber answers 500 to the first fail[id] deliveries of an id,
+// 200 to the others, and records the traceparent of every delivery.
 type tracedSubscriber struct {
 	mu     sync.Mutex
-	fail   map[string]bool
+	fail   map[string]int
 	parent map[string][]string // webhook-id -> traceparents, in order
 }
 
@@ -34,9 +35,9 @@ func (s *tracedSubscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("webhook-id")
 	s.mu.Lock()
 	s.parent[id] = append(s.parent[id], r.Header.Get("traceparent"))
-	first := len(s.parent[id]) == 1
+	fail := len(s.parent[id]) <= s.fail[id]
 	s.mu.Unlock()
-	if first && s.fail[id] {
+	if fail {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
@@ -77,7 +78,7 @@ func TestPipelineTrace(t *testing.T) {
 	tr := otlptest.Tracing(t, recv.URL)
 
 	env := kafkatest.New(t, 1, maxBody)
-	log := kafkatest.Logger(t)
+	log, logs := kafkatest.CaptureLogs(t)
 	receiver := func() string {
 		cfg := ingest.Config{AcceptAll: true, MaxBody: maxBody, AckTimeout: 10 * time.Second, Topic: env.Names.Ingest, Tracing: tr}
 		h, err := ingest.New(cfg, env.Client(t, ingest.ProducerOpts(cfg)...), log, prometheus.NewRegistry())
@@ -96,7 +97,7 @@ func TestPipelineTrace(t *testing.T) {
 	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, log, prometheus.NewRegistry())
 	run(t, "processor", p.Run)
 
-	sub := &tracedSubscriber{fail: map[string]bool{"shop:2": true}, parent: map[string][]string{}}
+	sub := &tracedSubscriber{fail: map[string]int{"shop:2": 1, "shop:3": 3}, parent: map[string][]string{}}
 	subSrv := httptest.NewServer(sub)
 	t.Cleanup(subSrv.Close)
 	cl := env.Client(t)
@@ -119,6 +120,7 @@ func TestPipelineTrace(t *testing.T) {
 		traceA = "4bf92f3577b34da6a3ce929d0e0e4736" // shop:1
 		traceB = "5bf92f3577b34da6a3ce929d0e0e4737" // shop:1 again, a duplicate
 		traceC = "6bf92f3577b34da6a3ce929d0e0e4738" // shop:2, delivered at the second attempt
+		traceD = "7bf92f3577b34da6a3ce929d0e0e4739" // shop:3, dead-lettered after three attempts
 		client = "00f067aa0ba902b7"                 // the provider's span
 	)
 	post := func(url, id, traceID string) {
@@ -139,6 +141,7 @@ func TestPipelineTrace(t *testing.T) {
 	post(a, "1", traceA)
 	post(b, "1", traceB)
 	post(a, "2", traceC)
+	post(b, "3", traceD)
 
 	// spans waits for the trace's spans: want of each name.
 	spans := func(traceID string, want map[string]int) map[string][]otlptest.Span {
@@ -212,6 +215,21 @@ func TestPipelineTrace(t *testing.T) {
 	if fmt.Sprint(parents) != fmt.Sprint(want) {
 		t.Errorf("subscriber's traceparents of shop:2: got %v, want %v", parents, want)
 	}
+	// Dead-lettered: three attempts, and the log line says so with the
+	// trace's id.
+	spans(traceD, map[string]int{ingestName: 1, processName: 1, deliverName: 3})
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		for _, line := range logs.Lines("delivery dead-lettered") {
+			if line["event_id"] == "shop:3" {
+				if line["trace_id"] != traceD {
+					return fmt.Errorf("dead-lettered line of shop:3: got trace_id %v, want %s", line["trace_id"], traceD)
+				}
+				return nil
+			}
+		}
+		return errors.New("no dead-lettered line of shop:3")
+	})
+
 	// Time passes even if spans lag: no duplicate ever reaches the subscriber.
 	if got := sub.traceparents("shop:1"); len(got) != 1 {
 		t.Errorf("deliveries of shop:1: got %d, want 1", len(got))

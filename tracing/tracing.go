@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -183,3 +184,19 @@ const (
 	// Attempt is a delivery's attempt number, from 1.
 	Attempt = attribute.Key("hookstream.attempt")
 )
+
+// LogKey is the key of a log line's trace id.
+const LogKey = "trace_id"
+
+// TraceID is the trace_id attribute of a log line about the work ctx's
+// span context belongs to: its trace's id, so that the line and the trace
+// find each other. Without a valid span context it is the empty
+// attribute, which slog leaves out. A record's context is
+// TraceID(tr.Extract(ctx, r.Headers)).
+func TraceID(ctx context.Context) slog.Attr {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.HasTraceID() {
+		return slog.Attr{}
+	}
+	return slog.String(LogKey, sc.TraceID().String())
+}

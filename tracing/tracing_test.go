@@ -1,7 +1,10 @@
 package tracing_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -92,5 +95,30 @@ func TestZeroCarries(t *testing.T) {
 	tr.Inject(ctx, r)
 	if got := (*tracing.Headers)(&r.Headers).Get("traceparent"); got != parent {
 		t.Errorf("traceparent: got %q, want %q", got, parent)
+	}
+}
+
+// TestTraceIDLogs: a log line given a record's context names its trace as
+// trace_id; one given a context without a trace has no trace_id at all.
+func TestTraceIDLogs(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	var tr tracing.Tracing
+	ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(parent)}})
+	log.Info("about an event", tracing.TraceID(ctx))
+	log.Info("about nothing", tracing.TraceID(context.Background()))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	var first, second map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := first["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736"; got != want {
+		t.Errorf("trace_id: got %v, want %s (line %s)", got, want, lines[0])
+	}
+	if _, ok := second["trace_id"]; ok || strings.Contains(lines[1], `"":`) {
+		t.Errorf("line without a trace: got %s, want no trace_id and no empty key", lines[1])
 	}
 }

@@ -1,0 +1,36 @@
+package processor_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+)
+
+// TestLogNamesTrace: the log line about a record that fails names the
+// trace its traceparent carries.
+func TestLogNamesTrace(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	bad := ingestRecord(env, "shop", "k1", `{}`)
+	bad.Key = []byte("k1") // names no event: dead-lettered at decode
+	bad.Headers = append(bad.Headers, kgo.RecordHeader{Key: "traceparent", Value: []byte("00-" + traceID + "-00f067aa0ba902b7-01")})
+	produce(t, env.Client(t), bad)
+	log, logs := kafkatest.CaptureLogs(t)
+	start(t, env, options{name: "a", stateDir: t.TempDir(), log: log})
+
+	const msg = "record failed; sent to the DLQ"
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		lines := logs.Lines(msg)
+		if len(lines) == 0 {
+			return fmt.Errorf("no line %q yet", msg)
+		}
+		if got := lines[0]["trace_id"]; got != traceID || lines[0]["event_id"] != "k1" {
+			return fmt.Errorf("line %q: got trace_id %v, event_id %v, want %s, k1", msg, got, lines[0]["event_id"], traceID)
+		}
+		return nil
+	})
+}
