@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +29,10 @@ type subscriptionFlags struct {
 	rateLimit                float64
 	batchMax                 int
 	batchWait                time.Duration
+	filter, transform        string
+	headers                  []string // "Name: value"
+	schedule                 string
+	timeout                  time.Duration
 }
 
 func (f *subscriptionFlags) register(cmd *cobra.Command) {
@@ -40,11 +47,27 @@ func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "deliveries per second (0: unlimited)")
 	fs.IntVar(&f.batchMax, "batch-max", 1, "events per delivery, 1 to 1000; above 1 the body is {\"events\":[envelope,...]}")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "how long a partial batch waits for more events, at most 10s (0: sends what was read)")
+	fs.StringVar(&f.filter, "filter", "", "CEL expression an event must make true to be delivered (\"\": every event)")
+	fs.StringVar(&f.transform, "transform", "", "CEL expression whose value, as JSON, is delivered instead of the envelope (\"\": the envelope)")
+	fs.StringArrayVar(&f.headers, "header", nil, "'Name: value' added to every delivery, value stored encrypted like the secret (repeatable)")
+	fs.StringVar(&f.schedule, "schedule", "", "delays before retries 1..n, e.g. 10s,1m,10m (\"\": HOOKSTREAM_DELIVERY_SCHEDULE)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "timeout of one delivery attempt, at most 60s (0: HOOKSTREAM_DELIVERY_TIMEOUT)")
 }
 
-// patch holds the flags that were set.
-func (f *subscriptionFlags) patch(cmd *cobra.Command) subscriptions.Patch {
+// patch holds the flags that were set, --header aside (headerChange).
+func (f *subscriptionFlags) patch(cmd *cobra.Command) (subscriptions.Patch, error) {
 	var p subscriptions.Patch
+	var schedule []subscriptions.Duration
+	if cmd.Flags().Changed("schedule") {
+		ds, err := config.ParseSchedule(f.schedule)
+		if err != nil {
+			return p, fmt.Errorf("--schedule: %w", err)
+		}
+		schedule = make([]subscriptions.Duration, len(ds))
+		for i, d := range ds {
+			schedule[i] = subscriptions.Duration(d)
+		}
+	}
 	fields := []struct {
 		flag string
 		set  func()
@@ -59,13 +82,66 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) subscriptions.Patch {
 		{"rate-limit", func() { p.RateLimit = &f.rateLimit }},
 		{"batch-max", func() { p.BatchMax = &f.batchMax }},
 		{"batch-wait", func() { p.BatchWait = (*subscriptions.Duration)(&f.batchWait) }},
+		{"filter", func() { p.Filter = &f.filter }},
+		{"transform", func() { p.Transform = &f.transform }},
+		{"schedule", func() { p.Schedule = &schedule }},
+		{"timeout", func() { p.Timeout = (*subscriptions.Duration)(&f.timeout) }},
 	}
 	for _, field := range fields {
 		if cmd.Flags().Changed(field.flag) {
 			field.set()
 		}
 	}
-	return p
+	return p, nil
+}
+
+// headerChange is what --header and --unset-header change: the headers
+// they set, replacing those of the same names, and those they remove;
+// the others stay.
+type headerChange struct {
+	set   map[string]string
+	unset []string
+}
+
+// headerChange reads --header 'Name: value' and unset (--unset-header
+// Name); a name given twice is refused.
+func (f *subscriptionFlags) headerChange(unset []string) (headerChange, error) {
+	h := headerChange{set: make(map[string]string, len(f.headers))}
+	for _, kv := range f.headers {
+		name, value, ok := strings.Cut(kv, ":")
+		name, value = http.CanonicalHeaderKey(strings.TrimSpace(name)), strings.TrimSpace(value)
+		if !ok || name == "" {
+			return h, fmt.Errorf("--header: %q is not 'Name: value'", kv)
+		}
+		if _, dup := h.set[name]; dup {
+			return h, fmt.Errorf("--header: %s given twice", name)
+		}
+		h.set[name] = value
+	}
+	for _, name := range unset {
+		name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+		if _, both := h.set[name]; both {
+			return h, fmt.Errorf("--header and --unset-header both name %s", name)
+		}
+		h.unset = append(h.unset, name)
+	}
+	return h, nil
+}
+
+// apply changes the headers of s, leaving the map s had untouched.
+func (h headerChange) apply(s *subscriptions.Subscription) {
+	if len(h.set) == 0 && len(h.unset) == 0 {
+		return
+	}
+	headers := maps.Clone(s.Headers)
+	if headers == nil {
+		headers = make(map[string]string, len(h.set))
+	}
+	maps.Copy(headers, h.set)
+	for _, name := range h.unset {
+		delete(headers, name)
+	}
+	s.Headers = headers
 }
 
 // withRegistry runs fn with a registry on the configured cluster.
@@ -162,13 +238,25 @@ the subscription's secret like a delivery:
 and creates the subscription only if the endpoint answers 2xx echoing the
 challenge, as the body or as {"challenge":"<random>"} (hookstream sink does).
 
-With HOOKSTREAM_SECRET_KEY set, the secret is stored encrypted; with
-HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off the embedded broker),
-only https URLs are accepted.`,
+--filter and --transform are CEL expressions over the event (id, source,
+event_id, type, received_at, headers, data, form, replay): the filter must
+be true for the event to be delivered, the transform's value, as JSON, is
+the body instead of the envelope. An expression that does not compile is
+refused ("invalid filter: line L, column C: ..."), nothing written. See
+docs/delivery.md, "Subscription controls".
+
+With HOOKSTREAM_SECRET_KEY set, the secret and the --header values are
+stored encrypted; with HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off
+the embedded broker), only https URLs are accepted.`,
 		Example: `  hookstream subscriptions add --url https://example.com/hooks
   hookstream subscriptions add --url https://ci.example.com/hook --source github --event-type 'pull_request*' --from earliest
   hookstream subscriptions add --url https://example.com/hooks --batch-max 100 --batch-wait 1s
-  hookstream subscriptions add --verify --url https://example.com/hooks --secret whsec_...`,
+  hookstream subscriptions add --verify --url https://example.com/hooks --secret whsec_...
+  hookstream subscriptions add --url https://billing.example.com/hook --source stripe \
+    --filter 'has(data.data.object.amount) && data.data.object.amount > 100000' \
+    --header 'Authorization: Bearer s3cret' --schedule 10s,1m,10m --timeout 5s
+  hookstream subscriptions add --url https://hooks.slack.com/services/T0/B0/XYZ --source github \
+    --transform '{"text": "push to " + data.repository.full_name + " by " + data.pusher.name}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsAdd(cmd, *output, o) },
 	}
@@ -184,7 +272,17 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 	if err := checkOutput(output); err != nil {
 		return err
 	}
-	p := o.fields.patch(cmd)
+	p, err := o.fields.patch(cmd)
+	if err != nil {
+		return err
+	}
+	headers, err := o.fields.headerChange(nil)
+	if err != nil {
+		return err
+	}
+	if len(headers.set) > 0 {
+		p.Headers = &headers.set
+	}
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -209,7 +307,7 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 func newSubscriptionsListCommand(output *string) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
-		Short:   "List subscriptions (secrets hidden)",
+		Short:   "List subscriptions (secrets and header values hidden)",
 		Example: "  hookstream subscriptions list --output json",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return runSubscriptionsList(cmd, *output) },
@@ -217,7 +315,7 @@ func newSubscriptionsListCommand(output *string) *cobra.Command {
 }
 
 // runSubscriptionsList prints every subscription, oldest first, secrets
-// hidden.
+// and header values hidden.
 func runSubscriptionsList(cmd *cobra.Command, output string) error {
 	if err := checkOutput(output); err != nil {
 		return err
@@ -239,7 +337,7 @@ func runSubscriptionsList(cmd *cobra.Command, output string) error {
 func newSubscriptionsGetCommand(output *string) *cobra.Command {
 	return &cobra.Command{
 		Use:     "get ID",
-		Short:   "Show one subscription, secret included",
+		Short:   "Show one subscription, secret, controls and header values included",
 		Example: "  hookstream subscriptions get sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return runSubscriptionsGet(cmd, *output, args[0]) },
@@ -262,18 +360,40 @@ func runSubscriptionsGet(cmd *cobra.Command, output, id string) error {
 
 func newSubscriptionsUpdateCommand(output *string) *cobra.Command {
 	var fields subscriptionFlags
+	var unsetHeaders []string
 	cmd := &cobra.Command{
 		Use:   "update ID",
 		Short: "Change a subscription's fields",
+		Long: `Update changes the fields whose flags are given and keeps the others.
+--header sets the headers it names and keeps the others; --unset-header
+removes one. --filter "", --transform "", --schedule "" and --timeout 0
+go back to every event, the envelope and the global settings.`,
 		Example: `  hookstream subscriptions update sub_abc --url https://new.example.com/hook
-  hookstream subscriptions update sub_abc --batch-max 100 --batch-wait 500ms`,
+  hookstream subscriptions update sub_abc --batch-max 100 --batch-wait 500ms
+  hookstream subscriptions update sub_abc --filter 'data.action == "opened"'
+  hookstream subscriptions update sub_abc --filter ""
+  hookstream subscriptions update sub_abc --header 'Authorization: Bearer n3w' --unset-header X-Old-Token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := fields.patch(cmd)
-			return runSubscriptionsChange(cmd, *output, args[0], p, p.Apply, false)
+			p, err := fields.patch(cmd)
+			if err != nil {
+				return err
+			}
+			headers, err := fields.headerChange(unsetHeaders)
+			if err != nil {
+				return err
+			}
+			check := p
+			check.Headers = &headers.set // refused alone, refused merged
+			edit := func(s *subscriptions.Subscription) {
+				p.Apply(s)
+				headers.apply(s)
+			}
+			return runSubscriptionsChange(cmd, *output, args[0], check, edit, false)
 		},
 	}
 	fields.register(cmd)
+	cmd.Flags().StringArrayVar(&unsetHeaders, "unset-header", nil, "remove this header (repeatable)")
 	return cmd
 }
 
@@ -412,6 +532,41 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.URL, enabled, s.Ordered, batch,
 			orAll(s.Sources), orAll(s.EventTypes), s.Secret)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(subs) == 1 {
+		return printControls(w, subs[0])
+	}
+	return nil
+}
+
+// printControls prints the controls s has, one a line, below the table
+// of one subscription: its header values as s holds them (redacted or not).
+func printControls(w io.Writer, s subscriptions.Subscription) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// An expression may span lines: its next lines are indented under
+	// its first.
+	const indent = "\n\t"
+	if s.Filter != "" {
+		fmt.Fprintf(tw, "filter:\t%s\n", strings.ReplaceAll(s.Filter, "\n", indent))
+	}
+	if s.Transform != "" {
+		fmt.Fprintf(tw, "transform:\t%s\n", strings.ReplaceAll(s.Transform, "\n", indent))
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+		fmt.Fprintf(tw, "header:\t%s: %s\n", name, s.Headers[name])
+	}
+	if len(s.Schedule) > 0 {
+		delays := make([]string, len(s.Schedule))
+		for i, d := range s.Schedule {
+			delays[i] = d.String()
+		}
+		fmt.Fprintf(tw, "schedule:\t%s\n", strings.Join(delays, ","))
+	}
+	if s.Timeout != 0 {
+		fmt.Fprintf(tw, "timeout:\t%v\n", s.Timeout)
 	}
 	return tw.Flush()
 }

@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
-// TestSubscriptionBatchFlagsRefused: batch flags out of range are refused
-// with one line before any broker is asked.
-func TestSubscriptionBatchFlagsRefused(t *testing.T) {
+// TestSubscriptionFlagsRefused: flags out of range, expressions that do
+// not compile and headers a subscription may not have are refused with
+// one line before any broker is asked.
+func TestSubscriptionFlagsRefused(t *testing.T) {
 	t.Setenv("HOOKSTREAM_BROKERS", "127.0.0.1:1") // nothing listens: a case that got this far would fail
 	tests := []struct {
 		args []string
@@ -28,6 +34,28 @@ func TestSubscriptionBatchFlagsRefused(t *testing.T) {
 			"invalid subscription: batch_max: 0 is not between 1 and 1000"},
 		{[]string{"subscriptions", "update", "sub_a", "--batch-wait", "-1s"},
 			"invalid subscription: batch_wait: -1s is not between 0s and 10s"},
+		{[]string{"subscriptions", "add", "--url", "https://a.example/hook", "--filter", `data.action = "opened"`},
+			"invalid subscription: invalid filter: line 1, column 13: Syntax error: token recognition error at: '= '"},
+		{[]string{"subscriptions", "update", "sub_a", "--filter", `data.action`},
+			"invalid subscription: invalid filter: line 1, column 1: a filter must be a bool, this one is a dyn: compare it, as in data.draft == true"},
+		{[]string{"subscriptions", "update", "sub_a", "--transform", `{"text": body.title}`},
+			"invalid subscription: invalid transform: line 1, column 10: undeclared reference to 'body' (in container '')"},
+		{[]string{"subscriptions", "add", "--url", "https://a.example/hook", "--header", "X-Token"},
+			`--header: "X-Token" is not 'Name: value'`},
+		{[]string{"subscriptions", "add", "--url", "https://a.example/hook", "--header", "x-a: 1", "--header", "X-A: 2"},
+			"--header: X-A given twice"},
+		{[]string{"subscriptions", "update", "sub_a", "--header", "X-A: 1", "--unset-header", "x-a"},
+			"--header and --unset-header both name X-A"},
+		{[]string{"subscriptions", "add", "--url", "https://a.example/hook", "--header", "Webhook-Signature: v1,forged"},
+			"invalid subscription: headers: Webhook-Signature is set by hookstream and cannot be set by a subscription"},
+		{[]string{"subscriptions", "update", "sub_a", "--header", "X-A:"},
+			"invalid subscription: headers: X-A has an empty value"},
+		{[]string{"subscriptions", "add", "--url", "https://a.example/hook", "--schedule", "1s,soon"},
+			`--schedule: invalid duration "soon" (want e.g. 5s, 10m, 168h)`},
+		{[]string{"subscriptions", "update", "sub_a", "--schedule", "1s,48h"},
+			"invalid subscription: schedule: delay 2 (48h0m0s) is not above 0s and at most 24h"},
+		{[]string{"subscriptions", "update", "sub_a", "--timeout", "90s"},
+			"invalid subscription: timeout: 1m30s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -46,5 +74,95 @@ func TestSubscriptionBatchFlagsRefused(t *testing.T) {
 				t.Errorf("error: got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSubscriptionControlsCLI: `subscriptions add|update` set a
+// subscription's filter, transform, headers, schedule and timeout; `get`
+// prints them, header values included; `list` never prints a header
+// value; --header on update keeps the other headers, --unset-header
+// removes one, --filter "" clears the filter; a filter that does not
+// compile exits 1 and changes nothing.
+func TestSubscriptionControlsCLI(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS": "3", "HOOKSTREAM_SECRET_KEY": newSecretKey(t)}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := lagReplayRun(t, cliEnv, args...)
+		if code != 0 {
+			t.Fatalf("hookstream %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	getJSON := func(id string) subscriptions.Subscription {
+		t.Helper()
+		var s subscriptions.Subscription
+		if err := json.Unmarshal([]byte(cli("subscriptions", "get", id, "--output", "json")), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	const filter, transform = `source == "github" && data.action == "opened"`, `{"text": "opened: " + data.pull_request.title}`
+	var created subscriptions.Subscription
+	out := cli("subscriptions", "add", "--url", "https://ci.example.com/hook", "--output", "json",
+		"--filter", filter, "--transform", transform, "--header", "authorization: Bearer tok-91c2", "--header", "X-Team: ci",
+		"--schedule", "10s, 1m", "--timeout", "5s")
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		t.Fatalf("add: %v in %q", err, out)
+	}
+	want := subscriptions.Subscription{Filter: filter, Transform: transform,
+		Headers:  map[string]string{"Authorization": "Bearer tok-91c2", "X-Team": "ci"},
+		Schedule: []subscriptions.Duration{subscriptions.Duration(10 * time.Second), subscriptions.Duration(time.Minute)},
+		Timeout:  subscriptions.Duration(5 * time.Second)}
+	controls := func(s subscriptions.Subscription) subscriptions.Subscription {
+		return subscriptions.Subscription{Filter: s.Filter, Transform: s.Transform, Headers: s.Headers, Schedule: s.Schedule, Timeout: s.Timeout}
+	}
+	if got := controls(getJSON(created.ID)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("get after add: got %+v, want %+v", got, want)
+	}
+
+	table := cli("subscriptions", "get", created.ID)
+	for _, line := range []string{
+		"filter:     " + filter + "\n",
+		"transform:  " + transform + "\n",
+		"header:     Authorization: Bearer tok-91c2\n",
+		"header:     X-Team: ci\n",
+		"schedule:   10s,1m0s\n",
+		"timeout:    5s\n",
+	} {
+		if !strings.Contains(table, line) {
+			t.Errorf("get: output %q lacks %q", table, line)
+		}
+	}
+	for _, args := range [][]string{{"subscriptions", "list"}, {"subscriptions", "list", "--output", "json"}} {
+		if out := cli(args...); strings.Contains(out, "tok-91c2") || !strings.Contains(out, created.ID) {
+			t.Errorf("%s: got %q, want the subscription without its header values", strings.Join(args, " "), out)
+		}
+	}
+
+	out = cli("subscriptions", "update", created.ID, "--header", "x-team: platform", "--header", "X-Region: eu", "--unset-header", "authorization")
+	if strings.Contains(out, "platform") || !strings.Contains(out, "header:     X-Team: …") {
+		t.Errorf("update: output %q, want the headers with their values hidden", out)
+	}
+	want.Headers = map[string]string{"X-Team": "platform", "X-Region": "eu"}
+	if got := controls(getJSON(created.ID)); !reflect.DeepEqual(got, want) {
+		t.Errorf("after --header and --unset-header: got %+v, want %+v", got, want)
+	}
+
+	_, errOut, code := lagReplayRun(t, cliEnv, "subscriptions", "update", created.ID, "--filter", `data.action ==`, "--timeout", "1s")
+	if code != 1 || !strings.HasPrefix(errOut, "hookstream: invalid subscription: invalid filter: line 1, column 15: ") {
+		t.Errorf("update with a bad filter: exit %d, stderr %q; want exit 1 and invalid filter with its position", code, errOut)
+	}
+	if got := controls(getJSON(created.ID)); !reflect.DeepEqual(got, want) {
+		t.Errorf("after a refused update: got %+v, want nothing changed %+v", got, want)
+	}
+
+	cli("subscriptions", "update", created.ID, "--filter", "", "--schedule", "", "--timeout", "0")
+	want.Filter, want.Schedule, want.Timeout = "", nil, 0
+	if got := controls(getJSON(created.ID)); !reflect.DeepEqual(got, want) {
+		t.Errorf("after clearing: got %+v, want %+v", got, want)
 	}
 }
