@@ -47,7 +47,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -55,6 +54,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -69,9 +69,10 @@ type Config struct {
 	Attempts *attempts.Tally
 	// Stats follows the ingest, events and DLQ topics: the event counts.
 	Stats *stats.Tally
-	// Rejected, when this process runs the ingest role, is its receiver's
-	// rejected requests per source (ingest.Handler.Rejected).
-	Rejected func() map[string]int64
+	// Receiver, when this process runs the ingest role, is its
+	// receiver's answers since it started (ingest.Handler.Stats): the
+	// requests it rejected, and the duplicates it answered itself.
+	Receiver func() ingest.Stats
 	// Kafka answers offset and lag queries and reads topics; Opts build
 	// readers.
 	Kafka *kgo.Client
@@ -88,7 +89,7 @@ type Console struct {
 	access *access
 	srv    *admin.Server
 
-	rejected *sampler
+	receiver *sampler
 }
 
 // New builds the console; it does no I/O.
@@ -101,7 +102,7 @@ func New(cfg Config) (*Console, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, rejected: newSampler(cfg.Rejected)}, nil
+	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, receiver: newSampler(cfg.Receiver)}, nil
 }
 
 // Mount serves the console under /ui on srv, signing browsers in with
@@ -126,7 +127,7 @@ func (u *Console) Mount(srv *admin.Server) {
 
 // Run samples what the console charts per minute until ctx ends.
 func (u *Console) Run(ctx context.Context) error {
-	u.rejected.run(ctx)
+	u.receiver.run(ctx)
 	return nil
 }
 
@@ -185,85 +186,4 @@ func (u *Console) logout(r *Request) error {
 		return r.Redirect(admin.UIPrefix+"/", "")
 	}
 	return r.Context.Redirect(http.StatusSeeOther, admin.UIPrefix+"/login")
-}
-
-// sampler keeps per-minute differences of a counter function for the
-// last 15 minutes: the receiver's rejected requests, which it counts
-// since it started, not per minute.
-type sampler struct {
-	fn func() map[string]int64
-
-	mu      sync.Mutex
-	samples []sample // oldest first, at most chartMinutes+1
-}
-
-type sample struct {
-	minute int64 // unix minute
-	counts map[string]int64
-}
-
-// chartMinutes is how many minutes the overview charts.
-const chartMinutes = stats.Minutes
-
-func newSampler(fn func() map[string]int64) *sampler { return &sampler{fn: fn} }
-
-func (s *sampler) run(ctx context.Context) {
-	if s.fn == nil {
-		<-ctx.Done()
-		return
-	}
-	s.take(time.Now())
-	t := time.NewTicker(15 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.take(now)
-		}
-	}
-}
-
-// take records the counter at now, once per minute.
-func (s *sampler) take(now time.Time) {
-	m := now.Unix() / 60
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n := len(s.samples); n > 0 && s.samples[n-1].minute == m {
-		s.samples[n-1].counts = s.fn()
-		return
-	}
-	s.samples = append(s.samples, sample{minute: m, counts: s.fn()})
-	if len(s.samples) > chartMinutes+1 {
-		s.samples = s.samples[1:]
-	}
-}
-
-// series returns each name's count per minute over the last chartMinutes
-// minutes before now, oldest first; ok false when nothing is sampled.
-func (s *sampler) series(now time.Time) (map[string][]int64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fn == nil {
-		return nil, false
-	}
-	out := make(map[string][]int64)
-	last := now.Unix() / 60
-	for i := 1; i < len(s.samples); i++ {
-		prev, cur := s.samples[i-1], s.samples[i]
-		slot := chartMinutes - 1 - int(last-cur.minute)
-		if slot < 0 || slot >= chartMinutes {
-			continue
-		}
-		for name, n := range cur.counts {
-			if d := n - prev.counts[name]; d > 0 {
-				if out[name] == nil {
-					out[name] = make([]int64, chartMinutes)
-				}
-				out[name][slot] += d
-			}
-		}
-	}
-	return out, true
 }

@@ -16,8 +16,9 @@ import (
 // overviewData is the overview page.
 type overviewData struct {
 	Sources []sourceRow
-	// Rejected is false when this instance runs no receiver.
-	Rejected bool
+	// Receiver is false when this instance runs no receiver: then
+	// rejected requests, and duplicates it answered, are not known here.
+	Receiver bool
 
 	ProcessorLag    int64
 	ProcessorLagErr string
@@ -70,7 +71,7 @@ func (u *Console) overview(r *Request) error {
 		return err
 	}
 	var out overviewData
-	out.Sources, out.Rejected = u.sourceRows(now)
+	out.Sources, out.Receiver = u.sourceRows(now)
 	for _, c := range u.cfg.Stats.Sources() {
 		out.ProcessorDLQ += c.Failed
 	}
@@ -111,11 +112,13 @@ func (u *Console) overview(r *Request) error {
 	return r.Render(http.StatusOK, "overview.html", "Overview", "overview", out)
 }
 
-// sourceRows are the sources' counts per minute, the receiver's rejected
-// requests among them when this instance runs one.
+// sourceRows are the sources' counts per minute: accepted and the
+// duplicates the processor dropped, deployment-wide, by record time; the
+// duplicates this instance's receiver answered itself and the requests it
+// rejected, when it runs one.
 func (u *Console) sourceRows(now time.Time) ([]sourceRow, bool) {
 	recent := u.cfg.Stats.Recent(now)
-	rejected, sampled := u.rejected.series(now)
+	answers, receiver := u.receiver.series(now)
 	rows := make(map[string]*sourceRow)
 	row := func(name string) *sourceRow {
 		if rows[name] == nil {
@@ -130,26 +133,30 @@ func (u *Console) sourceRows(now time.Time) ([]sourceRow, bool) {
 		}
 		sr := row(name)
 		for i, c := range series {
-			sr.AcceptedSeries[i], sr.DuplicateSeries[i] = c.Accepted, c.Duplicates()
-			sr.Accepted += c.Accepted
-			sr.Duplicates += c.Duplicates()
+			sr.AcceptedSeries[i] += c.Accepted
+			sr.DuplicateSeries[i] += c.Duplicates()
 		}
 	}
-	for name, series := range rejected {
+	for name, series := range answers {
 		sr := row(name)
-		for i, n := range series {
-			sr.RejectedSeries[i] = n
-			sr.Rejected += n
+		for i, a := range series {
+			sr.DuplicateSeries[i] += a.Duplicates
+			sr.RejectedSeries[i] += a.Rejected
 		}
 	}
 	out := make([]sourceRow, 0, len(rows))
 	for _, sr := range rows {
+		for i := range chartMinutes {
+			sr.Accepted += sr.AcceptedSeries[i]
+			sr.Duplicates += sr.DuplicateSeries[i]
+			sr.Rejected += sr.RejectedSeries[i]
+		}
 		if sr.Accepted+sr.Duplicates+sr.Rejected > 0 {
 			out = append(out, *sr)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, sampled
+	return out, receiver
 }
 
 func sortedIDs(subs map[string]subscriptions.Subscription) []string {

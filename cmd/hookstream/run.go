@@ -130,6 +130,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	g.Go(func() error { return n.counts.Run(ctx) })
 	var (
 		rejected func() map[string]int64 // this instance's receiver's, when it runs one
+		receiver func() ingest.Stats     // the same
 		local    *processor.Processor    // this instance's, when it runs one
 	)
 	if slices.Contains(roles, "ingest") {
@@ -137,7 +138,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		if err != nil {
 			return err
 		}
-		rejected = h.Rejected
+		rejected, receiver = h.Rejected, h.Stats
 		g.Go(func() error { return h.Run(ctx) })
 	}
 	if slices.Contains(roles, "processor") {
@@ -156,7 +157,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		g.Go(func() error { return d.Run(ctx) })
 	}
 	n.mount(rejected, local)
-	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Rejected: rejected,
+	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
 		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, Log: log})
 	if err != nil {
 		return err
@@ -348,7 +349,7 @@ func (n *node) mount(rejected func() map[string]int64, local *processor.Processo
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
 	events.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
-	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.log).Mount(n.srv)
+	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log).Mount(n.srv)
 }
 
 // processorConfig is the processor's part of cfg. Its transactional id
