@@ -419,3 +419,19 @@ func TestLargeFormRefused(t *testing.T) {
 		t.Errorf("large sign-in form: got %d, want 413", a.status)
 	}
 }
+
+// TestForgedFlashNotShown: a page on another port of the same host can set
+// cookies for this one; a message it sets is not shown.
+func TestForgedFlashNotShown(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	b.signIn()
+	u, _ := url.Parse(h.srv.URL + "/ui/")
+	forged := "WW91ciB0b2tlbiBleHBpcmVkOiBzaWduIGluIGF0IGV2aWwuZXhhbXBsZQ" // "Your token expired: sign in at evil.example"
+	for _, v := range []string{forged, forged + ".bm90YW1hYw"} {
+		b.http.Jar.SetCookies(u, []*http.Cookie{{Name: "hookstream_flash", Value: v, Path: "/ui"}})
+		if a := b.get("/ui/"); strings.Contains(a.body, "evil.example") {
+			t.Errorf("flash %q: shown", v)
+		}
+	}
+}

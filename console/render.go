@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
@@ -207,22 +208,29 @@ func (r *Request) Render(status int, name, title, nav string, data any) error {
 // message the next page shows once (it must not hold a secret).
 func (r *Request) Redirect(to, flash string) error {
 	if flash != "" {
+		v := base64.RawURLEncoding.EncodeToString([]byte(flash))
 		r.SetCookie(&http.Cookie{
-			Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(flash)), Path: admin.UIPrefix,
+			Name: flashCookie, Value: v + "." + r.u.access.mac("flash", v), Path: admin.UIPrefix,
 			MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.Request().TLS != nil,
 		})
 	}
 	return r.Context.Redirect(http.StatusSeeOther, to)
 }
 
-// flash takes the message a redirect left.
+// flash takes the message a redirect left. Its cookie is MAC'd: a page on
+// another port of the same host can set cookies for this one, not make
+// the console show its text.
 func (r *Request) flash() string {
 	ck, err := r.Cookie(flashCookie)
-	if err != nil {
+	if err != nil || r.u.access == nil {
 		return ""
 	}
 	r.SetCookie(&http.Cookie{Name: flashCookie, Path: admin.UIPrefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	v, mac, ok := strings.Cut(ck.Value, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(r.u.access.mac("flash", v))) {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil || len(b) > 512 {
 		return ""
 	}
