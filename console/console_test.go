@@ -30,6 +30,7 @@ const token = "console-t0ken"
 // broker.
 type harness struct {
 	srv      *httptest.Server
+	admin    *admin.Server
 	env      *kafkatest.Env
 	cl       *kgo.Client
 	registry *subscriptions.Registry
@@ -61,6 +62,7 @@ func serve(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	ui.Mount(s)
+	h.admin = s
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	for _, run := range []func(context.Context) error{tally.Run, counts.Run, ui.Run} {

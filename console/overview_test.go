@@ -1,0 +1,78 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// TestOverview: the overview shows each source's last minutes, the DLQ
+// sizes, the subscriptions by health, and this instance's checks.
+func TestOverview(t *testing.T) {
+	h := serve(t, options{token: token})
+	h.admin.AddCheck("processor", func(context.Context) (bool, any) {
+		return false, map[string]any{"assigned": true, "partitions": []int32{0}, "restoring": []int32{1}}
+	})
+	b := h.browser(t)
+	b.signIn()
+	if a := b.get("/ui/"); !strings.Contains(a.body, "No events in the last 15 minutes.") || !strings.Contains(a.body, "No subscriptions yet.") {
+		t.Errorf("empty overview: want the empty states, got:\n%s", a.body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range []string{"sub_on", "sub_off"} {
+		s := subscriptions.Subscription{ID: id, URL: "https://example.com/" + id}
+		if err := h.registry.Create(ctx, &s, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	off := false
+	if _, err := h.registry.Update(ctx, "sub_off", func(s *subscriptions.Subscription) error {
+		subscriptions.Patch{Enabled: &off}.Apply(s)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	src := func(topic topics.Topic, key string, more ...kgo.RecordHeader) *kgo.Record {
+		return &kgo.Record{Topic: string(topic), Key: []byte(key), Value: []byte("{}"),
+			Headers: append([]kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("shop")}}, more...)}
+	}
+	names := h.env.Names
+	if err := h.cl.ProduceSync(ctx,
+		src(names.Ingest, "shop:1"), src(names.Ingest, "shop:1"), src(names.Ingest, "shop:2"),
+		src(names.Events, "shop:1"),
+		src(names.DLQ, "shop:2", kgo.RecordHeader{Key: topics.HeaderErrorStage, Value: []byte(topics.StageProcess)}),
+		(&topics.Attempt{Subscription: "sub_on", EventID: "shop:1", N: 3, Outcome: topics.OutcomeDeadLettered, At: time.Now()}).Record(names.DeliveryAttempts),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	a := b.get("/ui/")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`<th scope="row">shop</th>\s*<td class="num" data-label="Accepted">3 <svg`),
+		regexp.MustCompile(`<td class="num" data-label="Duplicates">1 <svg`),
+		// the last minute, or the one before when the page is read in the next
+		regexp.MustCompile(`aria-label="shop accepted per minute, oldest first: (0, ){13}(0, 3|3, 0)"`),
+		regexp.MustCompile(`>1</span> in the processor DLQ`),
+		regexp.MustCompile(`>1</span> in the delivery DLQ`),
+		regexp.MustCompile(`>1</span> delivering`),
+		regexp.MustCompile(`>1</span> disabled</p>\s*<a href="/ui/subscriptions/sub_off">sub_off</a>`),
+		regexp.MustCompile(`Restoring partitions: 1`),
+		regexp.MustCompile(`<span class="badge bad">not ready</span>`),
+	} {
+		if !want.MatchString(a.body) {
+			t.Errorf("overview: missing %s", want)
+		}
+	}
+	if a.status != http.StatusOK {
+		t.Errorf("overview: got %d", a.status)
+	}
+}
