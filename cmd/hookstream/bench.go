@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // benchOptions are the flags of bench.
@@ -25,7 +27,9 @@ type benchOptions struct {
 	sink      string
 	batchMax  int
 	batchWait time.Duration
-	output    string
+	// joinTimeout bounds the wait for the sink subscription's group.
+	joinTimeout time.Duration
+	output      string
 }
 
 func newBenchCommand() *cobra.Command {
@@ -41,8 +45,10 @@ hidden.
 
 With --sink ADDR it also runs a subscriber on ADDR, subscribes it (from now
 on) through the cluster of --brokers, and reports end-to-end latency: from
-an event's POST to its signed delivery, each signature verified. The
-subscription is removed at the end; --sink-batch-max and --sink-batch-wait
+an event's POST to its signed delivery, each signature verified. It sends
+once a dispatcher consumes the new subscription (its group formed, every
+partition assigned), within --sink-join-timeout. The subscription is
+removed at the end; --sink-batch-max and --sink-batch-wait
 make it a batched one, and the sink counts each event of a batch.`,
 		Example: `  hookstream bench --rate 2000 --duration 30s
   hookstream bench --rate 0 --concurrency 64 --scheme github --secret s3cret
@@ -64,6 +70,7 @@ make it a batched one, and the sink counts each event of a batch.`,
 	f.StringVar(&o.sink, "sink", "", "run a subscriber on this address and measure end-to-end latency")
 	f.IntVar(&o.batchMax, "sink-batch-max", 1, "batch_max of the sink's subscription (events per delivery)")
 	f.DurationVar(&o.batchWait, "sink-batch-wait", 0, "batch_wait of the sink's subscription")
+	f.DurationVar(&o.joinTimeout, "sink-join-timeout", time.Minute, "how long to wait for a dispatcher to consume the sink's subscription before sending")
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -92,7 +99,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 			return err
 		}
 		s = loadgen.NewSink()
-		stop, err := startBenchSink(cmd, o.sink, s, batch)
+		stop, err := startBenchSink(cmd, o.sink, s, batch, o.joinTimeout)
 		if err != nil {
 			return err
 		}
@@ -121,7 +128,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 
 // startBenchSink serves s on addr and subscribes it, batched as batch says, with
 // s verifying its signatures; stop removes both.
-func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subscriptions.Patch) (stop func(), err error) {
+func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subscriptions.Patch, joinTimeout time.Duration) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--sink: %w", err)
@@ -136,7 +143,7 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var id string
-	err = withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+	err = withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
 		sub := subscriptions.Subscription{URL: "http://" + ln.Addr().String() + "/", Description: "hookstream bench sink", MaxInFlight: 64,
 			Secret: secret}
 		batch.Apply(&sub)
@@ -144,7 +151,10 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 			return err
 		}
 		id = sub.ID
-		return nil
+		// Events sent before a dispatcher consumes the subscription would
+		// wait for its group to form (seconds on a cluster) and count that
+		// wait as latency.
+		return waitSubscriptionGroup(cmd.Context(), c.adm, c.names, id, joinTimeout)
 	})
 	stop = func() {
 		if id != "" {
@@ -163,9 +173,63 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 		stop()
 		return nil, err
 	}
-	// Give dispatchers a moment to start the new subscription's group.
-	time.Sleep(2 * time.Second)
 	return stop, nil
+}
+
+// waitSubscriptionGroup waits until subscription id's group is stable with
+// every partition of the events topic assigned to a member: until a
+// dispatcher consumes all of the subscription's events.
+func waitSubscriptionGroup(ctx context.Context, adm *kadm.Client, names topics.Names, id string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	group := string(names.SubscriptionGroup(id))
+	var last string
+	for {
+		parts, err := adm.ListTopics(ctx, string(names.Events))
+		if err == nil {
+			var described kadm.DescribedGroups
+			described, err = adm.DescribeGroups(ctx, group)
+			if err == nil {
+				last = groupAssigned(described[group], string(names.Events), len(parts[string(names.Events)].Partitions))
+				if last == "" {
+					return nil
+				}
+			}
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("--sink: the subscription's group %s did not form within %v (%s); is a dispatcher running?", group, timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// groupAssigned is "" when g is stable with n partitions of topic assigned,
+// else what it is still missing.
+func groupAssigned(g kadm.DescribedGroup, topic string, n int) string {
+	if g.Err != nil {
+		return g.Err.Error()
+	}
+	if g.State != "Stable" {
+		return "state " + g.State
+	}
+	assigned := 0
+	for _, m := range g.Members {
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range a.Topics {
+				if t.Topic == topic {
+					assigned += len(t.Partitions)
+				}
+			}
+		}
+	}
+	if n == 0 || assigned < n {
+		return fmt.Sprintf("%d of %d partitions assigned", assigned, n)
+	}
+	return ""
 }
 
 func printReport(w io.Writer, r loadgen.Report) error {

@@ -152,3 +152,21 @@ func TestBenchAgainstRunningBinary(t *testing.T) {
 		t.Errorf("hookstream run exit code: got %d, want 0", code)
 	}
 }
+
+// TestBenchWaitsForTheSinkGroup: bench --sink sends nothing until a
+// dispatcher consumes its subscription, so the group's forming is not
+// counted as latency; with no dispatcher running it says so and sends
+// nothing.
+func TestBenchWaitsForTheSinkGroup(t *testing.T) {
+	t.Parallel()
+	d := newEmbedded(t)
+	proc := d.runRoles(t, "hookstream run --roles ingest,processor", "ingest,processor")
+	out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr}, "bench", "--target", "http://"+d.httpAddr,
+		"--rate", "200", "--duration", "1s", "--sink", kafkatest.FreeAddr(t), "--sink-join-timeout", "3s")
+	if code != 1 || !strings.Contains(errOut, "did not form within 3s") || !strings.Contains(errOut, "is a dispatcher running?") || strings.Contains(out, "sent") {
+		t.Errorf("bench --sink without a dispatcher: exit %d, stdout %q, stderr %q; want exit 1, no report, and the group that did not form", code, out, errOut)
+	}
+	if code := proc.stop(t, 20*time.Second); code != 0 {
+		t.Errorf("hookstream run exit code: got %d, want 0", code)
+	}
+}
