@@ -74,35 +74,140 @@ func TestRealFiltersCompile(t *testing.T) {
 	}
 }
 
-// TestRuntimeCostLimit: a filter that passes the estimate, on a payload
-// far larger than the estimate assumed, ends with an error instead of
-// running on.
-func TestRuntimeCostLimit(t *testing.T) {
-	t.Skip("cel-go's cost tracker is quadratic in a comprehension's iterations: the limit is reached only after seconds")
+// bigEnvelope is an event whose body is a list of n items and a string of
+// 1 MiB.
+func bigEnvelope(n int) *topics.Envelope {
 	var b strings.Builder
-	b.WriteString(`{"items":[`)
-	for i := range 200_000 {
+	b.WriteString(`{"big":"`)
+	b.WriteString(strings.Repeat("ab", 1<<19))
+	b.WriteString(`","items":[`)
+	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"name":"item-%d"}`, i)
+		fmt.Fprintf(&b, `{"name":"item-%d","n":%d}`, i, i)
 	}
 	b.WriteString(`]}`)
-	env := &topics.Envelope{ID: "x:1", Source: "x", EventID: "1", Data: []byte(b.String())}
-	f, err := CompileFilter(`data.items.exists(i, i.name.contains("nothing-like-it"))`)
+	return &topics.Envelope{ID: "x:1", Source: "x", EventID: "1", Data: []byte(b.String())}
+}
+
+// TestRuntimeCostLimit: expressions that pass the estimate, on payloads far
+// larger than it assumed, end with the cost limit's error instead of
+// running on; comprehensions stay linear in their iterations.
+func TestRuntimeCostLimit(t *testing.T) {
+	huge := NewInput(bigEnvelope(200_000))
+	small := NewInput(bigEnvelope(1_000))
+	for _, tc := range []struct {
+		name, src string
+		in        *Input
+		transform bool
+	}{
+		{"a string operation on each of 200,000 items", `data.items.exists(i, i.name.contains("nothing-like-it"))`, huge, false},
+		{"a map over 200,000 items", `data.items.map(i, {"n": i.name + i.name})`, huge, true},
+		{"a 1 MiB string scanned for each item", `data.items.exists(i, data.big.contains(i.name))`, small, false},
+		{"a 1 MiB string concatenated for each item", `data.items.map(i, data.big + i.name)`, small, true},
+		{"a pattern over 1 MiB for each item", `data.items.exists(i, data.big.matches("^(a|b)*c$"))`, small, false},
+		{"a list of the payload referenced many times", "[" + strings.Repeat("data,", 500) + "data]", small, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.transform {
+				var tr *Transform
+				if tr, err = CompileTransform(tc.src); err != nil {
+					t.Fatal(err)
+				}
+				var out []byte
+				out, err = tr.Apply(tc.in)
+				if err == nil {
+					t.Fatalf("Apply = %d bytes, nil; want the cost limit's error", len(out))
+				}
+			} else {
+				var f *Filter
+				if f, err = CompileFilter(tc.src); err != nil {
+					t.Fatal(err)
+				}
+				var ok bool
+				ok, err = f.Match(tc.in)
+				if err == nil {
+					t.Fatalf("Match = %v, nil; want the cost limit's error", ok)
+				}
+			}
+			if !strings.Contains(err.Error(), "cost limit exceeded") {
+				t.Errorf("error %q, want the cost limit's", err)
+			}
+		})
+	}
+}
+
+// TestLargePayloadWithinLimit: a single pass over 20,000 items, building a
+// list (whose accumulator is read for free), is within the limit.
+func TestLargePayloadWithinLimit(t *testing.T) {
+	in := NewInput(bigEnvelope(20_000))
+	tr, err := CompileTransform(`data.items.filter(i, i.n % 2 == 0).map(i, i.n)`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := f.Match(NewInput(env))
-	if err == nil || !strings.Contains(err.Error(), "cost limit") {
-		t.Fatalf("Match = %v, %v; want the cost limit's error", ok, err)
+	out, err := tr.Apply(in)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
-	tr, err := CompileTransform(`data.items.map(i, {"n": i.name + i.name})`)
+	if !strings.HasPrefix(string(out), "[0,2,4,") || !strings.HasSuffix(string(out), ",19998]") {
+		t.Errorf("Apply = %.40s...", out)
+	}
+	f, err := CompileFilter(`data.items.exists(i, i.name == "item-19999") && size(data.big) > 0`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := tr.Apply(NewInput(env))
-	if err == nil || !strings.Contains(err.Error(), "cost limit") {
-		t.Fatalf("Apply = %d bytes, %v; want the cost limit's error", len(out), err)
+	if ok, err := f.Match(in); !ok || err != nil {
+		t.Errorf("Match = %v, %v; want true", ok, err)
+	}
+}
+
+// TestCostOfTypicalFilters: a typical filter on a GitHub payload costs a
+// few units, several orders of magnitude below the limit.
+func TestCostOfTypicalFilters(t *testing.T) {
+	in := NewInput(testEnvelope())
+	for _, src := range []string{
+		`source == "github" && data.ref == "refs/heads/main" && data.commits.exists(c, c.message.contains("deploy"))`,
+	} {
+		f, err := CompileFilter(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &meter{in: in}
+		if _, _, err := f.prg.Eval(m); err != nil {
+			t.Fatal(err)
+		}
+		if m.cost > 100 {
+			t.Errorf("%s costs %d units, want at most 100", src, m.cost)
+		}
+	}
+}
+
+func TestPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		src       string
+		line, col int
+		msg       string
+	}{
+		{`data.ref.matches(data.pattern)`, 1, 18, "literal pattern"},
+		{"source == \"x\" ||\n  matches(data.ref, \"(\")", 2, 21, "missing closing )"},
+		{`data.ref.matches("[a-z]{1000}")`, 1, 18, "instructions"},
+	} {
+		_, err := CompileFilter(tc.src)
+		var e *Error
+		if !errors.As(err, &e) || e.Line != tc.line || e.Column != tc.col || !strings.Contains(e.Msg, tc.msg) {
+			t.Errorf("CompileFilter(%s) = %v, want an error at %d:%d saying %q", tc.src, err, tc.line, tc.col, tc.msg)
+		}
+	}
+	for src, want := range map[string]bool{
+		`data.ref.matches("^refs/heads/(main|release/.*)$")`: true,
+		`matches(data.ref, "^refs/tags/")`:                   false,
+		`data.repository.id.matches("1")`:                    false, // an evaluation error: not a string
+	} {
+		got, err := match(t, src, testEnvelope())
+		if (err == nil && got != want) || (err != nil && src != `data.repository.id.matches("1")`) {
+			t.Errorf("%s: Match = %v, %v; want %v", src, got, err, want)
+		}
 	}
 }

@@ -25,11 +25,10 @@
 // expressions whose cost grows with the square of the payload
 // (comprehensions over data nested in one another) and lets a single pass
 // over a list through. RuntimeCostLimit bounds every evaluation whatever
-// the payload: past it the evaluation ends with an error. It bounds the
-// time of an evaluation and the size of what a transform builds (string
-// concatenation and list and map construction are charged); a transform's
-// JSON is cut off at MaxOutputBytes in any case, since one value may be
-// referenced many times within the result.
+// the payload, with a meter of this package's own (meter.go): past it the
+// evaluation ends with an error. It bounds the time of an evaluation and
+// what a transform builds: the strings, lists and maps it produces, and
+// its JSON, charged as it is written.
 package expr
 
 import (
@@ -38,6 +37,9 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/types"
 )
 
 // Bounds of an expression. All are checked when an expression is compiled
@@ -59,13 +61,15 @@ const (
 	// MaxEstimatedCost is the largest cost cel-go's checker may estimate
 	// for an expression, with SizeHint.
 	MaxEstimatedCost = 1_000_000
-	// RuntimeCostLimit is the most cost units one evaluation spends; past
-	// it, it ends with an error. A unit is about one operation, a string
-	// operation costs a unit per 10 characters.
+	// RuntimeCostLimit is the most cost units one evaluation spends, a
+	// transform's JSON included; past it, it ends with an error. A step of
+	// the evaluation costs a unit plus one per 10 bytes of the string, or
+	// 10 entries of the list or map, it produced; JSON costs a unit per
+	// value and per 10 bytes written, so it is at most about 20 MB.
 	RuntimeCostLimit = 1_000_000
-	// MaxOutputBytes is the largest JSON a transform produces: as large as
-	// the largest record hookstream writes (a 64 MiB body's).
-	MaxOutputBytes = 3*64<<20 + 64<<10
+	// MaxRegexInstructions is the largest program a matches pattern may
+	// compile to.
+	MaxRegexInstructions = 1_000
 )
 
 // Error is an expression refused at compilation: where, and why.
@@ -101,6 +105,9 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 		cel.ParserExpressionSizeLimit(MaxSourceBytes),
 		cel.ParserRecursionLimit(MaxNesting),
 		cel.ExpressionNodeLimit(MaxNodes),
+		// Comprehensions name their accumulator @result, which no
+		// expression can name: the meter reads it for free.
+		cel.EnableHiddenAccumulatorName(true),
 	)
 })
 
@@ -126,11 +133,67 @@ func compile(src string) (*cel.Ast, cel.Program, error) {
 			"the estimated cost, %d, is more than %d, assuming lists, maps and strings of %d entries or characters: comprehensions over data nested in one another cost too much",
 			cost.Max, MaxEstimatedCost, SizeHint)}
 	}
-	prg, err := e.Program(ast, cel.CostLimit(RuntimeCostLimit), cel.InterruptCheckFrequency(100))
+	if err := checkPatterns(ast); err != nil {
+		return nil, nil, err
+	}
+	prg, err := e.Program(ast, cel.CustomDecoratorV2(metering))
 	if err != nil {
 		return nil, nil, &Error{Line: 1, Column: 1, Msg: err.Error()}
 	}
 	return ast, prg, nil
+}
+
+// checkPatterns refuses a matches whose pattern is not a literal, or does
+// not compile within MaxRegexInstructions.
+func checkPatterns(a *cel.Ast) error {
+	native := a.NativeRep()
+	calls := celast.MatchDescendants(celast.NavigateAST(native), celast.FunctionMatcher("matches"))
+	for _, call := range calls {
+		c := call.AsCall()
+		args := c.Args()
+		if len(args) == 0 {
+			continue
+		}
+		pattern := args[len(args)-1]
+		at := startOf(native, pattern)
+		if pattern.Kind() != celast.LiteralKind {
+			return locatedError(at, "matches needs a literal pattern")
+		}
+		s, ok := pattern.AsLiteral().(types.String)
+		if !ok {
+			return locatedError(at, "matches needs a string pattern")
+		}
+		if _, _, err := compileRegex(string(s)); err != nil {
+			return locatedError(at, "matches: "+err.Error())
+		}
+	}
+	return nil
+}
+
+// startOf is the location of e's first character: the leftmost of its
+// nodes' (a selection's location is its dot).
+func startOf(a *celast.AST, e celast.Expr) common.Location {
+	start := a.SourceInfo().GetStartLocation(e.ID())
+	for _, d := range celast.MatchDescendants(celast.NavigateExpr(a, e), celast.AllMatcher()) {
+		at := a.SourceInfo().GetStartLocation(d.ID())
+		if at.Line() >= 1 && (at.Line() < start.Line() || at.Line() == start.Line() && at.Column() < start.Column()) {
+			start = at
+		}
+	}
+	return start
+}
+
+// locatedError is an *Error at a location cel-go reports: lines from 1,
+// columns from 0.
+func locatedError(at common.Location, msg string) *Error {
+	line, col := at.Line(), at.Column()+1
+	if line < 1 {
+		line, col = 1, 1
+	}
+	if col < 1 {
+		col = 1
+	}
+	return &Error{Line: line, Column: col, Msg: msg}
 }
 
 // issueError is the first of the issues as an *Error.
@@ -139,15 +202,7 @@ func issueError(iss *cel.Issues) error {
 	if len(errs) == 0 {
 		return &Error{Line: 1, Column: 1, Msg: iss.Err().Error()}
 	}
-	first := errs[0]
-	line, col := first.Location.Line(), first.Location.Column()+1
-	if line < 1 {
-		line, col = 1, 1
-	}
-	if col < 1 {
-		col = 1
-	}
-	return &Error{Line: line, Column: col, Msg: first.Message}
+	return locatedError(errs[0].Location, errs[0].Message)
 }
 
 // sizes is the size estimator of the cost estimate. A string, list or map

@@ -114,6 +114,21 @@ func TestFilterEnvironment(t *testing.T) {
 		{`"b" in form.channel`, formEnvelope(), true},
 		{`has(form.user_name)`, formEnvelope(), true},
 		{`data == null && size(headers) == 0`, formEnvelope(), true},
+		{`data["ref"] == "refs/heads/main" && data.commits[1].author["name"] == "Octo Cat"`, testEnvelope(), true},
+		{`data.commits[replay - 1].id == "6113728f"`, testEnvelope(), true},
+		{`data.commits[size(data.commits) - 1].id == "6113728f"`, testEnvelope(), true},
+		{`(data.created ? "created" : data.forced ? "forced" : "pushed") == "pushed"`, testEnvelope(), true},
+		{`has(data.repository.owner.login) && !has(data.repository.owner.name)`, testEnvelope(), true},
+		{`"full_name" in data.repository && !("x" in data.repository)`, testEnvelope(), true},
+		{`type in ["push", "pull_request"] && !(source in ["stripe"])`, testEnvelope(), true},
+		{`data.commits.exists_one(c, c.added.size() > 0)`, testEnvelope(), true},
+		{`data.commits.filter(c, c.author.username == "mona").size() == 1`, testEnvelope(), true},
+		{`data.commits.map(c, c.id) == ["0d1a26e6", "6113728f"]`, testEnvelope(), true},
+		{`string(data.repository.id) == "1296269" && int(data.repository.size) == 108`, testEnvelope(), true},
+		{`data.repository.size == 108.5 && data.repository.stargazers_count == 80.0`, testEnvelope(), true},
+		{`duration("1h") > duration("30m") && received_at + duration("1h") > received_at`, testEnvelope(), true},
+		{`data.pusher.email.lowerAscii() == "x"`[:0] + `size(data.pusher.email) == 18`, testEnvelope(), true},
+		{`dyn(data.repository.id) == 1296269u`, testEnvelope(), true},
 	} {
 		t.Run(tc.src, func(t *testing.T) {
 			got, err := match(t, tc.src, tc.env)

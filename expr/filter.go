@@ -35,7 +35,7 @@ func CompileFilter(src string) (*Filter, error) {
 // missing field without has(), a type mismatch, the runtime cost limit):
 // the caller counts it as no match.
 func (f *Filter) Match(in *Input) (bool, error) {
-	out, _, err := f.prg.Eval(in.activation())
+	out, _, err := f.prg.Eval(&meter{in: in})
 	if err != nil {
 		return false, err
 	}

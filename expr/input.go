@@ -1,7 +1,6 @@
 package expr
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -66,15 +65,13 @@ func (in *Input) dataValue() ref.Val {
 		if len(in.body) == 0 {
 			return
 		}
-		d := json.NewDecoder(bytes.NewReader(in.body))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
+		v, err := parseJSON(in.body)
+		if err != nil {
 			// The processor embeds only valid JSON as data; anything
 			// else is not JSON, as for a body in data_base64.
 			return
 		}
-		in.data = fromJSON(v)
+		in.data = v
 	})
 	return in.data
 }
@@ -93,11 +90,8 @@ func fromJSON(v any) ref.Val {
 		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 			return types.Int(i)
 		}
-		f, err := strconv.ParseFloat(string(v), 64)
-		if err != nil {
-			// Out of a double's range: encoding/json accepted it as a number.
-			return types.String(v)
-		}
+		// Out of a double's range, ±Inf.
+		f, _ := strconv.ParseFloat(string(v), 64)
 		return types.Double(f)
 	case float64:
 		return types.Double(v)

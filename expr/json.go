@@ -15,13 +15,18 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 )
 
-var errOutputTooLarge = fmt.Errorf("the transform's JSON is larger than %d bytes", MaxOutputBytes)
-
-// appendJSON appends v as compact JSON.
-func appendJSON(b []byte, v ref.Val) ([]byte, error) {
-	if len(b) > MaxOutputBytes {
-		return nil, errOutputTooLarge
+// appendJSON appends v as compact JSON to b, the JSON so far: it charges m
+// a unit per value, and refuses to go on once the JSON's bytes, a unit per
+// 10, and m's cost reach the limit.
+func (m *meter) appendJSON(b []byte, v ref.Val) ([]byte, error) {
+	m.cost++
+	if m.cost+uint64(len(b))/10 > RuntimeCostLimit {
+		return nil, errCostLimit
 	}
+	return m.appendValue(b, v)
+}
+
+func (m *meter) appendValue(b []byte, v ref.Val) ([]byte, error) {
 	switch v := v.(type) {
 	case types.Null:
 		return append(b, "null"...), nil
@@ -57,7 +62,7 @@ func appendJSON(b []byte, v ref.Val) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if b, err = appendJSON(b, v.Get(types.Int(i))); err != nil {
+			if b, err = m.appendJSON(b, v.Get(types.Int(i))); err != nil {
 				return nil, err
 			}
 		}
@@ -98,7 +103,7 @@ func appendJSON(b []byte, v ref.Val) ([]byte, error) {
 			}
 			b = appendString(b, e.name)
 			b = append(b, ':')
-			if b, err = appendJSON(b, v.Get(e.key)); err != nil {
+			if b, err = m.appendJSON(b, v.Get(e.key)); err != nil {
 				return nil, err
 			}
 		}

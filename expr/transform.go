@@ -26,14 +26,14 @@ func CompileTransform(src string) (*Transform, error) {
 // JSON: maps as objects (keys sorted), lists as arrays, timestamps as RFC
 // 3339 strings, durations as seconds like "1.5s", bytes as base64, ints as
 // integers. An error is an evaluation error, a value JSON cannot hold (a
-// map key that is not a string, a type, NaN), or JSON longer than
-// MaxOutputBytes.
+// type, NaN), or the cost limit reached, the JSON's included.
 func (t *Transform) Apply(in *Input) ([]byte, error) {
-	out, _, err := t.prg.Eval(in.activation())
+	m := &meter{in: in}
+	out, _, err := t.prg.Eval(m)
 	if err != nil {
 		return nil, err
 	}
-	return appendJSON(nil, out)
+	return m.appendJSON(nil, out)
 }
 
 // String returns the transform's source.
