@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+)
+
+// The console's tests drive it as an operator does: Debian's chromium,
+// headless, through chromedp, against a `hookstream run` on kfake (the
+// embedded broker), or on the Apache Kafka of HOOKSTREAM_TEST_BROKERS.
+// Each subtest signs in from a fresh browser profile and reads what the
+// page shows. Without a browser on PATH they skip, in one line; with
+// HOOKSTREAM_REQUIRE_BROWSER=1 (CI) a missing browser fails them.
+// HOOKSTREAM_SCREENSHOTS=DIR writes the README's screenshots (1280×800)
+// to DIR.
+
+const (
+	requireBrowserEnv = "HOOKSTREAM_REQUIRE_BROWSER"
+	screenshotsEnv    = "HOOKSTREAM_SCREENSHOTS"
+	consoleToken      = "console-test-admin-token"
+	// browserTimeout bounds one browser action; waits poll up to their own.
+	browserTimeout = 20 * time.Second
+)
+
+// browserPaths are the names Debian and others give Chromium.
+var browserPaths = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"}
+
+// newBrowser starts a headless Chromium for the test and returns its
+// context, or skips (fails under HOOKSTREAM_REQUIRE_BROWSER=1) without one.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := ""
+	for _, name := range browserPaths {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		msg := "console tests need Chromium: none of " + strings.Join(browserPaths, ", ") + " is on PATH (apt-get install chromium)"
+		if os.Getenv(requireBrowserEnv) == "1" {
+			t.Fatal(msg + ", and " + requireBrowserEnv + "=1")
+		}
+		t.Skip(msg)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+// consoleNode is a `hookstream run` with an admin token, its console at
+// base.
+type consoleNode struct {
+	*embedded
+	proc *process
+	base string // http://<admin address>
+}
+
+// startConsoleNode starts `hookstream run` with every role, on the
+// embedded broker or, with HOOKSTREAM_TEST_BROKERS, on that cluster.
+// Deliveries are retried twice, 100ms apart, before a dead letter.
+func startConsoleNode(t *testing.T) *consoleNode {
+	t.Helper()
+	d := newEmbedded(t)
+	d.extra = map[string]string{
+		"HOOKSTREAM_ADMIN_TOKEN":            consoleToken,
+		"HOOKSTREAM_DELIVERY_SCHEDULE":      "100ms,100ms",
+		"HOOKSTREAM_DELIVERY_DISABLE_AFTER": "1h",
+	}
+	if kafkatest.Real() {
+		d.kafka = kafkatest.New(t, 3, 1<<20)
+		d.extra["HOOKSTREAM_BROKERS"] = strings.Join(d.kafka.Seeds, ",")
+		d.extra["HOOKSTREAM_TOPIC_PREFIX"] = d.kafka.Names.Prefix
+		d.extra["HOOKSTREAM_PARTITIONS"] = "3"
+		d.extra["HOOKSTREAM_DELIVERY_ALLOW_PRIVATE"] = "true" // the subscribers are httptest servers
+		d.extra["HOOKSTREAM_DELIVERY_REQUIRE_HTTPS"] = "false"
+	}
+	n := &consoleNode{embedded: d, base: "http://" + d.adminAddr}
+	n.proc = d.run(t, "hookstream run")
+	return n
+}
+
+// cli runs a hookstream command against the node.
+func (n *consoleNode) cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	env := map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": n.brokerAddr, "HOOKSTREAM_ADMIN_ADDR": n.adminAddr, "HOOKSTREAM_ADMIN_TOKEN": consoleToken}
+	for _, k := range []string{"HOOKSTREAM_BROKERS", "HOOKSTREAM_TOPIC_PREFIX", "HOOKSTREAM_PARTITIONS", "HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "HOOKSTREAM_DELIVERY_REQUIRE_HTTPS"} {
+		if v, ok := n.extra[k]; ok {
+			env[k] = v
+		}
+	}
+	return lagReplayRun(t, env, args...)
+}
+
+// tab is one browser tab in a profile of its own (no cookie shared with
+// another tab), with a 1280×800 viewport.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newTab(t *testing.T, browser context.Context) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	b := &tab{t: t, ctx: ctx}
+	// The first action opens the tab, for the life of ctx: it runs with no
+	// timeout of its own.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			url, _ := within(b, chromedp.Location())
+			t.Logf("the page at failure: %s\n%s", url, b.text())
+		}
+	})
+	return b
+}
+
+// within runs one action in the tab, bounded by browserTimeout.
+func within[T any](b *tab, a chromedp.Action[T]) (T, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, browserTimeout)
+	defer cancel()
+	return chromedp.Run(ctx, a)
+}
+
+// do runs actions, failing the test with what on error.
+func (b *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if _, err := within(b, chromedp.Steps(actions...)); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open navigates to url and waits for the page to load.
+func (b *tab) open(url string) {
+	b.t.Helper()
+	b.do("open "+url, chromedp.Navigate(url))
+}
+
+// text is what the page shows: the body's rendered text.
+func (b *tab) text() string {
+	s, err := within(b, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if err != nil {
+		return fmt.Sprintf("(no text: %v)", err)
+	}
+	return s
+}
+
+// location is the page's URL.
+func (b *tab) location() string {
+	b.t.Helper()
+	url, err := within(b, chromedp.Location())
+	if err != nil {
+		b.t.Fatalf("location: %v", err)
+	}
+	return url
+}
+
+// waitText waits until the page shows every one of want.
+func (b *tab) waitText(want ...string) {
+	b.t.Helper()
+	kafkatest.WaitFor(b.t, 30*time.Second, func() error {
+		text := b.text()
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				return fmt.Errorf("the page does not show %q", w)
+			}
+		}
+		return nil
+	})
+}
+
+// named selects the elements whose accessible role and name are these, as
+// a screen reader finds them: a control with no accessible name is not
+// found.
+func named(role, name string) chromedp.QueryOption {
+	return chromedp.ByFunc(func(ctx context.Context, t *chromedp.Target, n *chromedp.Node) ([]cdp.NodeID, error) {
+		res, err := cdp.Call(ctx, t, accessibility.QueryAXTree, accessibility.QueryAXTreeParams{NodeID: n.NodeID, AccessibleName: name, Role: role})
+		if err != nil {
+			return nil, err
+		}
+		var backend []cdp.BackendNodeID
+		for _, ax := range res.Nodes {
+			if !ax.Ignored && ax.BackendDOMNodeID != 0 {
+				backend = append(backend, ax.BackendDOMNodeID)
+			}
+		}
+		if len(backend) == 0 {
+			return nil, nil
+		}
+		ids, err := cdp.Call(ctx, t, dom.PushNodesByBackendIDsToFrontend, dom.PushNodesByBackendIDsToFrontendParams{BackendNodeIDs: backend})
+		return ids.NodeIDs, err
+	})
+}
+
+// control names a control for the messages: `button "Sign in"`.
+func control(role, name string) string { return fmt.Sprintf("%s %q", role, name) }
+
+// fill types value into the field named name.
+func (b *tab) fill(name, value string) {
+	b.t.Helper()
+	b.do("fill "+control("textbox", name),
+		chromedp.Clear("", named("textbox", name), chromedp.NodeVisible),
+		chromedp.SendKeys("", value, named("textbox", name), chromedp.NodeVisible))
+}
+
+// press clicks the button named name.
+func (b *tab) press(name string) {
+	b.t.Helper()
+	b.do("press "+control("button", name), chromedp.Click("", named("button", name), chromedp.NodeVisible))
+}
+
+// follow clicks the link named name.
+func (b *tab) follow(name string) {
+	b.t.Helper()
+	b.do("follow "+control("link", name), chromedp.Click("", named("link", name), chromedp.NodeVisible))
+}
+
+// has reports whether the page has a control of role named name.
+func (b *tab) has(role, name string) bool {
+	b.t.Helper()
+	ids, err := within(b, chromedp.QueryNodeIDs("", named(role, name), chromedp.AtLeast(0)))
+	if err != nil {
+		b.t.Fatalf("look for %s: %v", control(role, name), err)
+	}
+	return len(ids) > 0
+}
+
+// tab presses the Tab key and returns the focused element's role and
+// accessible name.
+func (b *tab) tab() (role, name string) {
+	b.t.Helper()
+	for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+		params := input.DispatchKeyEventParams{Type: typ, Key: "Tab", Code: "Tab", WindowsVirtualKeyCode: 9, NativeVirtualKeyCode: 9}
+		if _, err := within(b, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
+			return cdp.Call(ctx, t, input.DispatchKeyEvent, params)
+		}); err != nil {
+			b.t.Fatalf("press Tab: %v", err)
+		}
+	}
+	focused, err := within(b, chromedp.Evaluate[[]string](`(() => {
+		const e = document.activeElement;
+		if (!e || e === document.body) return ["", ""];
+		const label = e.labels && e.labels.length ? e.labels[0].innerText : "";
+		return [e.tagName.toLowerCase() + (e.type ? ":" + e.type : ""), (e.getAttribute("aria-label") || label || e.innerText || e.value || "").trim()];
+	})()`))
+	if err != nil {
+		b.t.Fatalf("read the focused element: %v", err)
+	}
+	return focused[0], focused[1]
+}
+
+// signIn signs in with the admin token and waits for the overview.
+func (b *tab) signIn(n *consoleNode) {
+	b.t.Helper()
+	b.open(n.base + "/ui/")
+	b.fill("Admin token", consoleToken)
+	b.press("Sign in")
+	kafkatest.WaitFor(b.t, 30*time.Second, func() error {
+		if url := b.location(); strings.Contains(url, "/ui/login") {
+			return fmt.Errorf("still at %s", url)
+		}
+		return nil
+	})
+}
+
+// screenshot saves the viewport as DIR/name.png when
+// HOOKSTREAM_SCREENSHOTS=DIR.
+func (b *tab) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return
+	}
+	png, err := within(b, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TestConsoleInBrowser is an operator's session in the console, each
+// subtest in a fresh browser profile against one running hookstream.
+func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
+	browser := newBrowser(t)
+	n := startConsoleNode(t)
+
+	t.Run("SignIn", func(t *testing.T) {
+		b := newTab(t, browser)
+		b.open(n.base + "/ui/")
+		if url := b.location(); !strings.Contains(url, "/ui/login") {
+			t.Errorf("signed out, /ui/ shows %s, want the sign-in page", url)
+		}
+		b.fill("Admin token", "not-the-token")
+		b.press("Sign in")
+		b.waitText("not the admin token")
+		if url := b.location(); !strings.Contains(url, "/ui/login") {
+			t.Errorf("after a wrong token: at %s, want still the sign-in page", url)
+		}
+		b.signIn(n)
+		if url := b.location(); !strings.HasSuffix(url, "/ui/") {
+			t.Errorf("signed in: at %s, want the overview /ui/", url)
+		}
+	})
+
+	t.Run("Keyboard", func(t *testing.T) {
+		b := newTab(t, browser)
+		b.open(n.base + "/ui/login")
+		var seen []string
+		reached := func(want string) bool {
+			for range 10 {
+				role, name := b.tab()
+				seen = append(seen, role+" "+name)
+				if strings.EqualFold(name, want) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, want := range []string{"Admin token", "Sign in"} {
+			if !reached(want) {
+				t.Fatalf("Tab never reaches %q on the sign-in page; focus went %s", want, strings.Join(seen, ", "))
+			}
+		}
+		b.signIn(n)
+		seen = nil
+		for _, want := range []string{"Overview", "Subscriptions"} {
+			if !reached(want) {
+				t.Errorf("Tab never reaches the nav link %q; focus went %s", want, strings.Join(seen, ", "))
+			}
+		}
+	})
+}
