@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Config is the whole configuration of a hookstream process.
@@ -45,6 +46,9 @@ type Config struct {
 	AdminAdvertisedAddr string
 	// AdminToken is the bearer token of /api/*. Default empty; required off loopback.
 	AdminToken string
+	// TraceURL is the link template of an event's trace, an http(s) URL
+	// containing {trace_id} (tracing.Link). Default empty: no link.
+	TraceURL string
 	// TopicPrefix prefixes every topic, group and transactional id. Default hookstream.
 	TopicPrefix string
 	// Partitions of ingest, events and changelog. Default 12.
@@ -209,6 +213,8 @@ var settings = []setting{
 		func(c *Config, v string) error { c.AdminAdvertisedAddr = v; return advertised(v) }},
 	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Admin,
 		func(c *Config, v string) error { c.AdminToken = v; return nil }},
+	{"HOOKSTREAM_TRACE_URL", "trace-url", "", "link to an event's trace that events get and the console show, a URL containing {trace_id} (e.g. http://localhost:16686/trace/{trace_id})", Server,
+		func(c *Config, v string) error { c.TraceURL = v; return tracing.CheckTraceURL(v) }},
 	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Topology,
 		func(c *Config, v string) error {
 			n, err := humanize.ParseBytes(v)

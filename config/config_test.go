@@ -175,6 +175,8 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"advertised address", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: invalid address "8081" (want host:port)`}},
 		{"advertised everywhere", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: "0.0.0.0:8081" names no host (want the host name or address other instances reach)`}},
 		{"advertised without host", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": ":8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: ":8081" names no host`}},
+		{"trace URL without placeholder", map[string]string{"HOOKSTREAM_TRACE_URL": "http://localhost:16686/trace/"}, []string{`HOOKSTREAM_TRACE_URL: want a URL containing {trace_id}`}},
+		{"trace URL not http", map[string]string{"HOOKSTREAM_TRACE_URL": "javascript:alert('{trace_id}')"}, []string{`HOOKSTREAM_TRACE_URL: want an http or https URL with a host`}},
 		{"trusted proxies", map[string]string{"HOOKSTREAM_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal"}, []string{`HOOKSTREAM_TRUSTED_PROXIES: invalid network "lb.internal" (want CIDR notation, e.g. 10.0.0.0/8)`}},
 		{"several at once", map[string]string{"HOOKSTREAM_PARTITIONS": "-1", "HOOKSTREAM_LOG_LEVEL": "loud"}, []string{"HOOKSTREAM_PARTITIONS:", "HOOKSTREAM_LOG_LEVEL:"}},
 	}

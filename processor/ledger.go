@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
-	"github.com/hookstream/hookstream/tracing"
 )
 
 // The ledger: each key's state is also its event's story (statestore.State).
@@ -21,9 +21,11 @@ import (
 // failure, and each delivery attempt read from the attempts topic, whose
 // partition p this instance owns with ingest partition p (copartitioned).
 
-// claim is the new state of a key claimed by ingest record r at now: the
-// story so far (old, unless it expired) with r's place and time.
-func (t *txn) claim(old statestore.State, ok bool, r *kgo.Record, outcome string, now time.Time) *statestore.State {
+// claim is the new state of a key claimed by ingest record r at now, in
+// ctx, r's span: the story so far (old, unless it expired) with r's place
+// and time, and the trace of r's span, unless a replay's: a replay keeps
+// the trace of the emission it repeats.
+func (t *txn) claim(ctx context.Context, old statestore.State, ok bool, r *kgo.Record, outcome string, now time.Time) *statestore.State {
 	st := &statestore.State{Status: statestore.Done, Partition: r.Partition, Offset: r.Offset, FirstSeen: now, Expires: now.Add(t.p.cfg.TTL)}
 	if ok && now.Before(old.Expires) {
 		st.FirstSeen = old.FirstSeen
@@ -35,6 +37,10 @@ func (t *txn) claim(old statestore.State, ok bool, r *kgo.Record, outcome string
 	if outcome == outcomeReplayed {
 		st.Replays++
 		st.LastReplayAt = now
+		st.Trace = old.Trace
+	}
+	if st.Trace == (statestore.Trace{}) {
+		st.Trace = ledgerTrace(trace.SpanContextFromContext(ctx))
 	}
 	if at, ok := receivedAt(r); ok && (st.ReceivedAt.IsZero() || outcome != outcomeReplayed) {
 		st.ReceivedAt = at
@@ -83,7 +89,7 @@ func (t *txn) writeState(ctx context.Context, pd *pending, ref *recordRef, isola
 	switch {
 	case errors.Is(err, statestore.ErrTooLarge):
 		t.p.log.Error("state not written: its changelog record exceeds the record limit; the event keeps its story as it was",
-			"partition", pd.part.id, "event_id", string(key), tracing.TraceID(ctx), "err", err)
+			"partition", pd.part.id, "event_id", string(key), stateTraceID(ctx, st), "err", err)
 		return
 	case err != nil:
 		t.fail(err)
@@ -115,7 +121,7 @@ func (t *txn) stateRecord(ctx context.Context, partition int32, key []byte, st *
 	}
 	if len(st.Deliveries) < n {
 		t.p.log.Warn("state refused: its changelog record exceeds the record limit; written without its least recently attempted deliveries",
-			"partition", partition, "event_id", string(key), tracing.TraceID(ctx), "omitted", n-len(st.Deliveries), "limit", t.p.cfg.MaxRecordBytes)
+			"partition", partition, "event_id", string(key), stateTraceID(ctx, st), "omitted", n-len(st.Deliveries), "limit", t.p.cfg.MaxRecordBytes)
 	}
 	cl.Value = value
 	return cl, nil

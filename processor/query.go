@@ -95,6 +95,13 @@ type Story struct {
 	// first; Omitted counts the others.
 	Deliveries []Delivery `json:"deliveries"`
 	Omitted    uint32     `json:"omitted"`
+	// TraceID is the event's trace, the one of the processing that
+	// claimed it (its replays link to that span); empty when the ledger
+	// has none.
+	TraceID string `json:"trace_id,omitempty"`
+	// TraceURL links to the trace when HOOKSTREAM_TRACE_URL is set and
+	// the trace was sampled (tracing.Link).
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // Position is a record's place in a topic.
@@ -147,6 +154,9 @@ func StoryOf(key string, st statestore.State, disabled func(id string) bool) Sto
 		Replays:     Count{st.Replays, optTime(st.LastReplayAt)},
 		Deliveries:  make([]Delivery, 0, len(st.Deliveries)),
 		Omitted:     st.Omitted,
+	}
+	if sc := spanContext(st.Trace); sc.HasTraceID() {
+		s.TraceID = sc.TraceID().String()
 	}
 	if st.FailStage != "" || st.Status == statestore.Failed {
 		s.Failure = &Failure{Stage: st.FailStage, Error: st.FailError}

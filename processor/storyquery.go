@@ -17,10 +17,12 @@ import (
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // StoryQuery answers an event's story on the admin listener: from this
@@ -35,6 +37,7 @@ type StoryQuery struct {
 	kafka    *kgo.Client
 	opts     []kgo.Opt
 	names    topics.Names
+	traceURL string
 	log      *slog.Logger
 
 	// Set by Mount from the admin listener's configuration: the key of
@@ -46,10 +49,11 @@ type StoryQuery struct {
 
 // NewStoryQuery builds the story query of an instance whose processor is
 // local (nil: none): kafka finds partitions, owners and events records,
-// opts build its readers, registry says which subscriptions are disabled.
-// It does no I/O.
-func NewStoryQuery(local *Processor, registry *subscriptions.Registry, kafka *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.Logger) *StoryQuery {
-	return &StoryQuery{local: local, registry: registry, kafka: kafka, opts: opts, names: names, log: log.With("component", "admin")}
+// opts build its readers, registry says which subscriptions are disabled,
+// traceURL (HOOKSTREAM_TRACE_URL) links a story to its trace. It does no
+// I/O.
+func NewStoryQuery(local *Processor, registry *subscriptions.Registry, kafka *kgo.Client, opts []kgo.Opt, names topics.Names, traceURL string, log *slog.Logger) *StoryQuery {
+	return &StoryQuery{local: local, registry: registry, kafka: kafka, opts: opts, names: names, traceURL: traceURL, log: log.With("component", "admin")}
 }
 
 // Mount serves GET /api/events/{source}:{event-id} on srv's guarded API,
@@ -158,6 +162,9 @@ func (a *StoryQuery) localStory(ctx context.Context, partition int32, key string
 	}
 	disabled := func(id string) bool { s, ok := subs[id]; return ok && !s.Enabled }
 	s := StoryOf(key, st, disabled)
+	if trace.TraceFlags(st.Trace.Flags).IsSampled() {
+		s.TraceURL = tracing.Link(a.traceURL, s.TraceID)
+	}
 	if s.Events, err = a.eventsRecord(ctx, s); err != nil {
 		return Story{}, err
 	}

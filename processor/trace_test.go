@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/statestore"
 )
 
 // TestLogNamesTrace: the log line about a record that fails names the
@@ -33,4 +35,37 @@ func TestLogNamesTrace(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStoryKeepsTrace: an event's story names the trace its ingest record
+// carried, the same after a replay (whose record carries it again) and
+// after its store is rebuilt from the changelog; an event posted with no
+// trace has none.
+func TestStoryKeepsTrace(t *testing.T) {
+	env := kafkatest.New(t, 1, maxBody)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traced := ingestRecord(env, "shop", "traced", `{}`)
+	traced.Headers = append(traced.Headers, kgo.RecordHeader{Key: "traceparent", Value: []byte("00-" + traceID + "-00f067aa0ba902b7-01")})
+	produce(t, env.Client(t), traced, ingestRecord(env, "shop", "untraced", `{}`))
+	check := func(in *instance, replays uint32) {
+		t.Helper()
+		story(t, in, "shop:traced", func(st statestore.State) error {
+			s := processor.StoryOf("shop:traced", st, func(string) bool { return false })
+			if s.TraceID != traceID || s.Replays.Count != replays {
+				return fmt.Errorf("story of shop:traced: got trace %q after %d replays, want %s after %d", s.TraceID, s.Replays.Count, traceID, replays)
+			}
+			return nil
+		})
+		st := story(t, in, "shop:untraced", func(statestore.State) error { return nil })
+		if s := processor.StoryOf("shop:untraced", st, func(string) bool { return false }); s.TraceID != "" {
+			t.Errorf("story of shop:untraced: got trace %q, want none", s.TraceID)
+		}
+	}
+	in := start(t, env, options{name: "a", stateDir: t.TempDir()})
+	check(in, 0)
+	in.stop(t)
+
+	env.ReplayProcessor(t)
+	in = start(t, env, options{name: "a", stateDir: t.TempDir()}) // restored from the changelog
+	check(in, 1)
 }

@@ -251,7 +251,7 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			span.SetAttributes(tracing.Outcome.String(outcomeFailed))
 			continue
 		}
-		st := t.claim(old, ok, r, outcome, now)
+		st := t.claim(ctx, old, ok, r, outcome, now)
 		outcome, err = t.process(ctx, pd, r, st, outcome, pr, s.n == strikeIsolate)
 		if err != nil {
 			t.fail(err)

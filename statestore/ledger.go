@@ -12,7 +12,7 @@ import (
 //
 // Deliveries keep, per subscription, exact counts and the last RecentTries
 // real attempts, errors cut to MaxLedgerError bytes, so an entry stays
-// small: about 90 bytes, plus about 40 per subscription and 25 per kept
+// small: about 115 bytes (25 of them its trace), plus about 40 per subscription and 25 per kept
 // attempt with its error. A story keeps the deliveries of MaxDeliveries
 // subscriptions (at most about 40 KiB with subscription ids of 20 bytes)
 // and counts the others in Omitted; MarshalWithin keeps the whole value
@@ -83,7 +83,7 @@ func Cut(s string) string {
 	return s[:i]
 }
 
-// appendLedger appends the ledger fields of s (value version 4).
+// appendLedger appends the ledger fields of s (value version 5).
 func appendLedger(b []byte, s *State) []byte {
 	b = appendVarTime(b, s.ReceivedAt)
 	b = binary.AppendUvarint(b, uint64(s.Replays))
@@ -96,7 +96,19 @@ func appendLedger(b []byte, s *State) []byte {
 	for i := range s.Deliveries {
 		b = appendDelivery(b, &s.Deliveries[i])
 	}
-	return binary.AppendUvarint(b, uint64(s.Omitted))
+	b = binary.AppendUvarint(b, uint64(s.Omitted))
+	return appendTrace(b, s.Trace)
+}
+
+// appendTrace writes a trace as a string of 0 bytes (none) or traceLen.
+func appendTrace(b []byte, t Trace) []byte {
+	if t == (Trace{}) {
+		return append(b, 0)
+	}
+	b = append(b, traceLen)
+	b = append(b, t.TraceID[:]...)
+	b = append(b, t.SpanID[:]...)
+	return append(b, t.Flags)
 }
 
 func appendDelivery(b []byte, d *Delivery) []byte {
@@ -150,8 +162,9 @@ func (s *State) MarshalWithin(n int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %d bytes without deliveries, room for %d", ErrTooLarge, len(b), n)
 }
 
-// decodeLedger reads what appendLedger wrote into s.
-func decodeLedger(b []byte, s *State) error {
+// decodeLedger reads what appendLedger wrote into s, in value version
+// version (4: without the trace).
+func decodeLedger(b []byte, version byte, s *State) error {
 	r := reader{b: b}
 	s.ReceivedAt = r.time()
 	s.Replays = r.u32()
@@ -187,6 +200,9 @@ func decodeLedger(b []byte, s *State) error {
 		}
 	}
 	s.Omitted = r.u32()
+	if version >= 5 {
+		s.Trace = r.trace()
+	}
 	if r.err == nil && len(r.b) > 0 {
 		r.err = fmt.Errorf("%d bytes left over", len(r.b))
 	}
@@ -259,6 +275,20 @@ func (r *reader) string() string {
 	s := string(r.b[:n])
 	r.b = r.b[n:]
 	return s
+}
+
+func (r *reader) trace() Trace {
+	var t Trace
+	switch b := r.string(); len(b) {
+	case 0:
+	case traceLen:
+		copy(t.TraceID[:], b[:16])
+		copy(t.SpanID[:], b[16:24])
+		t.Flags = b[24]
+	default:
+		r.err = fmt.Errorf("trace of %d bytes", len(b))
+	}
+	return t
 }
 
 func (r *reader) outcome() string {

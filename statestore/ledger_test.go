@@ -22,7 +22,14 @@ func ledgerState() State {
 				}},
 			{Subscription: "sub_b", Attempts: 8, Outcome: "dead_lettered", Status: 500, DeadLetteredAt: t0.Add(time.Hour)},
 		},
+		Trace: testTrace,
 	}
+}
+
+var testTrace = Trace{
+	TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+	SpanID:  [8]byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+	Flags:   1,
 }
 
 // TestLedgerRoundTrip: the whole story survives the changelog's binary
@@ -45,9 +52,9 @@ func TestLedgerRoundTrip(t *testing.T) {
 			t.Errorf("round trip: got %+v, want %+v", got, st)
 		}
 	}
-	b, _ := (&State{Status: Done, FirstSeen: t0, Expires: t1, ReceivedAt: t0}).MarshalBinary()
-	if len(b) > 60 {
-		t.Errorf("an undelivered event takes %d bytes, want at most 60", len(b))
+	b, _ := (&State{Status: Done, FirstSeen: t0, Expires: t1, ReceivedAt: t0, Trace: testTrace}).MarshalBinary()
+	if len(b) > 86 {
+		t.Errorf("an undelivered event takes %d bytes, want at most 86", len(b))
 	}
 	st := ledgerState()
 	st.Deliveries = st.Deliveries[1:]
@@ -60,23 +67,44 @@ func TestLedgerRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLedgerTrace: a value of version 4, written before the ledger kept
+// the trace, reads with none; a trace of any length but 0 and 25 bytes is
+// corrupt.
+func TestLedgerTrace(t *testing.T) {
+	st := ledgerState()
+	b, _ := st.MarshalBinary()
+	v4 := append([]byte{4}, b[1:len(b)-1-traceLen]...)
+	want := st
+	want.Trace = Trace{}
+	if got, err := DecodeChangelog(v4); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("version 4: got %+v, %v, want the story without a trace", got, err)
+	}
+	if _, err := DecodeChangelog(b[:len(b)-1-traceLen]); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("version 5 without its trace: got %v, want ErrCorrupt", err)
+	}
+	bad := append(append(b[:len(b)-1-traceLen:len(b)-1-traceLen], 24), b[len(b)-traceLen:len(b)-1]...)
+	if _, err := DecodeChangelog(bad); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("trace of 24 bytes: got %v, want ErrCorrupt", err)
+	}
+}
+
 // TestOldFormatsRefused: the value forms written before the current one
 // (JSON, versions 1 to 3) never shipped and do not decode: a changelog
 // record of one is an error wrapping ErrCorrupt, which restore skips and
 // counts like any record that is not a state.
 func TestOldFormatsRefused(t *testing.T) {
 	st := State{Status: Done, Partition: 3, Offset: 42, FirstSeen: t0, Expires: t1}
-	v4 := appendValue(nil, &st)
+	cur := appendValue(nil, &st)
 	story := ledgerState()
-	v4story := appendValue(nil, &story)
+	curStory := appendValue(nil, &story)
 	for _, tt := range []struct {
 		name  string
 		value []byte
 	}{
 		{"JSON", []byte(`{"status":"done","partition":3,"offset":42,"first_seen":"2026-11-21T10:00:00.123456789Z","expires":"2026-11-28T10:00:00.123456789Z"}`)},
-		{"version 1", append([]byte{1}, v4[1:valueLen]...)},
-		{"version 2", append(append([]byte{2}, v4[1:valueLen]...), 0, 0, 0, 1)},
-		{"version 3", append([]byte{3}, v4story[1:len(v4story)-1]...)}, // without Omitted
+		{"version 1", append([]byte{1}, cur[1:valueLen]...)},
+		{"version 2", append(append([]byte{2}, cur[1:valueLen]...), 0, 0, 0, 1)},
+		{"version 3", append([]byte{3}, curStory[1:len(curStory)-2-traceLen]...)}, // without Omitted
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := DecodeChangelog(tt.value)

@@ -62,7 +62,21 @@ type State struct {
 	// Omitted counts the delivery entries left out of Deliveries, the
 	// least recently attempted, to keep the story bounded.
 	Omitted uint32
+	// Trace is the trace context of the processing that claimed the key:
+	// the event's trace, which its replays link to.
+	Trace Trace
 }
+
+// Trace is a W3C trace context: trace id, span id and trace flags. The
+// zero Trace is none.
+type Trace struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+	Flags   byte
+}
+
+// traceLen is the encoded length of a Trace other than the zero one.
+const traceLen = 16 + 8 + 1
 
 // MarshalBinary encodes s as a changelog value: the stored binary form.
 func (s *State) MarshalBinary() ([]byte, error) {
@@ -84,18 +98,19 @@ func DecodeChangelog(b []byte) (State, error) {
 }
 
 // The stored value of a key, also the changelog value, is a binary form:
-// Get and Apply decode it on every call. Version 4, the fixed part of 38
-// bytes and then the ledger (appendLedger):
+// Get and Apply decode it on every call. Version 5, the fixed part of 38
+// bytes and then the ledger (appendLedger), which ends with the trace:
 //
 //	[0] version  [1] status  [2:6] partition  [6:14] offset
 //	[14:22] first_seen Unix seconds  [22:26] nanoseconds
 //	[26:34] expires Unix seconds     [34:38] nanoseconds
 //
 // all big-endian. Seconds and nanoseconds keep every time.Time exactly,
-// including the zero time. Only this version reads: the forms written
-// before it (JSON, versions 1 to 3) never left development.
+// including the zero time. Version 4, the same without the trace, still
+// reads; the forms written before it (JSON, versions 1 to 3) never left
+// development and do not.
 const (
-	valueVersion = 4
+	valueVersion = 5
 	valueLen     = 38 // the fixed part
 )
 
@@ -111,7 +126,7 @@ func appendValue(b []byte, s *State) []byte {
 }
 
 func decodeValue(b []byte) (State, error) {
-	if len(b) < valueLen || b[0] != valueVersion {
+	if len(b) < valueLen || b[0] != valueVersion && b[0] != 4 {
 		return State{}, fmt.Errorf("%w: stored value: %d bytes, version %d", ErrCorrupt, len(b), firstByte(b))
 	}
 	st := State{
@@ -125,7 +140,7 @@ func decodeValue(b []byte) (State, error) {
 	if !st.Status.valid() || !ok1 || !ok2 {
 		return State{}, fmt.Errorf("%w: stored value: invalid status or time", ErrCorrupt)
 	}
-	if err := decodeLedger(b[valueLen:], &st); err != nil {
+	if err := decodeLedger(b[valueLen:], b[0], &st); err != nil {
 		return State{}, err
 	}
 	return st, nil

@@ -73,8 +73,8 @@ const (
 
 	// layoutVersion is stored under m/format; bump it when the layout
 	// or the stored value changes, and old stores are reported corrupt
-	// and rebuilt from the changelog. Version 2 holds only values of
-	// version 4 (valueVersion).
+	// and rebuilt from the changelog. Version 2 holds values of version
+	// 4 and 5 (valueVersion), which both read.
 	layoutVersion = 2
 
 	// formatVersion pins Pebble's on-disk format: the newest stable one of

@@ -421,7 +421,11 @@ func printStory(w io.Writer, s processor.Story) error {
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "EVENT %s  status %s, remembered until %s\n\n", s.ID, s.Status, s.ExpiresAt.Format(time.RFC3339))
+	fmt.Fprintf(tw, "EVENT %s  status %s, remembered until %s\n", s.ID, s.Status, s.ExpiresAt.Format(time.RFC3339))
+	if s.TraceID != "" {
+		fmt.Fprintf(tw, "TRACE %s  %s\n", s.TraceID, s.TraceURL)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "TIME\tWHAT")
 	for _, l := range lines {
 		fmt.Fprintf(tw, "%s\t%s\n", l.at.UTC().Format(topics.TimeFormat), l.what)

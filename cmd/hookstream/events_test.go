@@ -34,6 +34,7 @@ func TestEventStory(t *testing.T) {
 	d.extra = map[string]string{
 		"HOOKSTREAM_DELIVERY_SCHEDULE":      "100ms,100ms",
 		"HOOKSTREAM_DELIVERY_DISABLE_AFTER": "1h",
+		"HOOKSTREAM_TRACE_URL":              "http://localhost:16686/trace/{trace_id}",
 	}
 	cli := func(args ...string) (string, string, int) {
 		t.Helper()
@@ -109,6 +110,9 @@ func TestEventStory(t *testing.T) {
 	if first.ReceivedAt == nil || first.Status != "done" || first.ProcessedAt.Before(*first.ReceivedAt) {
 		t.Errorf("story: got %+v, want received, then processed", first)
 	}
+	if len(first.TraceID) != 32 || first.TraceURL != "http://localhost:16686/trace/"+first.TraceID {
+		t.Errorf("story's trace: got %q, link %q; want a trace id and its link by HOOKSTREAM_TRACE_URL", first.TraceID, first.TraceURL)
+	}
 
 	// A restart forgets the receiver's fast path: the provider's retry is
 	// accepted again and dropped by the processor.
@@ -137,6 +141,10 @@ func TestEventStory(t *testing.T) {
 	table, errOut, code := cli("events", "get", id)
 	if code != 0 {
 		t.Fatalf("events get: exit %d, %s", code, errOut)
+	}
+	// The replay is in the event's trace: the story keeps it.
+	if wantTrace := "TRACE " + first.TraceID + "  http://localhost:16686/trace/" + first.TraceID; replayed.TraceID != first.TraceID || !strings.Contains(table, wantTrace) {
+		t.Errorf("events get after the replay: trace %q, want %q; table\n%s\nwant %q", replayed.TraceID, first.TraceID, table, wantTrace)
 	}
 	if replayed.Events != nil && !strings.Contains(table, fmt.Sprintf("this the last, offset %d)", replayed.Events.Offset)) {
 		t.Errorf("events get table: no offset of the replay's events record in\n%s", table)
