@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,6 +124,29 @@ func (n *consoleNode) cli(t *testing.T, args ...string) (stdout, stderr string, 
 	return lagReplayRun(t, env, args...)
 }
 
+// subscribe adds a subscription to url from the earliest event and
+// returns its id.
+func (n *consoleNode) subscribe(t *testing.T, url string) string {
+	t.Helper()
+	out, errOut, code := n.cli(t, "subscriptions", "add", "--url", url, "--from", "earliest", "--output", "json")
+	var sub struct{ ID string }
+	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil || sub.ID == "" {
+		t.Fatalf("subscriptions add: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	return sub.ID
+}
+
+// enabled reads whether subscription id is enabled, as the CLI shows it.
+func (n *consoleNode) enabled(t *testing.T, id string) bool {
+	t.Helper()
+	out, errOut, code := n.cli(t, "subscriptions", "get", id, "--output", "json")
+	var sub struct{ Enabled bool }
+	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil {
+		t.Fatalf("subscriptions get %s: exit %d, stdout %q, stderr %q", id, code, out, errOut)
+	}
+	return sub.Enabled
+}
+
 // tab is one browser tab in a profile of its own (no cookie shared with
 // another tab), with a 1280×800 viewport.
 type tab struct {
@@ -195,6 +221,23 @@ func (b *tab) waitText(want ...string) {
 		for _, w := range want {
 			if !strings.Contains(text, w) {
 				return fmt.Errorf("the page does not show %q", w)
+			}
+		}
+		return nil
+	})
+}
+
+// waitPage reloads url until the page shows every one of want.
+func (b *tab) waitPage(url string, want ...string) {
+	b.t.Helper()
+	kafkatest.WaitFor(b.t, 60*time.Second, func() error {
+		if _, err := within(b, chromedp.Steps(chromedp.Navigate(url))); err != nil {
+			return err
+		}
+		text := b.text()
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				return fmt.Errorf("%s does not show %q", url, w)
 			}
 		}
 		return nil
@@ -361,10 +404,75 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		b.signIn(n)
 		seen = nil
-		for _, want := range []string{"Overview", "Subscriptions"} {
+		for _, want := range []string{"Overview", "Events", "Subscriptions", "Dead letters", "Groups"} {
 			if !reached(want) {
 				t.Errorf("Tab never reaches the nav link %q; focus went %s", want, strings.Join(seen, ", "))
 			}
+		}
+	})
+
+	// A sink every subscription of the tests delivers to.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(sink.Close)
+
+	t.Run("Overview", func(t *testing.T) {
+		for i := range 3 {
+			n.mustAccept(t, fmt.Sprintf("overview-%d", i), `{"ref":"refs/heads/main"}`)
+		}
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.waitPage(n.base+"/ui/", "Traffic, last 15 minutes", "github")
+		b.screenshot("overview")
+	})
+
+	t.Run("DisableEnable", func(t *testing.T) {
+		id := n.subscribe(t, sink.URL+"/toggle")
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/subscriptions/" + id)
+		b.waitText(id, "delivering")
+		b.press("Disable")
+		b.waitText("disabled")
+		if !b.has("button", "Enable") || b.has("button", "Disable") {
+			t.Errorf("a disabled subscription's page offers Enable: %v, Disable: %v; want Enable only", b.has("button", "Enable"), b.has("button", "Disable"))
+		}
+		if n.enabled(t, id) {
+			t.Errorf("after Disable, hookstream subscriptions get says %s is enabled", id)
+		}
+		b.press("Enable")
+		b.waitText("delivering")
+		if !n.enabled(t, id) {
+			t.Errorf("after Enable, hookstream subscriptions get says %s is disabled", id)
+		}
+	})
+
+	t.Run("CrossOriginFormChangesNothing", func(t *testing.T) {
+		id := n.subscribe(t, sink.URL+"/csrf")
+		// Another origin: the same host, another port. Its page posts a
+		// form to the console as soon as it loads, once with a made-up
+		// CSRF token and once with none, in the signed-in browser.
+		for _, field := range []string{`<input type="hidden" name="csrf" value="guessed">`, ""} {
+			evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				fmt.Fprintf(w, `<!doctype html><body><form id="f" method="post" action="%s/ui/subscriptions/%s/disable">%s</form>`+
+					`<script>document.getElementById("f").submit()</script></body>`, n.base, id, field)
+			}))
+			b := newTab(t, browser)
+			b.signIn(n)
+			b.open(evil.URL)
+			kafkatest.WaitFor(t, 30*time.Second, func() error {
+				if url := b.location(); !strings.HasPrefix(url, n.base) {
+					return fmt.Errorf("the form has not been sent: still at %s", url)
+				}
+				return nil
+			})
+			b.waitText("refused")
+			evil.Close()
+			if !n.enabled(t, id) {
+				t.Fatalf("a form from %s disabled subscription %s", evil.URL, id)
+			}
+			b.open(n.base + "/ui/subscriptions/" + id)
+			b.waitText("delivering")
 		}
 	})
 }
