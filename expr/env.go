@@ -18,17 +18,18 @@
 //
 // Bounds: an expression is refused when it is longer than MaxSourceBytes,
 // nested deeper than MaxNesting, larger than MaxNodes once its macros are
-// expanded, or when cel-go's checker estimates its cost above
-// MaxEstimatedCost, assuming every string, list and map of the event holds
-// at most SizeHint characters or entries (NestedSizeHint for those found in
-// an element of another). That estimate refuses the
-// expressions whose cost grows with the square of the payload
-// (comprehensions over data nested in one another) and lets a single pass
-// over a list through. RuntimeCostLimit bounds every evaluation whatever
-// the payload, with a meter of this package's own (meter.go): past it the
-// evaluation ends with an error. It bounds the time of an evaluation and
-// what a transform builds: the strings, lists and maps it produces, and
-// its JSON, charged as it is written.
+// expanded, when a matches pattern is not a literal or compiles to more
+// than MaxRegexInstructions, or when cel-go's checker estimates its cost
+// above MaxEstimatedCost, assuming every string, list and map of the event
+// holds SizeHint characters or entries (NestedSizeHint for those within an
+// element of another). That estimate refuses the expressions whose cost
+// grows with the square of the payload (comprehensions over the payload's
+// lists nested in one another) and lets one pass over a list through.
+// RuntimeCostLimit bounds every evaluation whatever the payload, with a
+// meter of this package's own (meter.go): past it the evaluation ends with
+// an error. It bounds the time of an evaluation and what a transform
+// builds: the strings, lists and maps it produces, and its JSON, charged
+// as it is written.
 package expr
 
 import (
@@ -129,9 +130,9 @@ func compile(src string) (*cel.Ast, cel.Program, error) {
 		return nil, nil, &Error{Line: 1, Column: 1, Msg: "cost: " + err.Error()}
 	}
 	if cost.Max > MaxEstimatedCost {
-		return nil, nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf(
-			"the estimated cost, %d, is more than %d, assuming lists, maps and strings of %d entries or characters: comprehensions over data nested in one another cost too much",
-			cost.Max, MaxEstimatedCost, SizeHint)}
+		return nil, nil, locatedError(nestedComprehension(ast.NativeRep()), fmt.Sprintf(
+			"the estimated cost, %d, is more than %d (lists, maps and strings of the event taken of %d entries or characters): comprehensions over the event's lists nested in one another cost too much",
+			cost.Max, MaxEstimatedCost, SizeHint))
 	}
 	if err := checkPatterns(ast); err != nil {
 		return nil, nil, err
@@ -168,6 +169,21 @@ func checkPatterns(a *cel.Ast) error {
 		}
 	}
 	return nil
+}
+
+// nestedComprehension is where the first comprehension holding another
+// one, or a membership test, starts: the likely reason of a cost refused;
+// else the expression's start.
+func nestedComprehension(a *celast.AST) common.Location {
+	for _, c := range celast.MatchDescendants(celast.NavigateAST(a), celast.KindMatcher(celast.ComprehensionKind)) {
+		inner := celast.MatchDescendants(celast.NavigateExpr(a, c.AsComprehension().LoopStep()), func(e celast.NavigableExpr) bool {
+			return e.Kind() == celast.ComprehensionKind || e.Kind() == celast.CallKind && e.AsCall().FunctionName() == "@in"
+		})
+		if len(inner) > 0 {
+			return startOf(a, c)
+		}
+	}
+	return common.NoLocation
 }
 
 // startOf is the location of e's first character: the leftmost of its

@@ -1,7 +1,10 @@
 package expr
 
 import (
+	"fmt"
+
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 )
 
 // Transform is a compiled transform: a CEL expression whose value, as
@@ -15,9 +18,12 @@ type Transform struct {
 // CompileTransform compiles src. It returns an *Error when src does not
 // parse or type-check, or exceeds a bound.
 func CompileTransform(src string) (*Transform, error) {
-	_, prg, err := compile(src)
+	ast, prg, err := compile(src)
 	if err != nil {
 		return nil, err
+	}
+	if t := ast.OutputType(); t.Kind() == types.TypeKind {
+		return nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf("a transform's value must be JSON, this one is a %s", t)}
 	}
 	return &Transform{src: src, prg: prg}, nil
 }
