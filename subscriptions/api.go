@@ -28,6 +28,8 @@ type API struct {
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
+	// UserAgent is the deliveries' User-Agent, which a test shows.
+	UserAgent string
 }
 
 // Mount serves the subscription endpoints on srv's /api.
@@ -40,6 +42,7 @@ func (a API) Mount(srv *admin.Server) {
 	g.DELETE("/subscriptions/:id", a.deleteSubscription)
 	g.POST("/subscriptions/:id/rotate-secret", a.rotateSecret)
 	g.GET("/subscriptions/:id/attempts", a.attempts)
+	g.POST("/subscriptions/:id/test", a.testSubscription)
 }
 
 // httpError maps registry and validation errors to statuses.

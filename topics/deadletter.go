@@ -20,7 +20,7 @@ type DeadLetter struct {
 	// headers of any earlier failure.
 	Headers []kgo.RecordHeader
 
-	Stage         string // hs-error-stage: StageDecode, StageValidate, StageProcess, StageDeliver
+	Stage         string // hs-error-stage: StageDecode, StageValidate, StageProcess, StageDeliver, StageTransform
 	Error         string // hs-error
 	OrigTopic     string // hs-orig-topic
 	OrigPartition int32  // hs-orig-partition

@@ -150,6 +150,9 @@ const (
 	StageDeliver = "deliver"
 	// StageValidate: the payload did not match its source's JSON Schema.
 	StageValidate = "validate"
+	// StageTransform: a subscription's transform failed for the event,
+	// which was dead-lettered for that subscription without an attempt.
+	StageTransform = "transform"
 )
 
 // TimeFormat is RFC 3339 in UTC with nanoseconds, as in hs-received-at.

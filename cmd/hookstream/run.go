@@ -344,7 +344,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 // them.
 func (n *node) mount(rejected func() map[string]int64, local *processor.Processor) {
 	opts := kafkaOpts(n.cfg, n.log)
-	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
+	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)

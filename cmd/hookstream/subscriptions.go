@@ -215,6 +215,7 @@ dispatchers follow every change.`,
 	cmd.AddCommand(newSubscriptionsAddCommand(output), newSubscriptionsListCommand(output), newSubscriptionsGetCommand(output),
 		newSubscriptionsUpdateCommand(output), newSubscriptionsRmCommand(),
 		newSubscriptionsRotateCommand(output), newSubscriptionsEnableCommand(output), newSubscriptionsDisableCommand(output))
+	cmd.AddCommand(newSubscriptionsTestCommand(output))
 	return cmd
 }
 
