@@ -58,7 +58,7 @@ func NewInput(env *topics.Envelope) *Input {
 	return in
 }
 
-// Data returns the event's body as CEL sees it, parsing it on the first call.
+// dataValue is the event's body as CEL sees it, parsed on the first call.
 func (in *Input) dataValue() ref.Val {
 	in.dataOnce.Do(func() {
 		in.data = types.NullValue
