@@ -3,8 +3,6 @@ package processor
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/hookstream/hookstream/attempts"
@@ -41,38 +39,24 @@ func (p *Processor) Lookup(partition int32, key []byte) (statestore.State, bool,
 	return part.store.Get(key)
 }
 
-const clientIDPrefix = "hookstream-processor"
+// processorRole names the processor in its group client id.
+const processorRole = "processor"
 
 // ClientID is the group client id of a processor whose admin listener is
-// adminAddr (host:port): hookstream-processor@host:port.
-func ClientID(adminAddr string) string {
-	if adminAddr == "" {
-		return clientIDPrefix
-	}
-	return clientIDPrefix + "@" + adminAddr
-}
+// adminAddr (host:port): hookstream-processor@host:port
+// (topics.MemberClientID).
+func ClientID(adminAddr string) string { return topics.MemberClientID(processorRole, adminAddr) }
 
 // InstanceID is this processor's static group instance id (its
 // transactional id), which the group's description shows beside each
 // member: how an instance recognises its own processor there.
 func (p *Processor) InstanceID() string { return p.cfg.TransactionalID }
 
-// AdminAddr is the admin listener a group member advertises in its client
-// id; a listener on every interface (":8081", "0.0.0.0:8081") is reached
-// at the member's host as the broker saw it (clientHost, "/10.0.0.5").
+// AdminAddr is the admin listener a processor group member advertises in
+// its client id (topics.MemberAdminAddr).
 func AdminAddr(clientID, clientHost string) (string, bool) {
-	addr, ok := strings.CutPrefix(clientID, clientIDPrefix+"@")
-	if !ok {
-		return "", false
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", false
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = strings.TrimPrefix(clientHost, "/")
-	}
-	return net.JoinHostPort(host, port), host != ""
+	role, addr, ok := topics.MemberAdminAddr(clientID, clientHost)
+	return addr, ok && role == processorRole
 }
 
 // Story is a ledger entry as the API and `hookstream events get` show it.

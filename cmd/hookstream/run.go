@@ -29,6 +29,7 @@ import (
 	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -334,7 +335,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 		// dispatchers under one would fence each other.
 		InstanceID: n.cfg.InstanceID,
 		Tracing:    n.tr,
-	}, kafkaOpts(n.cfg, n.log), producer, n.registry, n.log, n.reg)
+	}, kafkaOpts(n.cfg, n.log, kgo.ClientID(topics.MemberClientID("dispatcher", advertisedAdmin(n.cfg)))), producer, n.registry, n.log, n.reg)
 	n.srv.AddCheck("dispatcher", d.Ready)
 	return d, nil
 }
@@ -349,6 +350,7 @@ func (n *node) mount(rejected func() map[string]int64, local *processor.Processo
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
 	events.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
+	instances.API{Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log).Mount(n.srv)
 }
 
@@ -369,8 +371,15 @@ func processorConfig(cfg *config.Config, names topics.Names) (processor.Config, 
 		TTL:             cfg.DedupTTL,
 		MaxRecordBytes:  topics.MaxRecordBytes(cfg.MaxBody),
 		TransactionalID: string(names.ProcessorGroup()) + "-" + instance,
-		AdminAddr:       cmp.Or(cfg.AdminAdvertisedAddr, cfg.AdminAddr),
+		AdminAddr:       advertisedAdmin(cfg),
 	}, nil
+}
+
+// advertisedAdmin is the admin address this instance advertises in its
+// group members' client ids (topics.MemberClientID), where the others
+// reach its admin listener.
+func advertisedAdmin(cfg *config.Config) string {
+	return cmp.Or(cfg.AdminAdvertisedAddr, cfg.AdminAddr)
 }
 
 // instanceID names this process, when HOOKSTREAM_INSTANCE_ID does not,
