@@ -1,17 +1,15 @@
 // Messages: what one delivery attempt sends. Without batching it is one
-// event, its envelope signed with its event id; with batch_max above 1 it
-// is a batch of events of one partition, in order, as
-// {"events":[envelope,...]} signed with a batch id. A message is retried
-// and dead-lettered as a unit: its retry record carries it whole, its dead
-// letters are one per event.
+// event, its envelope (or its transform's JSON) signed with its event id;
+// with batch_max above 1 it is a batch of events of one partition, in
+// order, as {"events":[...]} signed with a batch id. A message is retried
+// and dead-lettered as a unit: its retry record carries its envelopes
+// whole (every attempt renders them anew), its dead letters are one per
+// event. An event whose transform fails is a message of its own that is
+// dead-lettered at once, without an attempt.
 
 package dispatch
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/subscriptions"
@@ -21,10 +19,15 @@ import (
 // message is one delivery's content, the same on every attempt.
 type message struct {
 	id    string // webhook-id: the event id, or the batch id
-	body  []byte // the envelope, or the batch body
+	body  []byte // what is sent: the envelope, the transform's JSON, or a batch of either
 	batch bool
-	// events are what the message carries, one per event, for its dead
-	// letters.
+	// transformed: body holds transform results, not the envelopes.
+	transformed bool
+	// failed is the transform's failure for the message's one event: it
+	// is dead-lettered at stage transform and nothing is sent.
+	failed error
+	// events are what the message carries, one per event, for its retry
+	// record and its dead letters.
 	events []event
 	// lettered counts the events dead-lettered so far: a hand-off that is
 	// tried again writes no letter twice.
@@ -42,100 +45,159 @@ type event struct {
 	orig     *kgo.Record // where it was read: the events record, or the retry record carrying it
 }
 
-// batchID is the webhook-id of a batch: derived from the subscription, the
-// partition, and the first and last offsets, so every retry of the batch
-// carries the same id. The first and last event ids are in it too: an
-// events topic created again starts its offsets over, and its batches
-// must not pass for the old ones with a subscriber that deduplicates.
-func batchID(sub string, first, last *kgo.Record) string {
-	h := sha256.New()
-	for _, part := range []string{sub, strconv.Itoa(int(first.Partition)), strconv.FormatInt(first.Offset, 10),
-		strconv.FormatInt(last.Offset, 10), string(first.Key), string(last.Key)} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
+// carried is what the message's retry record holds: its envelope, or a
+// batch of its envelopes.
+func (m *message) carried() []byte {
+	switch {
+	case !m.transformed:
+		return m.body
+	case !m.batch:
+		return m.events[0].envelope
 	}
-	return "batch_" + hex.EncodeToString(h.Sum(nil)[:16])
+	envelopes := make([][]byte, len(m.events))
+	for i, e := range m.events {
+		envelopes[i] = e.envelope
+	}
+	return topics.BatchBody(envelopes)
 }
 
-// newMessage is the message of events records read from one partition: the
-// envelope of one, or a batch when the subscription batches.
-func newMessage(sub subscriptions.Subscription, recs []*kgo.Record) *message {
-	m := &message{events: make([]event, len(recs))}
+// item is an events record as a subscription judged it when it was read:
+// whether it is delivered, and what a delivery of it alone sends.
+type item struct {
+	rec   *kgo.Record
+	match bool
+	part  []byte // the envelope, or the transform's JSON
+	err   error  // the transform failed: dead-lettered
+}
+
+// judge decides, once per record read, whether c receives each record and
+// renders the ones it does, no part larger than limit (0: no limit). A
+// filter failure is no match, reported to filterFailed.
+func judge(c *subscriptions.Compiled, recs []*kgo.Record, limit int, filterFailed func(error)) []item {
+	items := make([]item, len(recs))
 	for i, r := range recs {
-		m.events[i] = event{id: string(r.Key), envelope: r.Value, orig: r}
+		e := subscriptions.NewEvent(r)
+		items[i].rec = r
+		d := c.Match(e)
+		if d.Err != nil && filterFailed != nil {
+			filterFailed(d.Err)
+		}
+		if items[i].match = d.Match; d.Match {
+			items[i].part, items[i].err = c.Render(e, limit)
+		}
+	}
+	return items
+}
+
+// newMessage is the message of items read from one partition: one event
+// alone, or a batch when the subscription batches.
+func newMessage(c *subscriptions.Compiled, items []item) *message {
+	sub := c.Subscription()
+	m := &message{events: make([]event, len(items)), transformed: c.Transforms()}
+	for i, it := range items {
+		m.events[i] = event{id: string(it.rec.Key), envelope: it.rec.Value, orig: it.rec}
 	}
 	if sub.BatchMax <= 1 {
-		m.id, m.body = m.events[0].id, m.events[0].envelope
+		m.id, m.body = m.events[0].id, items[0].part
 		return m
 	}
-	envelopes := make([][]byte, len(recs))
-	for i, r := range recs {
-		envelopes[i] = r.Value
+	parts := make([][]byte, len(items))
+	for i, it := range items {
+		parts[i] = it.part
 	}
-	m.id, m.body, m.batch = batchID(sub.ID, recs[0], recs[len(recs)-1]), topics.BatchBody(envelopes), true
+	m.id, m.body, m.batch = subscriptions.BatchID(sub.ID, items[0].rec, items[len(items)-1].rec), topics.BatchBody(parts), true
 	return m
 }
 
-// retryMessage is the message a retry record carries for sub: the same
-// message as its first attempt. One event for a subscription that batches
-// (a redriven dead letter, or a retry from before it batched) goes as a
-// batch of one, whose id the retry record derives. The events of a batch
-// are read from its body; one that cannot be split (written by something
-// else) is dead-lettered whole, as one event.
-func retryMessage(retry *topics.Retry, rec *kgo.Record, sub subscriptions.Subscription) *message {
-	m := &message{id: retry.EventID, body: rec.Value, batch: retry.Batch}
+// retryMessage is the message a retry record carries for c's
+// subscription: the same message as its first attempt, rendered anew. One
+// event for a subscription that batches (a redriven dead letter, or a
+// retry from before it batched) goes as a batch of one, whose id the
+// retry record derives. The events of a batch are read from its body; one
+// that cannot be split (written by something else) is one event. The
+// events whose transform fails now are failed, messages of their own.
+func retryMessage(retry *topics.Retry, rec *kgo.Record, c *subscriptions.Compiled, limit int) (m *message, failed []*message) {
+	sub := c.Subscription()
+	m = &message{id: retry.EventID, batch: retry.Batch, transformed: c.Transforms()}
 	envelopes, err := topics.SplitBatch(rec.Value)
-	if !retry.Batch || err != nil {
-		m.events = []event{{id: retry.EventID, envelope: rec.Value, orig: rec}}
+	split := retry.Batch && err == nil
+	if !split {
+		envelopes = [][]byte{rec.Value}
 		if !retry.Batch && sub.BatchMax > 1 {
-			m.id, m.body, m.batch = batchID(sub.ID, rec, rec), topics.BatchBody([][]byte{rec.Value}), true
+			m.id, m.batch = subscriptions.BatchID(sub.ID, rec, rec), true
 		}
-		return m
 	}
-	m.events = make([]event, len(envelopes))
-	for i, e := range envelopes {
-		id := retry.EventID
-		if env, err := topics.ParseEnvelope(e); err == nil {
-			id = env.ID
+	wrap := split || !retry.Batch && m.batch // else one event, or a batch sent as it is
+	parts := make([][]byte, 0, len(envelopes))
+	for _, envelope := range envelopes {
+		e := event{id: retry.EventID, envelope: envelope, orig: rec}
+		if split {
+			if env, err := topics.ParseEnvelope(envelope); err == nil {
+				e.id = env.ID
+			}
 		}
-		m.events[i] = event{id: id, envelope: e, orig: rec}
+		part, err := c.Render(subscriptions.NewEvent(&kgo.Record{Key: []byte(e.id), Value: envelope}), limit)
+		if err != nil {
+			failed = append(failed, &message{id: e.id, failed: err, events: []event{e}})
+			continue
+		}
+		m.events, parts = append(m.events, e), append(parts, part)
 	}
-	return m
+	switch {
+	case len(m.events) == 0:
+		return nil, failed
+	case wrap:
+		m.body = topics.BatchBody(parts)
+	default:
+		m.body = parts[0]
+	}
+	return m, failed
 }
 
-// cut turns the records read from a partition into messages for sub, in
-// order: each event that passes the filters (operational events about sub
-// never do), or batches of up to
-// batch_max of them whose body stays within maxBytes (0: no bound). A
-// last batch not full is left for more records unless flush. covered
-// counts the records the messages account for, filtered ones included.
-func cut(sub subscriptions.Subscription, recs []*kgo.Record, maxBytes int, flush bool) (msgs []*message, covered int) {
-	var batch []*kgo.Record
+// cut turns the items judged from a partition into messages for c, in
+// order: each event that c receives, or batches of up to batch_max of
+// them whose body, and whose retry record, stay within maxBytes (0: no
+// bound). An event whose transform failed is a message of its own, after
+// the batch before it. A last batch not full is left for more records
+// unless flush. covered counts the records the messages account for,
+// filtered ones included.
+func cut(c *subscriptions.Compiled, items []item, maxBytes int, flush bool) (msgs []*message, covered int) {
+	batchMax := max(1, c.Subscription().BatchMax)
+	var batch []item
 	size, end := 0, 0 // body bytes of batch; index after its last record
 	send := func(upto int) {
-		m := newMessage(sub, batch)
+		m := newMessage(c, batch)
 		m.upto = upto
 		msgs = append(msgs, m)
 		batch, size, covered = nil, 0, upto
 	}
-	for i, r := range recs {
-		source, eventType := topics.EventSourceType(r)
-		if !sub.Matches(source, eventType) || topics.OperationalSubject(r) == sub.ID {
+	for i, it := range items {
+		switch {
+		case !it.match:
 			if len(batch) == 0 {
 				covered = i + 1
 			}
 			continue
+		case it.err != nil:
+			if len(batch) > 0 {
+				send(end)
+			}
+			msgs = append(msgs, &message{id: string(it.rec.Key), failed: it.err, upto: i + 1,
+				events: []event{{id: string(it.rec.Key), envelope: it.rec.Value, orig: it.rec}}})
+			covered = i + 1
+			continue
 		}
-		if len(batch) > 0 && maxBytes > 0 && topics.BatchBodyBytes(size+len(r.Value), len(batch)+1) > maxBytes {
+		n := max(len(it.part), len(it.rec.Value))
+		if len(batch) > 0 && maxBytes > 0 && topics.BatchBodyBytes(size+n, len(batch)+1) > maxBytes {
 			send(end)
 		}
-		batch, size, end = append(batch, r), size+len(r.Value), i+1
-		if len(batch) >= max(1, sub.BatchMax) {
+		batch, size, end = append(batch, it), size+n, i+1
+		if len(batch) >= batchMax {
 			send(end)
 		}
 	}
 	if len(batch) > 0 && flush {
-		send(len(recs))
+		send(len(items))
 	}
 	return msgs, covered
 }

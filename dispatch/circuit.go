@@ -94,6 +94,14 @@ func (c *circuit) abandon(probe bool) {
 	c.mu.Unlock()
 }
 
+// setCooldown changes the cooldown of the next opening (the
+// subscription's schedule changed).
+func (c *circuit) setCooldown(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cooldown = d
+}
+
 // reset closes the circuit and forgets its failures (an operator enabled
 // the subscription again). It reports whether the circuit was open.
 func (c *circuit) reset() bool {

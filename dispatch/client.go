@@ -1,5 +1,6 @@
-// The delivery client: one signed POST per attempt to a subscriber URL,
-// bounded in time, without redirects or proxies, through a dialer that refuses
+// The delivery client: one POST per attempt to a subscriber URL, its body
+// and headers rendered by the subscription (subscriptions.Compiled), bounded
+// in time, without redirects or proxies, through a dialer that refuses
 // loopback, private, link-local and metadata addresses (the SSRF guard).
 
 package dispatch
@@ -53,8 +54,8 @@ const (
 
 // ClientConfig configures deliveries.
 type ClientConfig struct {
-	// Timeout bounds one attempt, from dialing to reading the response;
-	// default 15s.
+	// Timeout bounds one attempt, from dialing to reading the response,
+	// unless the delivery has its own; default 15s.
 	Timeout time.Duration
 	// AllowPrivate allows loopback, private, link-local and metadata
 	// targets; default false.
@@ -75,14 +76,15 @@ type ClientConfig struct {
 // Delivery is one attempt.
 type Delivery struct {
 	URL string
-	// ID is the webhook-id: the event id, stable across retries and
-	// replays, or a batch's id, stable across its retries.
-	ID string
-	// Keys are the signing keys, current first; several during a secret
-	// rotation, each giving one v1 signature in webhook-signature.
-	Keys [][]byte
-	// Body is the envelope JSON, or a batch of envelopes.
+	// Header is every header but the trace context, which the client
+	// writes: what subscriptions.Compiled.Header builds, signed.
+	Header http.Header
+	// Body is what subscriptions.Compiled.Render builds: an envelope,
+	// a transform's JSON, or a batch of either.
 	Body []byte
+	// Timeout bounds the attempt, at most subscriptions.MaxTimeout; 0:
+	// the client's.
+	Timeout time.Duration
 }
 
 // Result is the outcome of one attempt.
@@ -133,7 +135,11 @@ func NewClient(cfg ClientConfig) *Client {
 	if cfg.Propagator != nil {
 		propagator = cfg.Propagator
 	}
-	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	// The transport's own bounds are backstops at the longest timeout a
+	// delivery may have: each attempt's context bounds it as its
+	// subscription says.
+	backstop := max(timeout, subscriptions.MaxTimeout)
+	dialer := &net.Dialer{Timeout: backstop, KeepAlive: 30 * time.Second}
 	if !cfg.AllowPrivate {
 		// Control runs on every address dialed, after name resolution, so
 		// it sees the address actually connected to: DNS rebinding and
@@ -144,8 +150,8 @@ func NewClient(cfg ClientConfig) *Client {
 		Proxy:                  nil, // a proxy would dial for us, past the guard
 		DialContext:            dialer.DialContext,
 		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    min(timeout, 10*time.Second),
-		ResponseHeaderTimeout:  timeout,
+		TLSHandshakeTimeout:    backstop,
+		ResponseHeaderTimeout:  backstop,
 		ExpectContinueTimeout:  time.Second,
 		IdleConnTimeout:        90 * time.Second,
 		MaxIdleConnsPerHost:    maxConns,
@@ -172,12 +178,17 @@ func NewClient(cfg ClientConfig) *Client {
 // and the client stays usable.
 func (c *Client) Close() { c.transport.CloseIdleConnections() }
 
-// Deliver makes one attempt: a signed POST of d.Body to d.URL, which succeeds
-// on a 2xx response received in full within the timeout. Redirects are not
-// followed. Deliver returns no later than the timeout after it is called, or
-// when parent is done.
+// Deliver makes one attempt: a POST of d.Body with d.Header to d.URL,
+// which succeeds on a 2xx response received in full within the timeout
+// (d.Timeout, else the client's). Redirects are not followed. Deliver
+// returns no later than the timeout after it is called, or when parent is
+// done.
 func (c *Client) Deliver(parent context.Context, d Delivery) Result {
-	ctx, cancel := context.WithTimeout(parent, c.timeout)
+	timeout := c.timeout
+	if d.Timeout > 0 {
+		timeout = d.Timeout
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(d.Body))
@@ -192,21 +203,17 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	if err := subscriptions.CheckTarget(req.URL, c.requireHTTPS); err != nil {
 		return Result{Err: err}
 	}
-	if len(d.Keys) == 0 {
-		return Result{Err: fmt.Errorf("post %s: no signing key", target)}
+	if d.Header.Get(signature.HeaderSignature) == "" {
+		return Result{Err: fmt.Errorf("post %s: unsigned", target)}
 	}
 
-	req.Header = http.Header{"Content-Type": {"application/json"}}
-	signature.SignRequest(req.Header, d.Keys, d.ID, time.Now(), d.Body)
-	if c.userAgent != "" {
-		req.Header["User-Agent"] = []string{c.userAgent}
-	}
+	req.Header = d.Header // built for this attempt
 	c.propagator.Inject(parent, propagation.HeaderCarrier(req.Header))
 
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Result{Latency: time.Since(start), Err: c.describeTransportError(parent, ctx, target, err)}
+		return Result{Latency: time.Since(start), Err: describeTransportError(parent, ctx, timeout, target, err)}
 	}
 	res := Result{Status: resp.StatusCode}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
@@ -219,7 +226,7 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 
 	switch {
 	case ok && err != nil:
-		res.Err = c.describeTransportError(parent, ctx, target, fmt.Errorf("status %d, reading the body: %w", resp.StatusCode, err))
+		res.Err = describeTransportError(parent, ctx, timeout, target, fmt.Errorf("status %d, reading the body: %w", resp.StatusCode, err))
 	case ok:
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		loc := "(no Location)"
@@ -242,13 +249,13 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 // describeTransportError returns err, the failure of a request to target,
 // without the URL net/http puts in it, and says so when the attempt (not its
 // parent) ran out of time.
-func (c *Client) describeTransportError(parent, attempt context.Context, target string, err error) error {
+func describeTransportError(parent, attempt context.Context, timeout time.Duration, target string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
 	if attempt.Err() != nil && parent.Err() == nil {
-		return fmt.Errorf("post %s: timeout after %s: %w", target, c.timeout, err)
+		return fmt.Errorf("post %s: timeout after %s: %w", target, timeout, err)
 	}
 	return fmt.Errorf("post %s: %w", target, err)
 }

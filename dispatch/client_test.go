@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // clientTestBody is the envelope of the deliveries of these tests.
@@ -39,12 +41,26 @@ func newClientForTest(t testing.TB, cfg ClientConfig) *Client {
 	return c
 }
 
-// clientTestDelivery returns a delivery of clientTestBody to url.
+// clientTestUserAgent is the User-Agent of clientTestDelivery.
+const clientTestUserAgent = "hookstream/1.2.3"
+
+// clientTestDelivery returns a delivery of clientTestBody to url as
+// webhook-id evt_1, signed with keys (the current one first) by a
+// subscription as the dispatcher renders it.
 func clientTestDelivery(url string, keys ...[]byte) Delivery {
 	if len(keys) == 0 {
 		keys = [][]byte{[]byte("test key")}
 	}
-	return Delivery{URL: url, ID: "evt_1", Keys: keys, Body: []byte(clientTestBody)}
+	s := subscriptions.Subscription{ID: "sub_test", Secret: "whsec_" + base64.StdEncoding.EncodeToString(keys[0])}
+	if len(keys) > 1 {
+		s.PreviousSecret = "whsec_" + base64.StdEncoding.EncodeToString(keys[1])
+		s.PreviousSecretUntil = time.Now().Add(time.Hour)
+	}
+	h, err := subscriptions.Compile(s).Header("evt_1", []byte(clientTestBody), time.Now(), clientTestUserAgent)
+	if err != nil {
+		panic(err)
+	}
+	return Delivery{URL: url, Header: h, Body: []byte(clientTestBody)}
 }
 
 // clientSpecVerify checks a webhook-signature header as the Standard Webhooks
@@ -109,7 +125,7 @@ func TestClientDeliverSigned(t *testing.T) {
 				seen <- clientSeen{r.Header.Clone(), body}
 				w.WriteHeader(http.StatusNoContent)
 			})
-			c := newClientForTest(t, ClientConfig{AllowPrivate: true, UserAgent: "hookstream/1.2.3"})
+			c := newClientForTest(t, ClientConfig{AllowPrivate: true})
 
 			before := time.Now().Unix()
 			res := c.Deliver(t.Context(), clientTestDelivery(srv.URL+"/hook", tc.keys...))
@@ -127,7 +143,7 @@ func TestClientDeliverSigned(t *testing.T) {
 			s := <-seen
 			for _, h := range []struct{ name, want string }{
 				{"Content-Type", "application/json"},
-				{"User-Agent", "hookstream/1.2.3"},
+				{"User-Agent", clientTestUserAgent},
 				{"webhook-id", "evt_1"},
 			} {
 				if got := s.header.Get(h.name); got != h.want {
@@ -292,12 +308,12 @@ func TestClientDeliverBadURL(t *testing.T) {
 			}
 		})
 	}
-	t.Run("no key", func(t *testing.T) {
+	t.Run("unsigned", func(t *testing.T) {
 		srv := newClientTestServer(t, func(w http.ResponseWriter, r *http.Request) {
 			t.Errorf("unsigned delivery sent")
 		})
 		d := clientTestDelivery(srv.URL)
-		d.Keys = nil
+		d.Header.Del("webhook-signature")
 		if res := c.Deliver(t.Context(), d); res.Err == nil {
 			t.Errorf("Err: got nil, want an error")
 		}
@@ -634,7 +650,7 @@ func BenchmarkDeliver(b *testing.B) {
 		io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	c := newClientForTest(b, ClientConfig{AllowPrivate: true, UserAgent: "hookstream/bench"})
+	c := newClientForTest(b, ClientConfig{AllowPrivate: true})
 	d := clientTestDelivery(srv.URL+"/hook", []byte("current key"), []byte("previous key"))
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -45,8 +45,8 @@ func TestCut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub := subscriptions.Subscription{ID: "sub_a", Sources: []string{"a"}, BatchMax: tt.batchMax}
-			msgs, covered := cut(sub, tt.recs, tt.maxBytes, tt.flush)
+			c := subscriptions.Compile(subscriptions.Subscription{ID: "sub_a", Sources: []string{"a"}, BatchMax: tt.batchMax})
+			msgs, covered := cut(c, judge(c, tt.recs, 0, nil), tt.maxBytes, tt.flush)
 			var got [][]string
 			for _, m := range msgs {
 				var ids []string
@@ -65,11 +65,12 @@ func TestCut(t *testing.T) {
 	}
 	// A batch's id depends on where it is and what it holds, nothing else.
 	r := recs("a", "a", "a")
-	sub := subscriptions.Subscription{ID: "sub_a", BatchMax: 2}
-	first, _ := cut(sub, r, 0, false)
-	again, _ := cut(sub, r, 0, false)
-	other, _ := cut(subscriptions.Subscription{ID: "sub_b", BatchMax: 2}, r, 0, false)
-	shifted, _ := cut(sub, r[1:], 0, false)
+	c := subscriptions.Compile(subscriptions.Subscription{ID: "sub_a", BatchMax: 2})
+	b := subscriptions.Compile(subscriptions.Subscription{ID: "sub_b", BatchMax: 2})
+	first, _ := cut(c, judge(c, r, 0, nil), 0, false)
+	again, _ := cut(c, judge(c, r, 0, nil), 0, false)
+	other, _ := cut(b, judge(b, r, 0, nil), 0, false)
+	shifted, _ := cut(c, judge(c, r[1:], 0, nil), 0, false)
 	if first[0].id != again[0].id || first[0].id == other[0].id || first[0].id == shifted[0].id {
 		t.Errorf("batch ids: %s, again %s, other subscription %s, other offsets %s; want the same twice, else different",
 			first[0].id, again[0].id, other[0].id, shifted[0].id)

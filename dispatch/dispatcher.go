@@ -133,9 +133,14 @@ type Dispatcher struct {
 type subState struct {
 	circuit *circuit
 
-	mu      sync.Mutex
-	sub     subscriptions.Subscription
+	mu  sync.Mutex
+	sub subscriptions.Subscription
+	// render is sub compiled: its filter, transform and headers.
+	render  *subscriptions.Compiled
 	limiter *rate.Limiter
+	// filterLogged is when a failing filter was last logged: once a
+	// minute at most.
+	filterLogged time.Time
 	// failingSince is when the first real attempt failed since the last
 	// success; zero while the subscriber is healthy.
 	failingSince time.Time
@@ -236,6 +241,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 	for id := range d.subs {
 		if _, ok := subs[id]; !ok {
 			delete(d.subs, id)
+			d.metrics.filterErrors.DeleteLabelValues(id)
 			d.retries.release(id) // read again, they are dropped
 		}
 	}
@@ -248,8 +254,14 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 		st.mu.Lock()
 		old := st.sub
 		st.sub = s
+		if !st.render.Of(s) {
+			st.render = subscriptions.Compile(s)
+		}
 		if s.RateLimit != old.RateLimit {
 			st.limiter = newLimiter(s.RateLimit)
+		}
+		if !slices.Equal(s.Schedule, old.Schedule) {
+			st.circuit.setCooldown(d.cooldown(s))
 		}
 		enabled := s.Enabled && !old.Enabled
 		if enabled {
@@ -354,7 +366,75 @@ func newLimiter(perSecond float64) *rate.Limiter {
 }
 
 func (d *Dispatcher) newSubState(s subscriptions.Subscription) *subState {
-	return &subState{sub: s, limiter: newLimiter(s.RateLimit), circuit: newCircuit(d.cfg.BreakerFailures, d.cfg.BreakerCooldown)}
+	return &subState{sub: s, render: subscriptions.Compile(s), limiter: newLimiter(s.RateLimit),
+		circuit: newCircuit(d.cfg.BreakerFailures, d.cooldown(s))}
+}
+
+// cooldown is how long s's open circuit waits for its probe: the
+// configured cooldown, never more than the first delay of s's schedule.
+func (d *Dispatcher) cooldown(s subscriptions.Subscription) time.Duration {
+	if len(s.Schedule) > 0 {
+		return min(d.cfg.BreakerCooldown, time.Duration(s.Schedule[0]))
+	}
+	return d.cfg.BreakerCooldown
+}
+
+// schedule is s's retry schedule: its own, else the configured one.
+func (d *Dispatcher) schedule(s subscriptions.Subscription) []time.Duration {
+	if len(s.Schedule) == 0 {
+		return d.cfg.Schedule
+	}
+	out := make([]time.Duration, len(s.Schedule))
+	for i, v := range s.Schedule {
+		out[i] = time.Duration(v)
+	}
+	return out
+}
+
+// maxBodyBytes bounds what one delivery carries, and what a transform
+// may make of one event: a failed delivery goes to the retry topic whole.
+// 0: no bound but the broker's.
+func (d *Dispatcher) maxBodyBytes() int {
+	if d.cfg.MaxRecordBytes <= 0 {
+		return 0
+	}
+	return int(d.cfg.MaxRecordBytes - topics.HandOffHeadroom)
+}
+
+// filterLogEvery bounds how often a subscription's failing filter is
+// logged; every failure is counted.
+const filterLogEvery = time.Minute
+
+// filterFailed counts a failure of st's filter, an event it does not
+// receive, and logs it at most once every filterLogEvery.
+func (d *Dispatcher) filterFailed(st *subState, err error) {
+	st.mu.Lock()
+	id := st.sub.ID
+	now := d.now()
+	log := now.Sub(st.filterLogged) >= filterLogEvery
+	if log {
+		st.filterLogged = now
+	}
+	st.mu.Unlock()
+	d.metrics.filterErrors.WithLabelValues(id).Inc()
+	if log {
+		d.log.Warn("filter failed: the event is not delivered (logged once a minute; hookstream_delivery_filter_errors_total counts them all)",
+			"subscription", id, "err", errorText(err))
+	}
+}
+
+// longestTimeout is the longest an attempt may take now: the client's
+// timeout, or a subscription's own.
+func (d *Dispatcher) longestTimeout() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	longest := d.client.timeout
+	for _, st := range d.subs {
+		st.mu.Lock()
+		longest = max(longest, time.Duration(st.sub.Timeout))
+		st.mu.Unlock()
+	}
+	return longest
 }
 
 // stopAll stops every worker and waits for them all, closing at once.
@@ -372,6 +452,13 @@ func (st *subState) current() subscriptions.Subscription {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.sub
+}
+
+// compiled returns the subscription as last read, compiled.
+func (st *subState) compiled() *subscriptions.Compiled {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.render
 }
 
 // enabled reports whether the subscription is enabled, as last read.
@@ -417,7 +504,7 @@ func (d *Dispatcher) circuits() (open, disabled []string) {
 // says when to ask again, with the same n.
 func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n int) (res Result, retryAt time.Time) {
 	st.mu.Lock()
-	sub, limiter := st.sub, st.limiter
+	sub, render, limiter := st.sub, st.render, st.limiter
 	st.mu.Unlock()
 	ok, probe, retryAt := st.circuit.admit(d.now(), n)
 	if !ok {
@@ -431,7 +518,11 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 		}
 	}
 	actx, span := d.attemptSpan(ctx, sub, m, n)
-	res = d.client.Deliver(actx, Delivery{URL: sub.URL, ID: m.id, Keys: sub.Keys(d.now()), Body: m.body})
+	if header, err := render.Header(m.id, m.body, d.now(), d.cfg.Client.UserAgent); err != nil {
+		res = Result{Err: err}
+	} else {
+		res = d.client.Deliver(actx, Delivery{URL: sub.URL, Header: header, Body: m.body, Timeout: time.Duration(sub.Timeout)})
+	}
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && !res.OK() {
 		st.circuit.abandon(probe) // stopping says nothing of the subscriber
@@ -581,14 +672,14 @@ func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
 	}
 }
 
-// delay is the wait before retry attempt (1-based) with ±20% jitter, or
-// false once the schedule is exhausted. A Retry-After is honoured within
-// [delay, 2×delay].
-func (d *Dispatcher) delay(retry int, retryAfter time.Duration) (time.Duration, bool) {
-	if retry > len(d.cfg.Schedule) {
+// delay is the wait before retry attempt (1-based) of schedule with ±20%
+// jitter, or false once the schedule is exhausted. A Retry-After is
+// honoured within [delay, 2×delay].
+func delay(schedule []time.Duration, retry int, retryAfter time.Duration) (time.Duration, bool) {
+	if retry > len(schedule) {
 		return 0, false
 	}
-	base := d.cfg.Schedule[retry-1]
+	base := schedule[retry-1]
 	jittered := time.Duration(float64(base) * (0.8 + 0.4*rand.Float64()))
 	if retryAfter > 0 {
 		jittered = min(max(retryAfter, base), 2*base)
@@ -597,16 +688,20 @@ func (d *Dispatcher) delay(retry int, retryAfter time.Duration) (time.Duration, 
 }
 
 // deadLetter writes a message that exhausted its attempts, with the
-// subscriber's last answer: one letter per event, each carrying the batch
-// id when the message is a batch.
+// subscriber's last answer, or whose transform failed (stage transform,
+// its error for cause): one letter per event, each carrying the batch id
+// when the message is a batch.
 func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, attempts int, last Result) error {
-	cause := "delivery failed"
-	if last.Err != nil {
+	cause, stage := "delivery failed", topics.StageDeliver
+	switch {
+	case m.failed != nil:
+		cause, stage, last = errorText(m.failed), topics.StageTransform, Result{}
+	case last.Err != nil:
 		cause = errorText(last.Err)
 	}
 	for ; m.lettered < len(m.events); m.lettered++ {
 		letter := &topics.DeadLetter{
-			Stage:        topics.StageDeliver,
+			Stage:        stage,
 			Error:        cause,
 			FailedAt:     d.now(),
 			Subscription: subID,
@@ -702,7 +797,7 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 		Attempts:     attempts,
 		DueAt:        now.Add(wait),
 		LastStatus:   last.Status,
-		Body:         m.body,
+		Body:         m.carried(),
 	}
 	if last.Err != nil {
 		retry.Error = errorText(last.Err)
@@ -719,12 +814,12 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 }
 
 // fail handles a failed first attempt of an unordered delivery or a failed
-// retry: the next retry if the schedule allows, else the DLQ.
-func (d *Dispatcher) fail(ctx context.Context, subID string, m *message, attempts int, last Result) error {
+// retry: the next retry if schedule allows, else the DLQ.
+func (d *Dispatcher) fail(ctx context.Context, subID string, schedule []time.Duration, m *message, attempts int, last Result) error {
 	if last.Gone() || m.lettered > 0 {
 		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
-	wait, ok := d.delay(attempts, last.RetryAfter)
+	wait, ok := delay(schedule, attempts, last.RetryAfter)
 	if !ok {
 		return d.deadLetter(ctx, subID, m, attempts, last)
 	}

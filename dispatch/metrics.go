@@ -12,6 +12,7 @@ type metrics struct {
 	reappended     prometheus.Counter
 	// attemptWriteErrors counts attempts the attempts topic did not take.
 	attemptWriteErrors prometheus.Counter
+	filterErrors       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 			Name: "hookstream_delivery_attempt_write_errors_total",
 			Help: "Delivery attempts the delivery-attempts topic did not take: missing from the attempts API and the ledger.",
 		}),
+		filterErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_filter_errors_total",
+			Help: "Events whose subscription's filter failed to evaluate (a missing field without has(), a type mismatch, the cost limit), by subscription: not delivered to it, as if the filter were false.",
+		}, []string{"subscription"}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_delivery_open_circuits",
@@ -58,7 +63,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, open, disabled, subscriptionStates{d})
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, m.filterErrors, open, disabled, subscriptionStates{d})
 	return m
 }
 

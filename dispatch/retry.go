@@ -174,7 +174,7 @@ func (r *retries) run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 			// What finishes now is committed, not read again by the
 			// partition's next owner.
-			r.drain(revoked[topic], d.client.timeout+5*time.Second)
+			r.drain(revoked[topic], d.longestTimeout()+5*time.Second)
 			r.commit(ctx)
 			r.forget(revoked[topic])
 		}),
@@ -660,20 +660,26 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	if !st.enabled() {
 		return parked, time.Time{}
 	}
-	m := retryMessage(retry, rec, st.current())
-	res, refusedUntil := d.attempt(ctx, st, m, attempts+1)
-	switch {
-	case ctx.Err() != nil:
-		return stopped, time.Time{}
-	case !refusedUntil.IsZero():
-		return refused, refusedUntil
-	case res.OK():
-		return finished, time.Time{}
+	m, failed := retryMessage(retry, rec, st.compiled(), d.maxBodyBytes())
+	if m != nil {
+		res, refusedUntil := d.attempt(ctx, st, m, attempts+1)
+		switch {
+		case ctx.Err() != nil:
+			return stopped, time.Time{}
+		case !refusedUntil.IsZero():
+			return refused, refusedUntil
+		case !res.OK() && !d.handOff(ctx, subID, m, func(ctx context.Context) error {
+			return d.fail(ctx, subID, d.schedule(st.current()), m, attempts+1, res)
+		}):
+			return stopped, time.Time{}
+		}
 	}
-	if !d.handOff(ctx, subID, m, func(ctx context.Context) error {
-		return d.fail(ctx, subID, m, attempts+1, res)
-	}) {
-		return stopped, time.Time{}
+	// The events whose transform fails now are dead-lettered, with the
+	// attempts made, once the others are done with.
+	for _, f := range failed {
+		if !d.handOff(ctx, subID, f, func(ctx context.Context) error { return d.deadLetter(ctx, subID, f, attempts, Result{}) }) {
+			return stopped, time.Time{}
+		}
 	}
 	return finished, time.Time{}
 }

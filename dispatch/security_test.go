@@ -12,13 +12,18 @@ import (
 
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // TestClientRequireHTTPS: the delivery client refuses an http target
 // before dialing it.
 func TestClientRequireHTTPS(t *testing.T) {
 	c := dispatch.NewClient(dispatch.ClientConfig{RequireHTTPS: true, AllowPrivate: true, Timeout: 5 * time.Second})
-	res := c.Deliver(context.Background(), dispatch.Delivery{URL: "http://192.0.2.1/hook", ID: "e1", Keys: [][]byte{[]byte("k")}, Body: []byte(`{}`)})
+	h, err := subscriptions.Compile(subscriptions.Subscription{Secret: signature.NewSecret()}).Header("e1", []byte(`{}`), time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := c.Deliver(context.Background(), dispatch.Delivery{URL: "http://192.0.2.1/hook", Header: h, Body: []byte(`{}`)})
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "must be https") || res.Status != 0 {
 		t.Errorf("Deliver to http: got %+v, want refused as not https", res)
 	}

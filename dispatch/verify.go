@@ -68,7 +68,7 @@ func (c *Client) Verify(parent context.Context, rawURL string, keys [][]byte) er
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("verify %s: %w", target, c.describeTransportError(parent, ctx, target, err))
+		return fmt.Errorf("verify %s: %w", target, describeTransportError(parent, ctx, c.timeout, target, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {

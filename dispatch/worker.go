@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/subscriptions"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // worker consumes the events topic for one subscription in its own group.
@@ -186,19 +185,19 @@ func (w *worker) push(pw *partWorker, recs []*kgo.Record) {
 // (measured from when the batches before it were sent); records are marked
 // only once the messages that carry them are done.
 func (w *worker) drain(ctx context.Context, pw *partWorker) {
-	var pending []*kgo.Record // read, not yet marked
-	var since time.Time       // when the partial batch at the end of pending began to wait
+	var pending []item  // read and judged, not yet marked
+	var since time.Time // when the partial batch at the end of pending began to wait
 	wait := time.Duration(w.sub.BatchWait)
-	maxBytes := 0
-	if w.d.cfg.MaxRecordBytes > 0 {
-		// A failed batch goes to the retry topic whole.
-		maxBytes = int(w.d.cfg.MaxRecordBytes - topics.HandOffHeadroom)
-	}
+	maxBytes := w.d.maxBodyBytes()
 	for {
 		pw.mu.Lock()
-		pending = append(pending, pw.queue...)
+		read := pw.queue
 		pw.queue = nil
 		pw.mu.Unlock()
+		if len(read) > 0 {
+			c := w.st.compiled()
+			pending = append(pending, judge(c, read, maxBytes, func(err error) { w.d.filterFailed(w.st, err) })...)
+		}
 		if len(pending) == 0 {
 			select {
 			case <-ctx.Done():
@@ -211,7 +210,7 @@ func (w *worker) drain(ctx context.Context, pw *partWorker) {
 		// records behind it pile up past the queue bound (a filter that
 		// takes few of them): pending stays bounded as the queue is.
 		flush := wait <= 0 || len(pending) >= queueHigh || !since.IsZero() && time.Since(since) >= wait
-		msgs, covered := cut(w.st.current(), pending, maxBytes, flush)
+		msgs, covered := cut(w.st.compiled(), pending, maxBytes, flush)
 		if covered == 0 {
 			if since.IsZero() {
 				since = time.Now()
@@ -235,11 +234,11 @@ func (w *worker) drain(ctx context.Context, pw *partWorker) {
 			if !w.deliverChunk(ctx, msgs[:n]) {
 				return // stopping: nothing past the last mark is committed
 			}
-			pw.cl.MarkCommitRecords(pending[msgs[n-1].upto-1])
+			pw.cl.MarkCommitRecords(pending[msgs[n-1].upto-1].rec)
 			w.resume(pw, len(pending)-msgs[n-1].upto)
 			msgs = msgs[n:]
 		}
-		pw.cl.MarkCommitRecords(pending[covered-1]) // filtered records after the last message
+		pw.cl.MarkCommitRecords(pending[covered-1].rec) // filtered records after the last message
 		pending = slices.Delete(pending, 0, covered)
 		since = time.Time{}
 		if len(pending) > 0 {
@@ -290,10 +289,16 @@ func (w *worker) deliverChunk(ctx context.Context, msgs []*message) bool {
 }
 
 // deliver takes a message to a final state: delivered, handed to the
-// retry topic, or (ordered) retried in place and finally dead-lettered. It
-// returns false only when ctx ended first.
+// retry topic, or (ordered) retried in place and finally dead-lettered;
+// one whose transform failed is dead-lettered with no attempt. It returns
+// false only when ctx ended first.
 func (w *worker) deliver(ctx context.Context, m *message) bool {
 	subID := w.sub.ID
+	if m.failed != nil {
+		return w.d.handOff(ctx, subID, m, func(ctx context.Context) error {
+			return w.d.deadLetter(ctx, subID, m, 0, Result{})
+		})
+	}
 	for attempt := 1; ; {
 		res, refusedUntil := w.d.attempt(ctx, w.st, m, attempt)
 		if ctx.Err() != nil {
@@ -311,10 +316,10 @@ func (w *worker) deliver(ctx context.Context, m *message) bool {
 		}
 		if !w.sub.Ordered {
 			return w.d.handOff(ctx, subID, m, func(ctx context.Context) error {
-				return w.d.fail(ctx, subID, m, attempt, res)
+				return w.d.fail(ctx, subID, w.d.schedule(w.st.current()), m, attempt, res)
 			})
 		}
-		wait, more := w.d.delay(attempt, res.RetryAfter)
+		wait, more := delay(w.d.schedule(w.st.current()), attempt, res.RetryAfter)
 		if !more || res.Gone() {
 			return w.d.handOff(ctx, subID, m, func(ctx context.Context) error {
 				return w.d.deadLetter(ctx, subID, m, attempt, res)
