@@ -251,6 +251,9 @@ func (t *txn) partition(ctx context.Context, id int32, records []*kgo.Record) {
 			span.SetAttributes(tracing.Outcome.String(outcomeFailed))
 			continue
 		}
+		if outcome == outcomeReplayed {
+			linkOriginal(span, old)
+		}
 		st := t.claim(ctx, old, ok, r, outcome, now)
 		outcome, err = t.process(ctx, pd, r, st, outcome, pr, s.n == strikeIsolate)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/internal/otlptest"
@@ -50,18 +51,46 @@ func (s *tracedSubscriber) traceparents(id string) []string {
 	return append([]string(nil), s.parent[id]...)
 }
 
-// run runs a component until the test ends.
-func run(t *testing.T, name string, f func(context.Context) error) {
+// run runs a component until stop is called or the test ends.
+func run(t *testing.T, name string, f func(context.Context) error) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("%s: %v", name, err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// replayProcessor resets the stopped processor's group to the start of
+// the ingest topic, as `hookstream replay --group processor --to-earliest
+// --execute` does, once the group has no member left.
+func replayProcessor(t *testing.T, env *kafkatest.Env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var plan groups.Plan
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		var err error
+		if plan, err = groups.PlanReplay(ctx, env.Client(t), env.Names, "processor", "", nil, groups.Target{Earliest: true}); err != nil {
+			return err
 		}
+		if len(plan.Members) > 0 {
+			return fmt.Errorf("members still active: %v", plan.Members)
+		}
+		return nil
 	})
+	if err := groups.Execute(ctx, env.Admin(t), plan); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPipelineTrace: a webhook posted with a known traceparent is one
@@ -71,6 +100,10 @@ func run(t *testing.T, name string, f func(context.Context) error) {
 // attempt's traceparent. A duplicate (a provider's retry through another
 // receiver replica) is a processor span with outcome duplicate and no
 // delivery; a delivery that fails once has two attempt spans in its trace.
+// A replay of the processor group processes each record again: the event
+// emitted again is a new processor span in its trace, linked to the span
+// of its first emission, and delivered again under it. With -v the test
+// prints the traces as trees.
 func TestPipelineTrace(t *testing.T) {
 	const maxBody = 1 << 20
 	recv := otlptest.New(t)
@@ -91,11 +124,14 @@ func TestPipelineTrace(t *testing.T) {
 	}
 	a, b := receiver(), receiver()
 
-	p := processor.New(processor.Config{
-		Names: env.Names, StateDir: t.TempDir(), MaxRecordBytes: topics.MaxRecordBytes(maxBody),
-		TransactionalID: env.Names.Prefix + "-processor", SessionTimeout: 6 * time.Second, Tracing: tr,
-	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, log, prometheus.NewRegistry())
-	run(t, "processor", p.Run)
+	stateDir := t.TempDir()
+	newProcessor := func() *processor.Processor {
+		return processor.New(processor.Config{
+			Names: env.Names, StateDir: stateDir, MaxRecordBytes: topics.MaxRecordBytes(maxBody),
+			TransactionalID: env.Names.Prefix + "-processor", SessionTimeout: 6 * time.Second, Tracing: tr,
+		}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, log, prometheus.NewRegistry())
+	}
+	stopProcessor := run(t, "processor", newProcessor().Run)
 
 	sub := &tracedSubscriber{fail: map[string]int{"shop:2": 1, "shop:3": 3}, parent: map[string][]string{}}
 	subSrv := httptest.NewServer(sub)
@@ -167,6 +203,7 @@ func TestPipelineTrace(t *testing.T) {
 	// One trace: provider -> receiver -> processor -> attempt -> subscriber.
 	got := spans(traceA, map[string]int{ingestName: 1, processName: 1, deliverName: 1})
 	in, pr, de := got[ingestName][0], got[processName][0], got[deliverName][0]
+	firstIn, firstPr := in, pr
 	check := func(what string, got, want any) {
 		t.Helper()
 		if got != want {
@@ -194,7 +231,7 @@ func TestPipelineTrace(t *testing.T) {
 	})
 
 	// The duplicate: processed and dropped, never delivered.
-	got = spans(traceB, map[string]int{ingestName: 1, processName: 1})
+	got = spans(traceB, map[string]int{ingestName: 1, processName: 1, deliverName: 0})
 	check("duplicate's outcome", got[processName][0].Attrs["hookstream.outcome"], "duplicate")
 	check("duplicate's processor span's parent", got[processName][0].ParentID, got[ingestName][0].SpanID)
 
@@ -233,5 +270,46 @@ func TestPipelineTrace(t *testing.T) {
 	// Time passes even if spans lag: no duplicate ever reaches the subscriber.
 	if got := sub.traceparents("shop:1"); len(got) != 1 {
 		t.Errorf("deliveries of shop:1: got %d, want 1", len(got))
+	}
+
+	// The replay: shop:1 is emitted again by a new span in its trace, a
+	// child of the receiver's like the first, linked to the first
+	// emission's span, and delivered again under it; its duplicate is
+	// dropped again.
+	stopProcessor()
+	replayProcessor(t, env)
+	run(t, "processor after the replay", newProcessor().Run)
+	got = spans(traceA, map[string]int{ingestName: 1, processName: 2, deliverName: 2})
+	var replay otlptest.Span
+	for _, s := range got[processName] {
+		if s.SpanID != firstPr.SpanID {
+			replay = s
+		}
+	}
+	check("replay's outcome", replay.Attrs["hookstream.outcome"], "replayed")
+	check("replay span's parent", replay.ParentID, firstIn.SpanID)
+	check("replay span's links", fmt.Sprint(replay.Links), fmt.Sprint([]string{firstPr.SpanID}))
+	var again otlptest.Span
+	for _, s := range got[deliverName] {
+		if s.ParentID == replay.SpanID {
+			again = s
+		}
+	}
+	check("attempt span after the replay", again.Attrs["hookstream.attempt"], "1")
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if got, want := sub.traceparents("shop:1"), []string{"00-" + traceA + "-" + de.SpanID + "-01", "00-" + traceA + "-" + again.SpanID + "-01"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("subscriber's traceparents of shop:1 after the replay: got %v, want %v", got, want)
+		}
+		return nil
+	})
+	got = spans(traceB, map[string]int{ingestName: 1, processName: 2, deliverName: 0})
+	for _, s := range got[processName] {
+		check("duplicate's outcome after the replay", s.Attrs["hookstream.outcome"], "duplicate")
+	}
+	for _, tc := range []struct{ what, id string }{
+		{"shop:1, replayed", traceA}, {"shop:1 again, a duplicate", traceB},
+		{"shop:2, delivered at the second attempt", traceC}, {"shop:3, dead-lettered", traceD},
+	} {
+		t.Logf("trace of %s:\n%s", tc.what, otlptest.Tree(recv.Trace(tc.id)))
 	}
 }

@@ -6,6 +6,7 @@
 package otlptest
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -13,7 +14,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -197,4 +200,94 @@ func Tracing(t testing.TB, endpoint string) tracing.Tracing {
 	}
 	t.Cleanup(func() { _ = shutdown(context.Background()) })
 	return tr
+}
+
+// Tree renders spans (of one trace) as a tree, each span on a line: its
+// name, kind, start after the trace's first span, duration and
+// hookstream's and the conventional status attributes, children by start
+// time under their parent, and the spans each links to. A span whose
+// parent is not among them is a root, with its parent's id.
+func Tree(spans []Span) string {
+	if len(spans) == 0 {
+		return ""
+	}
+	byID := make(map[string]Span, len(spans))
+	children := make(map[string][]Span)
+	var roots []Span
+	start := spans[0].Start
+	for _, s := range spans {
+		byID[s.SpanID] = s
+		start = min(start, s.Start)
+	}
+	for _, s := range spans {
+		if _, ok := byID[s.ParentID]; ok {
+			children[s.ParentID] = append(children[s.ParentID], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	byStart := func(a, b Span) int { return cmp.Compare(a.Start, b.Start) }
+	slices.SortFunc(roots, byStart)
+	var b strings.Builder
+	var walk func(s Span, indent, branch string)
+	walk = func(s Span, indent, branch string) {
+		fmt.Fprintf(&b, "%s%s%s [%s] +%s %s%s", indent, branch, s.Name, kinds[s.Kind],
+			ms(s.Start-start), ms(s.End-s.Start), shownAttrs(s))
+		if _, ok := byID[s.ParentID]; !ok && s.ParentID != "" {
+			fmt.Fprintf(&b, " (parent %s)", s.ParentID)
+		}
+		for _, l := range s.Links {
+			name := "?"
+			if ls, ok := byID[l]; ok {
+				name = ls.Name + " +" + ms(ls.Start-start)
+			}
+			fmt.Fprintf(&b, " (link to %s %s)", l, name)
+		}
+		b.WriteByte('\n')
+		kids := children[s.SpanID]
+		slices.SortFunc(kids, byStart)
+		next := indent
+		switch branch {
+		case "├─ ":
+			next += "│  "
+		case "└─ ":
+			next += "   "
+		}
+		for i, k := range kids {
+			br := "├─ "
+			if i == len(kids)-1 {
+				br = "└─ "
+			}
+			walk(k, next, br)
+		}
+	}
+	for _, r := range roots {
+		walk(r, "", "")
+	}
+	return b.String()
+}
+
+var kinds = map[int32]string{1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
+
+// shownAttrs are the attributes Tree shows.
+func shownAttrs(s Span) string {
+	var out []string
+	for _, k := range []string{"hookstream.event.id", "hookstream.outcome", "hookstream.subscription", "hookstream.attempt",
+		"messaging.destination.partition.id", "messaging.kafka.offset", "http.response.status_code"} {
+		if v, ok := s.Attrs[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	if s.StatusCode == 2 {
+		out = append(out, "error")
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " " + strings.Join(out, " ")
+}
+
+// ms is a duration of nanoseconds in milliseconds.
+func ms(ns uint64) string {
+	return strconv.FormatFloat(float64(ns)/1e6, 'f', 1, 64) + "ms"
 }
