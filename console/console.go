@@ -78,7 +78,10 @@ type Config struct {
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
-	Log   *slog.Logger
+	// UserAgent is the deliveries' User-Agent, which a subscription's
+	// Test shows.
+	UserAgent string
+	Log       *slog.Logger
 }
 
 // Console serves the web console.
@@ -120,6 +123,7 @@ func (u *Console) Mount(srv *admin.Server) {
 	g.POST("/logout", u.action(u.logout))
 	g.GET("/", u.page(u.overview))
 	u.mountSubscriptions(g)
+	u.mountGroups(g)
 	g.RouteNotFound("/*", u.page(func(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}))

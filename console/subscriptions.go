@@ -34,6 +34,7 @@ func (u *Console) mountSubscriptions(g *echo.Group) {
 	g.POST("/subscriptions/:id/disable", u.action(u.setEnabled(false)))
 	g.POST("/subscriptions/:id/rotate-secret", u.action(u.rotateSecret))
 	g.POST("/subscriptions/:id/delete", u.action(u.deleteSubscription))
+	g.POST("/subscriptions/:id/test", u.action(u.testSubscription))
 }
 
 // Health of a subscription as the console shows it.
@@ -131,18 +132,27 @@ type subscriptionData struct {
 	NoAttempts string
 	// NewSecret is shown once, right after it was generated.
 	NewSecret string
+	// Test is the answer of the Test form, when it was sent.
+	Test *testResult
+}
+
+// testResult is what the subscription would send for one event.
+type testResult struct {
+	Event, Envelope string
+	Preview         subscriptions.Preview
+	Err             string
 }
 
 // attemptStatuses are the choices of the attempts filter.
 var attemptStatuses = []string{"delivered", "failed", "retrying", "dead_lettered"}
 
 func (u *Console) subscription(r *Request) error {
-	return u.renderSubscription(r, http.StatusOK, r.Param("id"), "")
+	return u.renderSubscription(r, http.StatusOK, r.Param("id"), "", nil)
 }
 
 // renderSubscription renders subscription id's page, with newSecret when
-// one was just generated.
-func (u *Console) renderSubscription(r *Request, status int, id, newSecret string) error {
+// one was just generated, and the result of a test when one was asked.
+func (u *Console) renderSubscription(r *Request, status int, id, newSecret string, test *testResult) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
 	s, err := u.cfg.Registry.Get(ctx, id)
@@ -152,7 +162,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if err := u.cfg.Attempts.CatchUp(ctx, u.cfg.Kafka); err != nil {
 		return err
 	}
-	out := subscriptionData{Sub: s.Redacted(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret}
+	out := subscriptionData{Sub: s.Redacted(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test}
 	var open []string
 	open, out.CircuitsKnown = u.openCircuits(ctx)
 	out.Health = health(s, open)
@@ -231,7 +241,7 @@ func (u *Console) createSubscription(r *Request) error {
 		f.Errors = lines
 		return r.Render(status, "subscription_new.html", "New subscription", "subscriptions", f)
 	}
-	return u.renderSubscription(r, http.StatusCreated, s.ID, s.Secret)
+	return u.renderSubscription(r, http.StatusCreated, s.ID, s.Secret, nil)
 }
 
 // formError splits a refusal the form can show into its lines, with its
@@ -299,7 +309,7 @@ func (u *Console) rotateSecret(r *Request) error {
 	if err != nil {
 		return err
 	}
-	return u.renderSubscription(r, http.StatusOK, s.ID, s.Secret)
+	return u.renderSubscription(r, http.StatusOK, s.ID, s.Secret, nil)
 }
 
 // deleteSubscription deletes a subscription once its id is typed.
@@ -314,4 +324,33 @@ func (u *Console) deleteSubscription(r *Request) error {
 		return subscriptionError(err)
 	}
 	return r.Redirect(admin.UIPrefix+"/subscriptions", "Subscription "+id+" deleted.")
+}
+
+// testSubscription shows what the subscription would send for an event
+// named by its key or given as an envelope, as POST
+// /api/subscriptions/{id}/test answers: nothing is delivered, and the
+// subscription's own header values are hidden.
+func (u *Console) testSubscription(r *Request) error {
+	id := r.Param("id")
+	t := &testResult{Event: strings.TrimSpace(r.FormValue("event")), Envelope: strings.TrimSpace(r.FormValue("envelope"))}
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	s, err := u.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return subscriptionError(err)
+	}
+	e, err := subscriptions.TestEvent(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names, t.Event, []byte(t.Envelope))
+	status := http.StatusOK
+	switch {
+	case errors.Is(err, subscriptions.ErrEventNotFound):
+		status, t.Err = http.StatusNotFound, err.Error()
+	case errors.Is(err, subscriptions.ErrInvalid):
+		status, t.Err = http.StatusBadRequest, strings.TrimPrefix(err.Error(), subscriptions.ErrInvalid.Error()+": ")
+	case err != nil:
+		return err
+	default:
+		c := subscriptions.Compile(s)
+		t.Preview = c.Redact(c.Preview(e, time.Now(), u.cfg.UserAgent))
+	}
+	return u.renderSubscription(r, status, id, "", t)
 }

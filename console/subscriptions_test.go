@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,48 @@ func TestSubscriptionPagesEscapeAndShowAttempts(t *testing.T) {
 	}
 	if !strings.Contains(failed.body, `<option value="failed" selected>`) {
 		t.Errorf("detail filtered by failed: the filter does not show the status chosen")
+	}
+}
+
+// TestSubscriptionTest: the Test form shows what the subscription would
+// send for an envelope: the filter's decision, the transformed body and
+// the headers, the subscription's own header values hidden; a bad
+// envelope or an unknown event is said in the page.
+func TestSubscriptionTest(t *testing.T) {
+	h := serve(t, options{token: token})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := subscriptions.Subscription{ID: "sub_t", URL: "https://example.com/hook", Filter: `data.total > 10`,
+		Transform: `{"order": data.id, "note": "<b>" + data.note + "</b>"}`, Headers: map[string]string{"X-Api-Key": "k3y-value"}}
+	if err := h.registry.Create(ctx, &s, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := h.browser(t)
+	csrf := b.signIn()
+	envelope := func(total int) string {
+		return `{"id":"shop:1","source":"shop","event_id":"1","type":"order.paid","received_at":"2026-01-01T00:00:00Z",` +
+			`"data":{"id":"o-1","total":` + strconv.Itoa(total) + `,"note":"<script>x</script>"}}`
+	}
+	a := b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "envelope": {envelope(42)}})
+	if a.status != http.StatusOK || !strings.Contains(a.body, `<span class="badge ok">sent</span>`) {
+		t.Fatalf("test a matching envelope: got %d:\n%s", a.status, a.body)
+	}
+	for _, want := range []string{"&#34;order&#34;: &#34;o-1&#34;", "x-api-key: …", "webhook-signature: v1,"} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("test a matching envelope: missing %s", want)
+		}
+	}
+	if strings.Contains(a.body, "k3y-value") || strings.Contains(a.body, "<script>x") {
+		t.Errorf("test a matching envelope: a header value shown, or the payload not escaped")
+	}
+	a = b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "envelope": {envelope(3)}})
+	if a.status != http.StatusOK || !strings.Contains(a.body, `<span class="badge warn">not sent</span>`) {
+		t.Errorf("test an envelope the filter refuses: got %d", a.status)
+	}
+	if a = b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "envelope": {"{not json"}}); a.status != http.StatusBadRequest {
+		t.Errorf("test a bad envelope: got %d, want 400", a.status)
+	}
+	if a = b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "event": {"shop:nope"}}); a.status != http.StatusNotFound || !strings.Contains(a.body, `class="error"`) {
+		t.Errorf("test an unknown event: got %d, want 404 said in the page", a.status)
 	}
 }

@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	}
 	n.mount(rejected, local)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, Log: log})
+		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, UserAgent: deliveryClientConfig(cfg).UserAgent, Log: log})
 	if err != nil {
 		return err
 	}
