@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/subscriptions"
 )
 
@@ -32,6 +33,9 @@ type overviewData struct {
 	CircuitsKnown                     bool
 
 	Readiness admin.Readiness
+	// Instances are the deployment's, as GET /api/instances lists them.
+	Instances    instances.List
+	InstancesErr string
 }
 
 // sourceRow is one source's last chartMinutes minutes.
@@ -102,6 +106,9 @@ func (u *Console) overview(r *Request) error {
 		}
 	}
 
+	if out.Instances, err = instances.Discover(ctx, u.cfg.Kafka, u.cfg.Names, instances.SelfOf(u.srv)); err != nil {
+		out.InstancesErr = err.Error()
+	}
 	lag, err := groups.Lag(ctx, u.cfg.Kafka, u.cfg.Names, "processor")
 	if err != nil {
 		out.ProcessorLagErr = err.Error()
