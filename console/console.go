@@ -20,9 +20,12 @@
 //
 // Bound. A console request never reads more than a bounded number of
 // records: the overview and the subscription list read none (they show
-// the stats and attempts tallies, kept in memory, and offsets); a
+// the stats and attempts tallies, kept in memory, offsets, and the
+// instances as GET /api/instances asks them, at most 64); a
 // subscription's attempts read at most attempts.MaxScan (100,000) records
-// per partition of the attempts topic, and show at most 100 of them.
+// per partition of the attempts topic, and show at most 100 of them; its
+// Test reads at most 100,000 records of one events partition to find the
+// event named. A form is at most 256 KiB.
 //
 // Adding a page. One file per page family (subscriptions.go with
 // templates/subscriptions*.html): a mountX method called by Mount
