@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 )
 
@@ -443,6 +444,68 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.waitText("delivering")
 		if !n.enabled(t, id) {
 			t.Errorf("after Enable, hookstream subscriptions get says %s is disabled", id)
+		}
+	})
+
+	t.Run("GroupsAndReplay", func(t *testing.T) {
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/groups")
+		b.waitText("hookstream-processor", "hookstream-retry", "Committed")
+		b.follow("Plan a replay of processor")
+		b.do("choose the target earliest", chromedp.Click("", named("radio", "earliest"), chromedp.NodeVisible))
+		b.press("Plan")
+		// The dry run is the plan as hookstream replay prints it, and the
+		// processor runs, so Execute is refused as the command refuses it.
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			out, errOut, code := n.cli(t, "replay", "--group", "processor", "--to-earliest")
+			if code != 0 {
+				return fmt.Errorf("replay: exit %d: %s", code, errOut)
+			}
+			want, _, _ := strings.Cut(out, "Dry run:")
+			got, err := within(b, chromedp.Text("pre", chromedp.NodeVisible))
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(got) != strings.TrimSpace(want) {
+				b.do("plan again", chromedp.Reload())
+				return fmt.Errorf("the page's plan:\n%s\nhookstream replay prints:\n%s", got, want)
+			}
+			return nil
+		})
+		b.waitText("Execute is refused", "active member")
+		if b.has("button", "Execute") {
+			t.Errorf("the plan of the running processor's group offers Execute; hookstream replay --execute refuses it")
+		}
+
+		// A disabled subscription's group has no member: its replay executes.
+		id := n.subscribe(t, sink.URL+"/replay")
+		n.mustAccept(t, "replay-1", `{"n":1}`)
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			out, _, _ := n.cli(t, "lag", "--group", "sub:"+id, "--output", "json")
+			var lags []groups.GroupLag
+			if json.Unmarshal([]byte(out), &lags) != nil || len(lags) != 1 || lags[0].Total != 0 || lags[0].Partitions == nil {
+				return fmt.Errorf("subscription %s not caught up: %s", id, out)
+			}
+			return nil
+		})
+		if _, errOut, code := n.cli(t, "subscriptions", "disable", id); code != 0 {
+			t.Fatalf("subscriptions disable: %s", errOut)
+		}
+		b.open(n.base + "/ui/replay?group=sub:" + id + "&target=earliest")
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			if !b.has("button", "Execute") {
+				b.do("plan again", chromedp.Reload())
+				return fmt.Errorf("no Execute for the disabled subscription's group")
+			}
+			return nil
+		})
+		b.press("Execute")
+		b.waitText("Committed: hookstream-sub-" + id)
+		out, _, _ := n.cli(t, "lag", "--group", "sub:"+id, "--output", "json")
+		var lags []groups.GroupLag
+		if json.Unmarshal([]byte(out), &lags) != nil || len(lags) != 1 || lags[0].Total == 0 {
+			t.Errorf("after Execute, lag of sub:%s: got %s, want the events to read again", id, out)
 		}
 	})
 

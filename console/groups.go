@@ -1,0 +1,178 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// The groups pages: lag per group and partition, and the replay planner,
+// over groups.API as GET /api/groups and POST /api/replay/* and the lag
+// and replay commands. Bound: they read offsets, and at most one fetch
+// per partition to step over commit markers (groups.Lag,
+// groups.PlanReplay); no records otherwise.
+
+// mountGroups serves the groups and replay pages.
+func (u *Console) mountGroups(g *echo.Group) {
+	g.GET("/groups", u.page(u.groupList))
+	g.GET("/replay", u.page(u.replayPlanner))
+	g.POST("/replay/execute", u.action(u.replayExecute))
+}
+
+func (u *Console) groupsAPI() groups.API {
+	return groups.API{Kafka: u.cfg.Kafka, Names: u.cfg.Names, Registry: u.cfg.Registry}
+}
+
+// groupRow is one group as the groups page shows it.
+type groupRow struct {
+	groups.GroupLag
+	// Short is the name replay takes (processor, retry, sub:<id>).
+	Short string
+	// Subscription is the subscription's id for its group, else empty.
+	Subscription string
+}
+
+func (u *Console) groupList(r *Request) error {
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	lags, err := u.groupsAPI().Lags(ctx, "")
+	if err != nil {
+		return groupsError(err)
+	}
+	rows := make([]groupRow, 0, len(lags))
+	for _, g := range lags {
+		row := groupRow{GroupLag: g, Short: g.Group}
+		switch topics.Group(g.Group) {
+		case u.cfg.Names.ProcessorGroup():
+			row.Short = "processor"
+		case u.cfg.Names.RetryGroup():
+			row.Short = "retry"
+		}
+		if id, ok := groups.SubscriptionID(u.cfg.Names, topics.Group(g.Group)); ok {
+			row.Short, row.Subscription = "sub:"+id, id
+		}
+		rows = append(rows, row)
+	}
+	return r.Render(http.StatusOK, "groups.html", "Groups", "groups", rows)
+}
+
+// replayForm is the planner's form, as the page's URL holds it.
+type replayForm struct {
+	Group, Target, Value, Topic, Partitions string
+}
+
+// replayData is the replay planner.
+type replayData struct {
+	Form    replayForm
+	Targets []string
+	// Error is why the form could not be planned.
+	Error string
+	// Plan is the dry run, when one was made.
+	Plan *groups.Replay
+}
+
+// replayTargets are the planner's targets, as replay's flags name them.
+var replayTargets = []string{groups.TargetEarliest, groups.TargetLatest, groups.TargetTime, groups.TargetDuration, groups.TargetOffsets}
+
+// plan reads the form of r (the URL's query, or the POSTed form) and
+// makes the replay of it, executed when execute is set.
+func (u *Console) plan(r *Request, execute bool) (replayData, int, error) {
+	f := replayForm{
+		Group: strings.TrimSpace(r.FormValue("group")), Target: r.FormValue("target"), Value: strings.TrimSpace(r.FormValue("value")),
+		Topic: strings.TrimSpace(r.FormValue("topic")), Partitions: strings.TrimSpace(r.FormValue("partitions")),
+	}
+	data := replayData{Form: f, Targets: replayTargets}
+	if f.Group == "" || f.Target == "" {
+		if execute {
+			return data, http.StatusBadRequest, errors.New("choose a group and a target")
+		}
+		return data, http.StatusOK, nil
+	}
+	t, err := groups.ParseTarget(f.Target, f.Value)
+	if err != nil {
+		return data, http.StatusBadRequest, err
+	}
+	parts, err := parsePartitions(f.Partitions)
+	if err != nil {
+		return data, http.StatusBadRequest, err
+	}
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	plan, err := u.groupsAPI().Replay(ctx, f.Group, f.Topic, parts, t, execute)
+	if err != nil {
+		return data, groupsStatus(err), err
+	}
+	data.Plan = &plan
+	return data, http.StatusOK, nil
+}
+
+// parsePartitions reads "0, 3,5" as replay's --partition flags.
+func parsePartitions(s string) ([]int32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int32
+	for p := range strings.SplitSeq(s, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		if err != nil || n < 0 {
+			return nil, errors.New("partitions: " + strconv.Quote(strings.TrimSpace(p)) + " is not a partition number (want 0, 3, 5)")
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
+}
+
+// replayPlanner shows the planner, and the dry run of its form.
+func (u *Console) replayPlanner(r *Request) error {
+	data, status, err := u.plan(r, false)
+	if err != nil {
+		if status == 0 {
+			return err // not the form's fault: the error page
+		}
+		data.Error = err.Error()
+	}
+	return r.Render(status, "replay.html", "Replay", "groups", data)
+}
+
+// replayExecute commits a plan, where hookstream replay --execute would:
+// refused (409) while the group has active members.
+func (u *Console) replayExecute(r *Request) error {
+	data, status, err := u.plan(r, true)
+	if err != nil {
+		if status == 0 {
+			return err
+		}
+		data.Error = err.Error()
+		return r.Render(status, "replay.html", "Replay", "groups", data)
+	}
+	return r.Redirect(admin.UIPrefix+"/groups", "Committed: "+data.Plan.Group+" resumes from these targets when its consumers start.")
+}
+
+// groupsStatus is the status of an error of package groups, as the API
+// answers it; 0 for any other error.
+func groupsStatus(err error) int {
+	switch {
+	case errors.Is(err, groups.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, groups.ErrNoGroup):
+		return http.StatusNotFound
+	case errors.Is(err, groups.ErrRefused):
+		return http.StatusConflict
+	}
+	return 0
+}
+
+// groupsError is err with its status when package groups gives it one.
+func groupsError(err error) error {
+	if status := groupsStatus(err); status != 0 {
+		return echo.NewHTTPError(status, err.Error())
+	}
+	return err
+}
