@@ -27,6 +27,7 @@ func (d *Dispatcher) note(a topics.Attempt) {
 // noteEach notes a for each event of m: a batch's attempt is an attempt of
 // each of its events.
 func (d *Dispatcher) noteEach(a topics.Attempt, m *message) {
+	a.Resend = m.resend
 	for _, e := range m.events {
 		a.EventID = e.id
 		d.note(a)

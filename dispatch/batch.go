@@ -23,6 +23,9 @@ type message struct {
 	batch bool
 	// transformed: body holds transform results, not the envelopes.
 	transformed bool
+	// resend: an operator asked for this delivery again (events resend);
+	// its attempt records and retries say so.
+	resend bool
 	// failed is the transform's failure for the message's one event: it
 	// is dead-lettered at stage transform and nothing is sent.
 	failed error
@@ -118,7 +121,7 @@ func newMessage(c *subscriptions.Compiled, items []item) *message {
 // events whose transform fails now are failed, messages of their own.
 func retryMessage(retry *topics.Retry, rec *kgo.Record, c *subscriptions.Compiled, limit int) (m *message, failed []*message) {
 	sub := c.Subscription()
-	m = &message{id: retry.EventID, batch: retry.Batch, transformed: c.Transforms()}
+	m = &message{id: retry.EventID, batch: retry.Batch, transformed: c.Transforms(), resend: retry.Resend}
 	envelopes, err := topics.SplitBatch(rec.Value)
 	split := retry.Batch && err == nil
 	if !split {

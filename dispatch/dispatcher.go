@@ -794,6 +794,7 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 		Subscription: subID,
 		EventID:      m.id,
 		Batch:        m.batch,
+		Resend:       m.resend,
 		Attempts:     attempts,
 		DueAt:        now.Add(wait),
 		LastStatus:   last.Status,

@@ -45,6 +45,9 @@ type Attempt struct {
 	At time.Time
 	// DueAt is when a retrying event is due again.
 	DueAt time.Time
+	// Resend says the attempt is of a delivery an operator asked for
+	// again (events resend), its attempts numbered from 1 anew.
+	Resend bool
 }
 
 // attemptJSON is the wire form of an Attempt.
@@ -57,6 +60,7 @@ type attemptJSON struct {
 	Error        string     `json:"err,omitempty"`
 	At           time.Time  `json:"at"`
 	DueAt        *time.Time `json:"due,omitempty"`
+	Resend       bool       `json:"rs,omitempty"`
 }
 
 // Record encodes the attempt as a record of topic.
@@ -69,6 +73,7 @@ func (a *Attempt) Record(topic Topic) *kgo.Record {
 		Micros:       a.Latency.Microseconds(),
 		Error:        a.Error,
 		At:           a.At.UTC(),
+		Resend:       a.Resend,
 	}
 	if !a.DueAt.IsZero() {
 		due := a.DueAt.UTC()
@@ -111,6 +116,7 @@ func ParseAttempt(r *kgo.Record) (*Attempt, error) {
 		Latency:      time.Duration(v.Micros) * time.Microsecond,
 		Error:        v.Error,
 		At:           v.At.UTC(),
+		Resend:       v.Resend,
 	}
 	if v.DueAt != nil {
 		a.DueAt = v.DueAt.UTC()

@@ -19,6 +19,7 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"delivered", topics.Attempt{Subscription: "sub_a", EventID: "github:1", N: 1, Outcome: topics.OutcomeDelivered, Status: 200, Latency: 1500 * time.Microsecond, At: at}},
 		{"failed", topics.Attempt{Subscription: "sub_a", EventID: "github:1", N: 2, Outcome: topics.OutcomeFailed, Status: 503, Latency: time.Second, Error: `status 503 "busy"`, At: at}},
 		{"retrying", topics.Attempt{Subscription: "sub_b", EventID: "x:a:b", N: 2, Outcome: topics.OutcomeRetrying, DueAt: at.Add(time.Minute), At: at}},
+		{"resent", topics.Attempt{Subscription: "sub_a", EventID: "github:1", N: 1, Outcome: topics.OutcomeDelivered, Status: 204, Latency: time.Millisecond, At: at, Resend: true}},
 		{"dead lettered", topics.Attempt{Subscription: "sub_c", EventID: "x:1", N: 8, Outcome: topics.OutcomeDeadLettered, Status: 500, Error: "gave up", At: at}},
 	}
 	for _, tt := range tests {

@@ -29,7 +29,10 @@ type Retry struct {
 	Error      string
 	// RedrivenFrom names the dead letter a redrive copied, if any.
 	RedrivenFrom string
-	Body         []byte
+	// Resend says an operator asked for this delivery (events resend):
+	// its attempts are recorded as a resend's.
+	Resend bool
+	Body   []byte
 }
 
 // RetryKey is the key of a subscription's retries and dead letters of one
@@ -74,6 +77,9 @@ func (r *Retry) Record(topic Topic) *kgo.Record {
 	if r.Batch {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderBatchID, Value: []byte(r.EventID)})
 	}
+	if r.Resend {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderResend, Value: []byte("1")})
+	}
 	return &kgo.Record{Topic: string(topic), Key: RetryKey(r.Subscription, r.EventID), Value: r.Body, Headers: headers}
 }
 
@@ -96,6 +102,7 @@ func ParseRetry(rec *kgo.Record) *Retry {
 		Error:        value(HeaderError),
 		RedrivenFrom: value(HeaderRedrivenFrom),
 		Batch:        value(HeaderBatchID) != "",
+		Resend:       value(HeaderResend) != "",
 		Body:         rec.Value,
 	}
 	r.Attempts, _ = strconv.Atoi(value(HeaderAttempts))

@@ -107,6 +107,9 @@ const (
 	// HeaderBatchID is the webhook-id of the batch a retry carries whole,
 	// or a delivery dead letter was part of.
 	HeaderBatchID = "hs-batch-id"
+	// HeaderResend marks a retry record an operator's resend wrote: its
+	// attempts start again at 1 and are recorded as a resend's.
+	HeaderResend = "hs-resend"
 	// HeaderTruncated marks a record cut to fit the record size limit; its
 	// value is the original size of the record's value in bytes.
 	HeaderTruncated = "hs-truncated"
@@ -137,7 +140,7 @@ func isOwnHeader(key string) bool {
 	case HeaderSource, HeaderEventID, HeaderEventType, HeaderReceivedAt, HeaderRequestID, HeaderContentType,
 		HeaderError, HeaderErrorStage, HeaderOrigTopic, HeaderOrigPartition, HeaderOrigOffset, HeaderFailedAt,
 		HeaderSubscription, HeaderAttempts, HeaderLastStatus, HeaderDueAt, HeaderRedrivenFrom, HeaderReplay, HeaderTruncated, HeaderBatchID,
-		HeaderViolations, HeaderTraceparent, HeaderTracestate:
+		HeaderResend, HeaderViolations, HeaderTraceparent, HeaderTracestate:
 		return true
 	}
 	return false
