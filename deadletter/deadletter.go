@@ -48,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,6 +137,12 @@ type Filter struct {
 	From, Until int64
 	// Limit keeps the newest Limit letters of the selection; 0 keeps all.
 	Limit int
+	// Within, when not nil, keeps only letters at these offsets, by
+	// partition (other partitions are not read): the offsets a listing
+	// read, so that a redrive copies the letters it showed and none
+	// written since. Each partition is read from its range's start to the
+	// DLQ's end, so the redrive markers that follow its letters are seen.
+	Within topics.Ranges
 }
 
 func (f Filter) match(l *Letter) bool {
@@ -148,6 +155,12 @@ func (f Filter) match(l *Letter) bool {
 				return false
 			}
 		} else if l.Key != f.Key {
+			return false
+		}
+	}
+	if f.Within != nil {
+		r, ok := f.Within[l.Partition]
+		if !ok || l.Offset < r.From || l.Offset >= r.To {
 			return false
 		}
 	}
@@ -261,6 +274,12 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 	if f.Partition != nil {
 		span.Partitions = []int32{*f.Partition}
 	}
+	if f.Within != nil {
+		span.Partitions = slices.Sorted(maps.Keys(f.Within))
+		if f.Partition != nil {
+			span.Partitions = slices.DeleteFunc(span.Partitions, func(p int32) bool { return p != *f.Partition })
+		}
+	}
 	ranges, err := span.Ranges(ctx, cl, topic)
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
@@ -269,6 +288,14 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 		return fmt.Errorf("deadletter: %w", err) // a *topics.NoPartitionError among others
 	}
 	for p, r := range ranges {
+		if w, ok := f.Within[p]; ok {
+			r.From = max(r.From, w.From)
+			ranges[p] = r
+			if r.From >= w.To {
+				delete(ranges, p) // no letter of it is selected
+				continue
+			}
+		}
 		if f.Until > 0 && r.From >= f.Until {
 			delete(ranges, p) // no letter of it is selected
 		}
