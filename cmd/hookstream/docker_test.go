@@ -132,7 +132,7 @@ func knownSettings(t *testing.T) map[string]bool {
 // mounts.
 func TestComposeFile(t *testing.T) {
 	c := readCompose(t)
-	for _, name := range []string{"kafka-1", "kafka-2", "kafka-3", "topics", "ingest", "processor", "dispatcher", "prometheus", "grafana"} {
+	for _, name := range []string{"kafka-1", "kafka-2", "kafka-3", "topics", "ingest", "processor", "dispatcher", "prometheus", "grafana", "jaeger"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Errorf("service %s: missing", name)
 		}
@@ -291,6 +291,31 @@ func TestComposeFile(t *testing.T) {
 		for _, v := range c.Services["processor"].Volumes {
 			if src, dst, ok := strings.Cut(v, ":"); ok && strings.HasPrefix(dst, "/data") {
 				t.Errorf("processor: volume %q shares %s between replicas; use an anonymous volume", v, src)
+			}
+		}
+	})
+
+	t.Run("tracing", func(t *testing.T) {
+		jaeger := c.Services["jaeger"]
+		if !strings.HasPrefix(jaeger.Image, "jaegertracing/jaeger:2.") {
+			t.Errorf("jaeger: image %q, want jaegertracing/jaeger:2.x (v2, all in one)", jaeger.Image)
+		}
+		if cmd := strings.Join(jaeger.Command, " "); !strings.Contains(cmd, "receivers.otlp.protocols.http.endpoint=0.0.0.0:4318") {
+			t.Errorf("jaeger: command %q, want its OTLP/HTTP receiver on 0.0.0.0:4318, reachable from the other containers", cmd)
+		}
+		if !slices.Contains(jaeger.Ports, "127.0.0.1:16686:16686") {
+			t.Errorf("jaeger: ports %q, want the UI on 127.0.0.1:16686", jaeger.Ports)
+		}
+		for _, role := range []string{"ingest", "processor", "dispatcher"} {
+			env, _ := c.Services[role].env()
+			if got := env["OTEL_EXPORTER_OTLP_ENDPOINT"]; got != "http://jaeger:4318" {
+				t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q, want http://jaeger:4318", role, got)
+			}
+			if got := env["OTEL_SERVICE_NAME"]; got != "hookstream-"+role {
+				t.Errorf("%s: OTEL_SERVICE_NAME %q, want hookstream-%s", role, got, role)
+			}
+			if got := env["HOOKSTREAM_TRACE_URL"]; got != "http://localhost:16686/trace/{trace_id}" {
+				t.Errorf("%s: HOOKSTREAM_TRACE_URL %q, want Jaeger's trace page on the published port", role, got)
 			}
 		}
 	})
