@@ -1,0 +1,49 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// TestStagesOf: a trace's stages come from its receiver span, its
+// committed processing span and its first successful delivery; traces
+// missing one of them are not counted.
+func TestStagesOf(t *testing.T) {
+	ms := func(n int) uint64 { return uint64(1_000_000_000_000 + n*int(time.Millisecond)) }
+	spans := []span{
+		{traceID: "a", kind: kindServer, ok: true, start: ms(0), end: ms(5)},
+		{traceID: "a", kind: kindConsumer, ok: false, start: ms(10), end: ms(40)}, // aborted: its record came again
+		{traceID: "a", kind: kindConsumer, ok: true, start: ms(50), end: ms(80)},
+		{traceID: "a", kind: kindClient, ok: false, start: ms(81), end: ms(90)}, // a failed attempt
+		{traceID: "a", kind: kindClient, ok: true, start: ms(95), end: ms(100)},
+		{traceID: "b", kind: kindServer, ok: true, start: ms(0), end: ms(2)}, // not delivered yet
+		{traceID: "b", kind: kindConsumer, ok: true, start: ms(3), end: ms(4)},
+	}
+	got := stagesOf(spans)
+	want := map[string]time.Duration{"ack": 5 * time.Millisecond, "received→processed": 50 * time.Millisecond,
+		"processed→committed": 30 * time.Millisecond, "committed→delivered": 20 * time.Millisecond, "end to end": 100 * time.Millisecond}
+	if got.Traced != 1 || len(got.Stages) != len(want) {
+		t.Fatalf("got %+v, want one trace with %d stages", got, len(want))
+	}
+	for _, s := range got.Stages {
+		if s.P50 != want[s.Name] || s.P99 != want[s.Name] {
+			t.Errorf("%s: got p50 %v p99 %v, want %v", s.Name, s.P50, s.P99, want[s.Name])
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	xs := make([]float64, 0, 200)
+	for i := 200; i >= 1; i-- {
+		xs = append(xs, float64(i))
+	}
+	if q := quantile(xs, 0.5); q != 100 {
+		t.Errorf("p50 of 1..200: got %v, want 100", q)
+	}
+	if q := quantile(xs, 0.99); q != 198 {
+		t.Errorf("p99 of 1..200: got %v, want 198", q)
+	}
+	if q := quantile(nil, 0.99); q != 0 {
+		t.Errorf("p99 of none: got %v, want 0", q)
+	}
+}
