@@ -25,7 +25,11 @@
 // subscription's attempts read at most attempts.MaxScan (100,000) records
 // per partition of the attempts topic, and show at most 100 of them; its
 // Test reads at most 100,000 records of one events partition to find the
-// event named. A form is at most 256 KiB.
+// event named. The groups and replay pages read offsets and at most one
+// fetch per partition (groups.Lag, groups.PlanReplay); the dead-letter
+// pages read each DLQ partition from 1,000 offsets before its end to the
+// end, show at most 100 letters per DLQ and redrive at most 500. A form
+// is at most 256 KiB.
 //
 // Adding a page. One file per page family (subscriptions.go with
 // templates/subscriptions*.html): a mountX method called by Mount
@@ -127,6 +131,7 @@ func (u *Console) Mount(srv *admin.Server) {
 	g.GET("/", u.page(u.overview))
 	u.mountSubscriptions(g)
 	u.mountGroups(g)
+	u.mountDLQ(g)
 	g.RouteNotFound("/*", u.page(func(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}))

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,6 +509,58 @@ func TestConsoleInBrowser(t *testing.T) {
 		var lags []groups.GroupLag
 		if json.Unmarshal([]byte(out), &lags) != nil || len(lags) != 1 || lags[0].Total == 0 {
 			t.Errorf("after Execute, lag of sub:%s: got %s, want the events to read again", id, out)
+		}
+	})
+
+	t.Run("DLQRedrive", func(t *testing.T) {
+		var failing atomic.Bool
+		failing.Store(true)
+		var mu sync.Mutex
+		got := map[string]int{}
+		flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if failing.Load() {
+				http.Error(w, "down for maintenance", http.StatusInternalServerError)
+				return
+			}
+			mu.Lock()
+			got[r.Header.Get("webhook-id")]++
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(flaky.Close)
+		id := n.subscribe(t, flaky.URL+"/dlq")
+		n.mustAccept(t, "dlq-1", `{"n":1}`)
+
+		b := newTab(t, browser)
+		b.signIn(n)
+		list := n.base + "/ui/dlq?kind=delivery&key=" + url.QueryEscape(id+":github:dlq-1")
+		b.waitPage(list, "github:dlq-1", "deliver", "500")
+		failing.Store(false) // the cause is fixed
+		b.press("Redrive delivery letters")
+		b.waitText("Preview: 1 letter to copy back", id+":github:dlq-1")
+		mu.Lock()
+		early := got["github:dlq-1"]
+		mu.Unlock()
+		if early != 0 {
+			t.Errorf("the preview delivered the letter %d times; it must copy nothing", early)
+		}
+		b.screenshot("dlq-redrive")
+		b.press("Execute")
+		b.waitText("Redriven 1 letter to")
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if got["github:dlq-1"] != 1 {
+				return fmt.Errorf("the subscriber got github:dlq-1 %d times, want once", got["github:dlq-1"])
+			}
+			return nil
+		})
+		b.waitPage(list, "redriven")
+		// Redriving again copies nothing: the letter is marked.
+		b.press("Redrive delivery letters")
+		b.waitText("already redriven", "Nothing to redrive")
+		if b.has("button", "Execute") {
+			t.Errorf("a preview with nothing to redrive offers Execute")
 		}
 	})
 
