@@ -76,3 +76,34 @@ func TestCut(t *testing.T) {
 			first[0].id, again[0].id, other[0].id, shifted[0].id)
 	}
 }
+
+// TestCutTransformFailure: an event whose transform fails is a message of
+// its own, dead-lettered: the batch before it goes first, the batch after
+// it starts anew, and every record stays accounted for in order.
+func TestCutTransformFailure(t *testing.T) {
+	var recs []*kgo.Record
+	for i, data := range []string{`{"n":1}`, `{"n":2}`, `{}`, `{"n":4}`, `{"n":5}`} {
+		id := fmt.Sprintf("a:%d", i)
+		recs = append(recs, &kgo.Record{Partition: 1, Offset: int64(i), Key: []byte(id),
+			Value:   []byte(`{"id":"` + id + `","source":"a","type":"t","data":` + data + `}`),
+			Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("a")}, {Key: topics.HeaderEventType, Value: []byte("t")}}})
+	}
+	c := subscriptions.Compile(subscriptions.Subscription{ID: "sub_a", BatchMax: 10, Transform: `{"n": data.n}`})
+	msgs, covered := cut(c, judge(c, recs, 0, nil), 0, true)
+	type got struct {
+		body   string
+		failed bool
+		upto   int
+	}
+	var gots []got
+	for _, m := range msgs {
+		gots = append(gots, got{string(m.body), m.failed != nil, m.upto})
+	}
+	want := []got{{`{"events":[{"n":1},{"n":2}]}`, false, 2}, {"", true, 3}, {`{"events":[{"n":4},{"n":5}]}`, false, 5}}
+	if !slices.Equal(gots, want) || covered != 5 {
+		t.Errorf("got %v covering %d, want %v covering 5", gots, covered, want)
+	}
+	if env := string(msgs[0].carried()); env != `{"events":[`+string(recs[0].Value)+`,`+string(recs[1].Value)+`]}` {
+		t.Errorf("a retry would carry %s, want the envelopes", env)
+	}
+}

@@ -327,3 +327,39 @@ func TestAPITest(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJudge measures what a subscription's filter and transform
+// cost per event, beside the globs alone: Match and Render of one event
+// of 1 KiB of JSON, its envelope parsed once, as the dispatcher judges
+// each record it reads.
+func BenchmarkJudge(b *testing.B) {
+	const (
+		filter    = `source == "bench" && data.amount > 100 && data.customer.email.endsWith("@example.com")`
+		transform = `{"text": "payment of " + string(data.amount) + " by " + data.customer.email, "id": id}`
+	)
+	rec := eventRecord(b, "bench", "payment", "1", fmt.Sprintf(`{"amount":2500,"currency":"eur","customer":{"id":"cus_1","email":"ada@example.com"},"pad":%q}`,
+		strings.Repeat("x", 900)))
+	for _, c := range []struct {
+		name string
+		sub  subscriptions.Subscription
+	}{
+		{"none", subscriptions.Subscription{Sources: []string{"bench"}}},
+		{"filter", subscriptions.Subscription{Sources: []string{"bench"}, Filter: filter}},
+		{"transform", subscriptions.Subscription{Sources: []string{"bench"}, Transform: transform}},
+		{"filter-transform", subscriptions.Subscription{Sources: []string{"bench"}, Filter: filter, Transform: transform}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			compiled := subscriptions.Compile(c.sub)
+			b.ReportAllocs()
+			for b.Loop() {
+				e := subscriptions.NewEvent(rec)
+				if d := compiled.Match(e); !d.Match {
+					b.Fatal(d.Reason())
+				}
+				if _, err := compiled.Render(e, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
