@@ -3,9 +3,12 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -22,14 +26,16 @@ import (
 const maxAttemptsShown = 100
 
 // mountSubscriptions serves the subscription pages: the list, a
-// subscription, the form of a new one, and the buttons Enable, Disable,
-// Rotate secret and Delete, each through subscriptions.Registry as
+// subscription, the forms of a new one and of an edit, and the buttons
+// Enable, Disable, Rotate secret and Delete, each through subscriptions.Registry as
 // /api/subscriptions does.
 func (u *Console) mountSubscriptions(g *echo.Group) {
 	g.GET("/subscriptions", u.page(u.subscriptionList))
 	g.GET("/subscriptions/new", u.page(u.newSubscription))
 	g.POST("/subscriptions/new", u.action(u.createSubscription))
 	g.GET("/subscriptions/:id", u.page(u.subscription))
+	g.GET("/subscriptions/:id/edit", u.page(u.editSubscription))
+	g.POST("/subscriptions/:id/edit", u.action(u.saveSubscription))
 	g.POST("/subscriptions/:id/enable", u.action(u.setEnabled(true)))
 	g.POST("/subscriptions/:id/disable", u.action(u.setEnabled(false)))
 	g.POST("/subscriptions/:id/rotate-secret", u.action(u.rotateSecret))
@@ -189,16 +195,203 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	return r.Render(status, "subscription.html", s.ID, "subscriptions", out)
 }
 
-// subscriptionForm is the form of a new subscription, as typed.
+// subscriptionForm is the form of a subscription, new or edited, as
+// typed. Header values are write-only: the form names the headers and
+// never holds their values, not even those just typed.
 type subscriptionForm struct {
 	ID, URL, Description, Sources, EventTypes, Filter, Transform, From string
+	MaxInFlight, RateLimit, BatchMax, BatchWait, Schedule, Timeout     string
 	Ordered                                                            bool
-	// Errors are the registry's refusals, one line each.
+	// Headers are the subscription's headers (edit), by name.
+	Headers []headerRow
+	// NewHeaders are the names typed in the rows for new headers, one
+	// empty row at least.
+	NewHeaders []string
+	// Version is the UpdatedAt of the version the edit form shows: saving
+	// is refused once the subscription changed since.
+	Version string
+	// Errors are the refusals, one line each.
 	Errors []string
 }
 
+// headerRow is a header of the subscription as the edit form shows it.
+type headerRow struct {
+	Name   string
+	Remove bool
+}
+
+// newHeaderRows is how many rows for new headers a form offers.
+const newHeaderRows = 3
+
+// Form fields of the headers: "header.<Name>" sets an existing header's
+// value (empty: keep it), "remove_header" (repeated) removes one, and
+// the rows "new_header_name"/"new_header_value" add headers.
+const (
+	headerValueField    = "header."
+	removeHeaderField   = "remove_header"
+	newHeaderNameField  = "new_header_name"
+	newHeaderValueField = "new_header_value"
+)
+
+// formOf is the form showing s.
+func formOf(s subscriptions.Subscription) subscriptionForm {
+	f := subscriptionForm{
+		ID: s.ID, URL: s.URL, Description: s.Description, Sources: strings.Join(s.Sources, ", "),
+		EventTypes: strings.Join(s.EventTypes, ", "), Filter: s.Filter, Transform: s.Transform, Ordered: s.Ordered,
+		MaxInFlight: strconv.Itoa(s.MaxInFlight), RateLimit: strconv.FormatFloat(s.RateLimit, 'g', -1, 64),
+		BatchMax: strconv.Itoa(s.BatchMax), Version: s.UpdatedAt.Format(time.RFC3339Nano),
+	}
+	if s.BatchWait != 0 {
+		f.BatchWait = s.BatchWait.String()
+	}
+	if s.Timeout != 0 {
+		f.Timeout = s.Timeout.String()
+	}
+	ds := make([]string, len(s.Schedule))
+	for i, d := range s.Schedule {
+		ds[i] = d.String()
+	}
+	f.Schedule = strings.Join(ds, ", ")
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+		f.Headers = append(f.Headers, headerRow{Name: name})
+	}
+	f.NewHeaders = make([]string, newHeaderRows)
+	return f
+}
+
+// headerChange is what a form changes of a subscription's headers: the
+// values it sets, replacing those of the same names, and the names it
+// removes; the others stay, as subscriptions update --header and
+// --unset-header do.
+type headerChange struct {
+	set   map[string]string
+	unset []string
+}
+
+// apply changes the headers of s, leaving the map s had untouched.
+func (h headerChange) apply(s *subscriptions.Subscription) {
+	if len(h.set) == 0 && len(h.unset) == 0 {
+		return
+	}
+	headers := maps.Clone(s.Headers)
+	if headers == nil {
+		headers = make(map[string]string, len(h.set))
+	}
+	maps.Copy(headers, h.set)
+	for _, name := range h.unset {
+		delete(headers, name)
+	}
+	subscriptions.Patch{Headers: &headers}.Apply(s)
+}
+
+// readSubscriptionForm reads the form of a subscription: what was typed
+// (f), the patch of its fields and the change of its headers, and the
+// lines of what cannot be read (numbers, durations, header rows).
+// headers are the subscription's header names (edit; nil: new).
+func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p subscriptions.Patch, hc headerChange, problems []string) {
+	form := r.Request().PostForm
+	text := func(name string) string { return strings.ReplaceAll(form.Get(name), "\r\n", "\n") }
+	f = subscriptionForm{
+		ID: strings.TrimSpace(text("id")), URL: strings.TrimSpace(text("url")), Description: text("description"),
+		Sources: text("sources"), EventTypes: text("event_types"), Filter: text("filter"), Transform: text("transform"),
+		From: text("from"), MaxInFlight: strings.TrimSpace(text("max_in_flight")), RateLimit: strings.TrimSpace(text("rate_limit")),
+		BatchMax: strings.TrimSpace(text("batch_max")), BatchWait: strings.TrimSpace(text("batch_wait")),
+		Schedule: text("schedule"), Timeout: strings.TrimSpace(text("timeout")), Version: text("version"),
+		Ordered: form.Get("ordered") == "on",
+	}
+	p = subscriptions.Patch{URL: &f.URL, Description: &f.Description, Sources: splitList(f.Sources),
+		EventTypes: splitList(f.EventTypes), Ordered: &f.Ordered, Filter: &f.Filter, Transform: &f.Transform}
+	number := func(field, v string, def int) *int {
+		n := def
+		if v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %q is not a whole number", field, v))
+			}
+		}
+		return &n
+	}
+	duration := func(field, v string) *subscriptions.Duration {
+		var d time.Duration
+		if v != "" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %q is not a duration such as 500ms or 2s", field, v))
+			}
+		}
+		return (*subscriptions.Duration)(&d)
+	}
+	p.MaxInFlight = number("max_in_flight", f.MaxInFlight, subscriptions.DefaultMaxInFlight)
+	p.BatchMax = number("batch_max", f.BatchMax, 1)
+	rate := 0.0
+	if f.RateLimit != "" {
+		var err error
+		if rate, err = strconv.ParseFloat(f.RateLimit, 64); err != nil {
+			problems = append(problems, fmt.Sprintf("rate_limit: %q is not a number", f.RateLimit))
+		}
+	}
+	p.RateLimit = &rate
+	p.BatchWait = duration("batch_wait", f.BatchWait)
+	p.Timeout = duration("timeout", f.Timeout)
+	ds, err := config.ParseSchedule(f.Schedule)
+	if err != nil {
+		problems = append(problems, "schedule: "+err.Error())
+	}
+	schedule := make([]subscriptions.Duration, len(ds))
+	for i, d := range ds {
+		schedule[i] = subscriptions.Duration(d)
+	}
+	if len(schedule) == 0 {
+		schedule = nil
+	}
+	p.Schedule = &schedule
+
+	hc.set = make(map[string]string)
+	removed := form[removeHeaderField]
+	for _, name := range headers {
+		row := headerRow{Name: name, Remove: slices.Contains(removed, name)}
+		f.Headers = append(f.Headers, row)
+		v := form.Get(headerValueField + name)
+		switch {
+		case row.Remove && v != "":
+			problems = append(problems, fmt.Sprintf("headers: %s both given a value and removed", name))
+		case row.Remove:
+			hc.unset = append(hc.unset, name)
+		case v != "":
+			hc.set[name] = v
+		}
+	}
+	names, values := form[newHeaderNameField], form[newHeaderValueField]
+	for i := range max(len(names), len(values)) {
+		var name, value string
+		if i < len(names) {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(names[i]))
+		}
+		if i < len(values) {
+			value = values[i]
+		}
+		f.NewHeaders = append(f.NewHeaders, name)
+		_, twice := hc.set[name]
+		switch {
+		case name == "" && value == "":
+		case name == "":
+			problems = append(problems, "headers: a value without a name (new header row "+strconv.Itoa(i+1)+")")
+		case twice || slices.Contains(hc.unset, name):
+			problems = append(problems, fmt.Sprintf("headers: %s given twice", name))
+		default:
+			hc.set[name] = value
+		}
+	}
+	for len(f.NewHeaders) < newHeaderRows {
+		f.NewHeaders = append(f.NewHeaders, "")
+	}
+	return f, p, hc, problems
+}
+
 func (u *Console) newSubscription(r *Request) error {
-	return r.Render(http.StatusOK, "subscription_new.html", "New subscription", "subscriptions", subscriptionForm{From: "latest"})
+	f := formOf(subscriptions.Subscription{MaxInFlight: subscriptions.DefaultMaxInFlight, BatchMax: 1})
+	f.From, f.Version = "latest", ""
+	return r.Render(http.StatusOK, "subscription_new.html", "New subscription", "subscriptions", f)
 }
 
 // splitList reads a list typed with commas or one item a line.
@@ -212,23 +405,33 @@ func splitList(s string) *[]string {
 	return &out
 }
 
-func (u *Console) createSubscription(r *Request) error {
-	f := subscriptionForm{
-		ID: strings.TrimSpace(r.FormValue("id")), URL: strings.TrimSpace(r.FormValue("url")),
-		Description: r.FormValue("description"), Sources: r.FormValue("sources"), EventTypes: r.FormValue("event_types"),
-		Filter: r.FormValue("filter"), Transform: r.FormValue("transform"), From: r.FormValue("from"),
-		Ordered: r.FormValue("ordered") == "on",
+// checkForm validates a form's patch and header change as PATCH
+// /api/subscriptions/{id} validates its body: nothing is read before.
+func checkForm(p subscriptions.Patch, hc headerChange, problems []string) error {
+	check := p
+	check.Headers = &hc.set
+	err := check.Validate()
+	if len(problems) == 0 {
+		return err
 	}
-	p := subscriptions.Patch{URL: &f.URL, Description: &f.Description, Sources: splitList(f.Sources),
-		EventTypes: splitList(f.EventTypes), Ordered: &f.Ordered, Filter: &f.Filter, Transform: &f.Transform}
+	lines := problems
+	if err != nil {
+		lines = append(lines, strings.TrimPrefix(err.Error(), subscriptions.ErrInvalid.Error()+": "))
+	}
+	return fmt.Errorf("%w: %s", subscriptions.ErrInvalid, strings.Join(lines, "\n"))
+}
+
+func (u *Console) createSubscription(r *Request) error {
+	f, p, hc, problems := readSubscriptionForm(r, nil)
 	from := f.From
 	if from == "latest" {
 		from = ""
 	}
 	s := subscriptions.Subscription{ID: f.ID}
-	err := p.Validate()
+	err := checkForm(p, hc, problems)
 	if err == nil {
 		p.Apply(&s)
+		hc.apply(&s)
 		ctx, cancel := admin.Timeout(r.Context)
 		defer cancel()
 		err = u.cfg.Registry.Create(ctx, &s, from)
@@ -242,6 +445,71 @@ func (u *Console) createSubscription(r *Request) error {
 		return r.Render(status, "subscription_new.html", "New subscription", "subscriptions", f)
 	}
 	return u.renderSubscription(r, http.StatusCreated, s.ID, s.Secret, nil)
+}
+
+// errStale refuses an edit of a subscription that changed after its form
+// was opened: saving the form would undo that change.
+var errStale = errors.New("changed after this form was opened")
+
+func (u *Console) editSubscription(r *Request) error {
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	s, err := u.cfg.Registry.Get(ctx, r.Param("id"))
+	if err != nil {
+		return subscriptionError(err)
+	}
+	return r.Render(http.StatusOK, "subscription_edit.html", "Edit "+s.ID, "subscriptions", formOf(s))
+}
+
+// saveSubscription saves the edit form as PATCH /api/subscriptions/{id}
+// does (subscriptions.Patch, then Registry.Update), every field replaced
+// by the form's but the header values left blank, and refuses it when the
+// subscription changed since the form was opened. The filter and
+// transform are compiled only when they changed, as the API's PATCH
+// compiles only those it is given.
+func (u *Console) saveSubscription(r *Request) error {
+	id := r.Param("id")
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	cur, err := u.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return subscriptionError(err)
+	}
+	f, p, hc, problems := readSubscriptionForm(r, slices.Sorted(maps.Keys(cur.Headers)))
+	f.ID = id
+	version, verr := time.Parse(time.RFC3339Nano, f.Version)
+	if verr != nil {
+		problems = append(problems, "version: missing: reload the page")
+	}
+	if *p.Filter == cur.Filter {
+		p.Filter = nil
+	}
+	if *p.Transform == cur.Transform {
+		p.Transform = nil
+	}
+	err = checkForm(p, hc, problems)
+	if err == nil {
+		_, err = u.cfg.Registry.Update(ctx, id, func(s *subscriptions.Subscription) error {
+			if !s.UpdatedAt.Equal(version) {
+				return fmt.Errorf("%s %w (at %s): reload the page to edit it as it is now", id, errStale, when(s.UpdatedAt))
+			}
+			p.Apply(s)
+			hc.apply(s)
+			return nil
+		})
+	}
+	if err != nil {
+		status, lines := formError(err)
+		if errors.Is(err, errStale) {
+			status, lines = http.StatusConflict, []string{err.Error()}
+		}
+		if lines == nil {
+			return subscriptionError(err)
+		}
+		f.Errors = lines
+		return r.Render(status, "subscription_edit.html", "Edit "+id, "subscriptions", f)
+	}
+	return r.Redirect(subscriptionPath(id), "Subscription "+id+" saved.")
 }
 
 // formError splits a refusal the form can show into its lines, with its
