@@ -28,10 +28,8 @@
 // event named. The groups and replay pages read offsets and at most one
 // fetch per partition (groups.Lag, groups.PlanReplay); the dead-letter
 // pages read each DLQ partition from 1,000 offsets before its end to the
-// end, show at most 100 letters per DLQ and redrive at most 500. An
-// events search page reads at most events.MaxRead (10,000) offsets; a
-// live tail streams at most 1,000 events for at most 10 minutes, 8 tails
-// at once per instance. A form is at most 256 KiB.
+// end, show at most 100 letters per DLQ and redrive at most 500. A form
+// is at most 256 KiB.
 //
 // Adding a page. One file per page family (subscriptions.go with
 // templates/subscriptions*.html): a mountX method called by Mount
@@ -56,7 +54,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -103,7 +100,6 @@ type Console struct {
 	srv    *admin.Server
 
 	receiver *sampler
-	tails    atomic.Int32 // live tails streaming (events_tail.go)
 }
 
 // New builds the console; it does no I/O.
@@ -123,7 +119,7 @@ func New(cfg Config) (*Console, error) {
 // srv's token.
 func (u *Console) Mount(srv *admin.Server) {
 	u.srv = srv
-	u.access = newAccess(srv.Config().Token, srv.Addressed)
+	u.access = newAccess(srv.Config().Token)
 	g := srv.UI()
 	g.Use(headers)
 	static, _ := fs.Sub(staticFS, "static")
@@ -136,7 +132,6 @@ func (u *Console) Mount(srv *admin.Server) {
 	u.mountSubscriptions(g)
 	u.mountGroups(g)
 	u.mountDLQ(g)
-	u.mountEvents(g)
 	g.RouteNotFound("/*", u.page(func(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}))
@@ -180,7 +175,7 @@ func (u *Console) login(c *echo.Context) error {
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
-	if err := u.access.sameOrigin(c.Request()); err != nil {
+	if err := sameOrigin(c.Request()); err != nil {
 		return u.fail(c, r, err)
 	}
 	if err := readForm(c); err != nil {

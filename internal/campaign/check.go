@@ -111,9 +111,16 @@ type outcome struct {
 	// UndeliveredSample names a few events per subscription that reached
 	// neither the subscriber nor the delivery DLQ.
 	UndeliveredSample map[string][]string `json:"undelivered_sample,omitempty"`
-	DeadLettered      map[string]int      `json:"delivery_dead_lettered"`
-	CircuitLetters    int                 `json:"circuit_open_letters"`
-	PoisonMissing     []string            `json:"poison_missing,omitempty"`
+	// Unwanted counts the events the filtered subscriber received that
+	// its filter refuses; BadBodies the transformed subscriber's bodies
+	// that are not its transform's of their event.
+	Unwanted       int            `json:"unwanted_by_filter"`
+	UnwantedSample []string       `json:"unwanted_sample,omitempty"`
+	BadBodies      int            `json:"bad_transformed_bodies"`
+	BadBodySample  []string       `json:"bad_transformed_sample,omitempty"`
+	DeadLettered   map[string]int `json:"delivery_dead_lettered"`
+	CircuitLetters int            `json:"circuit_open_letters"`
+	PoisonMissing  []string       `json:"poison_missing,omitempty"`
 	// Trust names the trust boundaries an adversary's fault crossed: a
 	// credential sent to a rogue member, a forged story shown, a story
 	// past its bound.
@@ -136,6 +143,12 @@ func (o outcome) failures() []string {
 		if n > 0 {
 			f = append(f, fmt.Sprintf("invariant 2: subscription %s: %d events neither delivered nor dead-lettered, e.g. %v", sub, n, o.UndeliveredSample[sub]))
 		}
+	}
+	if o.Unwanted > 0 {
+		f = append(f, fmt.Sprintf("invariant 2: the filtered subscriber received %d events its filter refuses, e.g. %v", o.Unwanted, o.UnwantedSample))
+	}
+	if o.BadBodies > 0 {
+		f = append(f, fmt.Sprintf("invariant 2: the transformed subscriber received %d bodies other than its transform's, e.g. %v", o.BadBodies, o.BadBodySample))
 	}
 	if len(o.OpsMissing) > 0 {
 		f = append(f, fmt.Sprintf("invariant 2: operational events not received: %v", o.OpsMissing))
@@ -247,6 +260,9 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			continue // disabled at its first answer, its events wait; operational events only
 		}
 		for _, k := range accepted {
+			if s.kind == subFiltered && !filteredWants(k) {
+				continue
+			}
 			switch {
 			case s.received(k):
 			case dead[s.id+"|"+k]:
@@ -259,6 +275,16 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			}
 		}
 	}
+
+	for _, k := range c.subs.byKind[subFiltered].keys() {
+		if !filteredWants(k) {
+			o.Unwanted++
+			if len(o.UnwantedSample) < 5 {
+				o.UnwantedSample = append(o.UnwantedSample, k)
+			}
+		}
+	}
+	o.BadBodies, o.BadBodySample = c.subs.byKind[subTransformed].bad()
 
 	// Invariant 2, operational events: the subscription that answered 410
 	// was said disabled, and each toggle said disabled and enabled, to

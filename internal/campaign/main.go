@@ -13,12 +13,15 @@
 // replay and a DLQ redrive, and the adversary's faults: one event tried by
 // many failing subscriptions, a flood of deeply nested JSON, and a rogue
 // member of the processor group. Loopback subscribers are healthy, slow,
-// flaky, dead then recovering, flapping, gone (410) and toggled.
+// flaky, dead then recovering, flapping, gone (410), toggled, batched,
+// filtered (a CEL filter) and transformed (a CEL transform as the body).
 //
 // Once faults stop and the system quiesces it checks: (1) every event
 // answered 202 or 200 is on <prefix>.events exactly once; (2) every such
-// event reached every enabled subscription, or is in the delivery DLQ
-// with the subscriber's own failure; (3) every poison input was refused
+// event reached every enabled subscription that asks for it, or is in
+// the delivery DLQ with the subscriber's own failure, the filtered
+// subscriber received nothing its filter refuses and the transformed one
+// only its transform's bodies; (3) every poison input was refused
 // with a 4xx or is in the processor DLQ; (4) every group's lag is 0; (5)
 // no process exceeded the memory bound; (6) no trust boundary was crossed
 // (no credential reached the rogue member, no forged story was shown,

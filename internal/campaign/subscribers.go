@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -24,14 +25,43 @@ const (
 	subToggled = "toggled" // 204; disabled and re-enabled with the CLI during the run
 	subBatched = "batched" // 204; batches of up to 20 events ({"events":[...]}), flaky like subFlaky
 	subOps     = "ops"     // 204; hookstream's operational events only (--source hookstream)
+	// subFiltered: 204; only the events its filter lets through
+	// (filteredWants), flaky like subFlaky.
+	subFiltered = "filtered"
+	// subTransformed: 204; each event's transform result as the body
+	// (transformedBody), never the envelope.
+	subTransformed = "transformed"
 )
 
-var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps}
+var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps, subFiltered, subTransformed}
+
+// The filter and transform of subFiltered and subTransformed, over the
+// load's bodies, {"id":"<event id>","type":"bench","pad":"..."}.
+const (
+	campaignFilter    = `has(data.id) && (source == "alpha" || data.id.endsWith("7"))`
+	campaignTransform = `{"key": id, "n": data.id, "kind": "campaign-" + source}`
+)
+
+// filteredWants reports whether campaignFilter lets the event key
+// (<source>:<event id>) through.
+func filteredWants(key string) bool {
+	source, id, _ := strings.Cut(key, ":")
+	return source == "alpha" || strings.HasSuffix(id, "7")
+}
+
+// transformedBody is campaignTransform's JSON for the event key, as
+// package expr writes it: keys sorted, no spaces.
+func transformedBody(key string) string {
+	source, id, _ := strings.Cut(key, ":")
+	return fmt.Sprintf(`{"key":%q,"kind":%q,"n":%q}`, key, "campaign-"+source, id)
+}
 
 // addFlags are the `subscriptions add` flags of a kind beyond the common ones.
 var addFlags = map[string][]string{
-	subBatched: {"--batch-max", "20", "--batch-wait", "200ms"},
-	subOps:     {"--source", topics.OperationalSource},
+	subBatched:     {"--batch-max", "20", "--batch-wait", "200ms"},
+	subOps:         {"--source", topics.OperationalSource},
+	subFiltered:    {"--filter", campaignFilter},
+	subTransformed: {"--transform", campaignTransform},
 }
 
 // subscriber is a loopback endpoint with one behaviour. It counts the
@@ -52,6 +82,10 @@ type subscriber struct {
 	tries    map[string]int // every request by webhook-id
 	requests int64
 	failures int64
+	// badBodies samples the bodies of subTransformed that are not what
+	// its transform makes of their event; nBad counts them.
+	badBodies []string
+	nBad      int
 }
 
 func newSubscriber(kind string) *subscriber {
@@ -83,7 +117,7 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch s.kind {
 	case subSlow:
 		time.Sleep(250 * time.Millisecond) // the behaviour under test: a slow endpoint
-	case subFlaky, subBatched:
+	case subFlaky, subBatched, subFiltered:
 		if try <= 2 {
 			status = http.StatusServiceUnavailable
 		}
@@ -105,6 +139,12 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if s.kind == subOps {
 			s.noteOp(body)
+		}
+		if want := transformedBody(id); s.kind == subTransformed && string(body) != want {
+			s.nBad++
+			if len(s.badBodies) < 5 {
+				s.badBodies = append(s.badBodies, fmt.Sprintf("%s: got %.200s, want %s", id, body, want))
+			}
 		}
 	} else {
 		s.failures++
@@ -158,6 +198,25 @@ func batchIDs(body []byte) ([]string, error) {
 		ids[i] = e.ID
 	}
 	return ids, nil
+}
+
+// bad returns how many bodies of subTransformed were not its transform's,
+// and a few of them.
+func (s *subscriber) bad() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nBad, append([]string(nil), s.badBodies...)
+}
+
+// keys returns every id delivered with a 2xx answer.
+func (s *subscriber) keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.got))
+	for id := range s.got {
+		out = append(out, id)
+	}
+	return out
 }
 
 // received reports whether key was delivered with a 2xx answer.
