@@ -564,6 +564,38 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("EventsSearch", func(t *testing.T) {
+		n.mustAccept(t, "search-1", `{"n":1}`)
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/events")
+		b.fill("Source", "git*")
+		b.fill("Since", "1h")
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			b.press("Search")
+			if text := b.text(); !strings.Contains(text, "github:search-1") {
+				return fmt.Errorf("the search does not show github:search-1:\n%s", text)
+			}
+			return nil
+		})
+		b.fill("Source", "shop")
+		b.press("Search")
+		b.waitText("0 found")
+	})
+
+	t.Run("Tail", func(t *testing.T) {
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/events/tail?source=github")
+		b.waitText("Following")
+		n.mustAccept(t, "tail-1", `{"n":1}`)
+		b.waitText("github:tail-1")
+		href, err := within(b, chromedp.AttributeValue("#tail a", "href"))
+		if err != nil || !strings.HasSuffix(href.Value, "/ui/events/github:tail-1") {
+			t.Errorf("the tail's link: got %+v (%v), want the event's story", href, err)
+		}
+	})
+
 	t.Run("CrossOriginFormChangesNothing", func(t *testing.T) {
 		id := n.subscribe(t, sink.URL+"/csrf")
 		// Another origin: the same host, another port. Its page posts a

@@ -1,0 +1,103 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/events"
+)
+
+// The events pages: a lookup box and a search by source, type and time
+// range (events.Search, as GET /api/events and hookstream events search),
+// an event's story (events_story.go) and the live tail (events_tail.go).
+//
+// Bound: a search page reads at most events.MaxRead (10,000) offsets of
+// the events topic and shows at most events.MaxLimit (100) events; the
+// next page goes on from its cursor.
+
+// mountEvents serves the events pages.
+func (u *Console) mountEvents(g *echo.Group) {
+	g.GET("/events", u.page(u.eventSearch))
+	g.GET("/events/tail", u.page(u.eventTail))
+	g.GET("/events/tail/stream", u.page(u.eventStream))
+}
+
+// eventsForm is the search form, as the page's URL holds it.
+type eventsForm struct {
+	Source, Type, Since, Until, Cursor string
+}
+
+// eventsData is the events page.
+type eventsData struct {
+	Form eventsForm
+	// Searched says a search ran; Page is what it found.
+	Searched bool
+	Page     events.Page
+	// Next is the query of the next page, empty at the end.
+	Next  string
+	Error string
+}
+
+// eventSearch serves the lookup box (?id= opens the event's story) and
+// the search.
+func (u *Console) eventSearch(r *Request) error {
+	if id := strings.TrimSpace(r.QueryParam("id")); id != "" {
+		return r.Context.Redirect(http.StatusSeeOther, admin.UIPrefix+"/events/"+url.PathEscape(id))
+	}
+	f := eventsForm{
+		Source: strings.TrimSpace(r.QueryParam("source")), Type: strings.TrimSpace(r.QueryParam("type")),
+		Since: strings.TrimSpace(r.QueryParam("since")), Until: strings.TrimSpace(r.QueryParam("until")), Cursor: r.QueryParam("cursor"),
+	}
+	data := eventsData{Form: f}
+	if r.QueryParam("search") == "" && f.Cursor == "" {
+		data.Form.Since = "1h"
+		return r.Render(http.StatusOK, "events.html", "Events", "events", data)
+	}
+	q := events.Query{Source: f.Source, Type: f.Type, Cursor: f.Cursor, Limit: events.MaxLimit, MaxRead: events.MaxRead}
+	now := time.Now()
+	for _, t := range []struct {
+		name, value string
+		at          *time.Time
+	}{{"since", f.Since, &q.Since}, {"until", f.Until, &q.Until}} {
+		if t.value == "" || f.Cursor != "" {
+			continue
+		}
+		at, err := events.ParseTime(t.value, now)
+		if err != nil {
+			data.Error = t.name + ": " + err.Error()
+			return r.Render(http.StatusBadRequest, "events.html", "Events", "events", data)
+		}
+		*t.at = at
+	}
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	page, err := events.Search(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names, q)
+	if err != nil {
+		if status := eventsStatus(err); status != 0 {
+			data.Error = err.Error()
+			return r.Render(status, "events.html", "Events", "events", data)
+		}
+		return err
+	}
+	data.Searched, data.Page = true, page
+	if page.Cursor != "" {
+		next := url.Values{"source": {f.Source}, "type": {f.Type}, "since": {f.Since}, "until": {f.Until}, "cursor": {page.Cursor}}
+		data.Next = next.Encode()
+	}
+	return r.Render(http.StatusOK, "events.html", "Events", "events", data)
+}
+
+// eventsStatus is the status of an error of package events, as the API
+// answers it; 0 for any other error.
+func eventsStatus(err error) int {
+	if errors.Is(err, events.ErrInvalid) {
+		return http.StatusBadRequest
+	}
+	return 0
+}
