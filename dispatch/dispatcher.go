@@ -96,6 +96,9 @@ type Config struct {
 	// predecessor's place in every group at once. Unique per process.
 	// Default empty: dynamic members only.
 	InstanceID string
+	// CatchUpReaders bounds the readers (each a client of its own) that
+	// read for subscriptions behind the head. Default 2.
+	CatchUpReaders int
 	// Tracing traces each delivery attempt, a child of the context its
 	// events record (or retry record) carries, and sends the attempt's
 	// traceparent to the subscriber. Zero: no spans, the record's context
@@ -116,6 +119,7 @@ type Dispatcher struct {
 	producer *kgo.Client // retry and DLQ writes
 	tracer   trace.Tracer
 	retries  *retries
+	reader   *reader
 	// loaded is closed once the registry has read the subscriptions
 	// topic to its end: until then an unknown subscription may exist.
 	loaded     chan struct{}
@@ -179,6 +183,9 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 	if cfg.MaxSpilledRetries == 0 {
 		cfg.MaxSpilledRetries = 100_000
 	}
+	if cfg.CatchUpReaders == 0 {
+		cfg.CatchUpReaders = 2
+	}
 	if cfg.Client.Propagator == nil {
 		cfg.Client.Propagator = cfg.Tracing.Propagation()
 	}
@@ -201,6 +208,7 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 		workers:  make(map[string]*worker),
 	}
 	d.retries = newRetries(d)
+	d.reader = newReader(d)
 	d.metrics = newMetrics(reg, d)
 	return d
 }
@@ -211,11 +219,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Go(func() {
 		errc <- d.registry.Watch(ctx, func(subs map[string]subscriptions.Subscription) { d.reconcile(ctx, subs) })
 	})
 	wg.Go(func() { errc <- d.retries.run(ctx) })
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			errc <- nil
+		case <-d.loaded: // the head places itself by the subscriptions' cursors
+			errc <- d.reader.run(ctx)
+		}
+	})
 	var err error
 	select {
 	case <-ctx.Done():

@@ -69,7 +69,13 @@ func (n Names) ProcessorGroup() Group { return Group(n.Prefix + "-processor") }
 // RetryGroup is the delivery retry consumer's group.
 func (n Names) RetryGroup() Group { return Group(n.Prefix + "-retry") }
 
-// SubscriptionGroup is the consumer group of one subscription.
+// DispatchGroup is the dispatchers' consumer group: it shares the events
+// partitions among them and commits nothing.
+func (n Names) DispatchGroup() Group { return Group(n.Prefix + "-dispatch") }
+
+// SubscriptionGroup is the consumer group of one subscription: its
+// committed offsets are the subscription's cursor, committed by the
+// dispatchers, the group having no members.
 func (n Names) SubscriptionGroup(id string) Group { return Group(n.Prefix + "-sub-" + id) }
 
 // SubscriptionsWriter is the transactional id every writer of the

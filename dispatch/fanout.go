@@ -1,0 +1,682 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/backoff"
+	"github.com/hookstream/hookstream/subscriptions"
+)
+
+// Lane bounds: a lane holding laneHigh judged records falls behind the
+// head; a lane behind is read on by the catch-up path while it holds
+// fewer than laneLow.
+const (
+	laneHigh = 1000
+	laneLow  = 250
+)
+
+// headWindow: when a dispatcher takes a partition, its head starts at the
+// furthest subscription cursor but for those within headWindow records
+// behind it; cursors further behind catch up on their own.
+const headWindow = 10_000
+
+// commitEvery is how often moved cursors are committed.
+const commitEvery = time.Second
+
+// reader is the head: it reads each events partition this dispatcher owns
+// in the group <prefix>-dispatch, once, and hands every record to the
+// lane of each subscription that is at the head.
+type reader struct {
+	d       *Dispatcher
+	catchup *catchup
+
+	mu    sync.Mutex
+	parts map[int32]*partHead
+}
+
+// partHead is one owned events partition: where the head is, and the lane
+// of each running subscription.
+type partHead struct {
+	id int32
+	r  *reader
+
+	mu    sync.Mutex
+	pos   int64 // offset after the last record the head handed out
+	lanes map[string]*lane
+	// ctx ends when the partition is revoked or lost.
+	ctx    context.Context
+	cancel context.CancelFunc
+	lost   bool // lost, not revoked: cursors are not committed
+}
+
+// lane is one subscription on one partition: its cursor and the records
+// read for it and not yet done. Its fields are under its partition's mu.
+type lane struct {
+	w  *worker
+	ph *partHead
+
+	ready     bool  // positioned at its cursor
+	fed       int64 // offset after the last record queued
+	behind    bool  // reads through the catch-up path
+	queued    bool  // waits in the catch-up queue
+	queue     []item
+	mark      int64 // the cursor: offset after the last record done
+	committed int64 // the cursor as last committed; -1 none
+	gone      bool  // ended: its partition or worker stopped
+	wake      chan struct{}
+	done      chan struct{}
+}
+
+func newReader(d *Dispatcher) *reader {
+	r := &reader{d: d, parts: make(map[int32]*partHead)}
+	r.catchup = &catchup{r: r, wake: make(chan struct{}, 1)}
+	return r
+}
+
+// run reads the events partitions assigned in <prefix>-dispatch until ctx
+// ends. The group commits nothing: each subscription's cursor is committed
+// for its own group.
+func (r *reader) run(ctx context.Context) error {
+	d := r.d
+	topic := string(d.cfg.Names.Events)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range max(1, d.cfg.CatchUpReaders) {
+		wg.Go(func() { r.catchup.run(ctx) })
+	}
+	wg.Go(func() { r.commitLoop(ctx) })
+	cl, closeClient, err := d.consumer(ctx, d.cfg.Names.DispatchGroup(),
+		kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.AdjustFetchOffsetsFn(func(actx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			starts, err := r.assign(actx, slices.Collect(maps.Keys(offs[topic])))
+			if err != nil {
+				return nil, err
+			}
+			for p, o := range starts {
+				offs[topic][p] = kgo.NewOffset().At(o).WithEpoch(-1)
+			}
+			return offs, nil
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+			r.drop(ctx, revoked[topic], false)
+		}),
+		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+			r.drop(ctx, lost[topic], true)
+		}),
+	)
+	if err != nil {
+		return err
+	}
+	defer closeClient() // revokes, so commits, every partition
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			d.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if ph := r.part(p.Partition); ph != nil && len(p.Records) > 0 {
+				ph.feed(p.Records)
+			}
+		})
+	}
+}
+
+func (r *reader) part(id int32) *partHead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parts[id]
+}
+
+// assign takes partitions: it reads every running subscription's cursor
+// on them, places the head of each (headWindow) and starts the lanes. It
+// returns where the head reads from.
+func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, error) {
+	d := r.d
+	adm := kadm.NewClient(d.producer)
+	topic := string(d.cfg.Names.Events)
+	workers := d.runningWorkers()
+	groups := make([]string, 0, len(workers))
+	for _, w := range workers {
+		groups = append(groups, string(d.cfg.Names.SubscriptionGroup(w.sub.ID)))
+	}
+	var ends, firsts kadm.ListedOffsets
+	var cursors kadm.FetchOffsetsResponses
+	wait := backoff.New(100*time.Millisecond, 5*time.Second)
+	for {
+		var err error
+		if ends, err = adm.ListEndOffsets(ctx, topic); err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			if firsts, err = adm.ListStartOffsets(ctx, topic); err == nil {
+				err = firsts.Error()
+			}
+		}
+		if err == nil && len(groups) > 0 {
+			cursors = adm.FetchManyOffsets(ctx, groups...)
+			for _, c := range cursors {
+				if c.Err != nil {
+					err = c.Err
+				}
+			}
+		}
+		if err == nil {
+			break
+		}
+		d.log.Warn("cannot read the subscriptions' cursors; trying again", "err", err)
+		if !wait.Wait(ctx) {
+			return nil, ctx.Err()
+		}
+	}
+	starts := make(map[int32]int64, len(parts))
+	placed := make(map[int32]map[*worker]int64, len(parts))
+	for _, p := range parts {
+		end, first := int64(0), int64(0)
+		if o, ok := ends.Lookup(topic, p); ok {
+			end = o.Offset
+		}
+		if o, ok := firsts.Lookup(topic, p); ok {
+			first = o.Offset
+		}
+		at := make(map[*worker]int64, len(workers))
+		furthest := int64(-1)
+		for _, w := range workers {
+			c := end // no cursor: from the end
+			if o, ok := cursors[string(d.cfg.Names.SubscriptionGroup(w.sub.ID))].Fetched.Lookup(topic, p); ok && o.At >= 0 {
+				c = min(max(o.At, first), end)
+			}
+			at[w] = c
+			furthest = max(furthest, c)
+		}
+		head := end
+		if furthest >= 0 {
+			head = furthest
+			for _, c := range at {
+				if c >= furthest-headWindow {
+					head = min(head, c)
+				}
+			}
+		}
+		starts[p], placed[p] = head, at
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range parts {
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		ph := &partHead{id: p, r: r, pos: starts[p], lanes: make(map[string]*lane), ctx: pctx, cancel: cancel}
+		r.parts[p] = ph
+		for _, w := range d.workers {
+			if w.stopped {
+				continue
+			}
+			c, ok := placed[p][w]
+			if !ok || w.prev != nil {
+				c = -1 // started since, or after another: reads its own cursor
+			}
+			ph.start(w, c)
+		}
+	}
+	return starts, nil
+}
+
+// attach gives a new worker a lane on every owned partition.
+func (r *reader) attach(w *worker) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ph := range r.parts {
+		ph.start(w, -1)
+	}
+}
+
+// runningWorkers returns the workers not told to stop.
+func (d *Dispatcher) runningWorkers() []*worker {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ws []*worker
+	for _, w := range d.workers {
+		if !w.stopped {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// start starts w's lane on ph at cursor c, or at w's committed cursor
+// when c is -1 (read once the worker w replaces has committed its own).
+func (ph *partHead) start(w *worker, c int64) {
+	if !w.addLane() {
+		return
+	}
+	l := &lane{w: w, ph: ph, committed: -1, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	ph.mu.Lock()
+	ph.lanes[w.sub.ID] = l // a stopping worker's lane, if any, is no longer fed
+	ph.mu.Unlock()
+	ctx, cancel := context.WithCancel(w.ctx)
+	stop := context.AfterFunc(ph.ctx, cancel)
+	go func() {
+		defer w.laneEnded()
+		defer close(l.done)
+		defer stop()
+		defer cancel()
+		defer l.end()
+		if c < 0 {
+			if w.prev != nil {
+				select {
+				case <-w.prev.done:
+				case <-ctx.Done():
+					return
+				}
+			}
+			var ok bool
+			if c, ok = ph.cursor(ctx, w.sub.ID); !ok {
+				return
+			}
+		}
+		ph.mu.Lock()
+		if c < 0 { // no cursor: from the head
+			c = ph.pos
+		} else {
+			l.committed = c
+		}
+		l.ready, l.fed, l.mark = true, c, c
+		if c < ph.pos {
+			l.fallBehind()
+		}
+		ph.mu.Unlock()
+		w.drain(ctx, l)
+	}()
+}
+
+// cursor reads subscription id's committed cursor on ph, -1 when it has
+// none; false when ctx ended first.
+func (ph *partHead) cursor(ctx context.Context, id string) (int64, bool) {
+	d := ph.r.d
+	adm := kadm.NewClient(d.producer)
+	topic := string(d.cfg.Names.Events)
+	wait := backoff.New(100*time.Millisecond, 5*time.Second)
+	for {
+		fetched, err := adm.FetchOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)))
+		if err == nil {
+			if o, ok := fetched.Lookup(topic, ph.id); ok && o.Err == nil && o.At >= 0 {
+				return o.At, true
+			}
+			return -1, true
+		}
+		d.log.Warn("cannot read a subscription's cursor; trying again", "subscription", id, "err", err)
+		if !wait.Wait(ctx) {
+			return 0, false
+		}
+	}
+}
+
+// end takes an ended lane out of its partition and commits its cursor,
+// unless the partition was lost (its new owner has it already).
+func (l *lane) end() {
+	ph := l.ph
+	ph.mu.Lock()
+	if ph.lanes[l.w.sub.ID] == l {
+		delete(ph.lanes, l.w.sub.ID)
+	}
+	l.gone, l.queue = true, nil
+	commit := l.ready && !ph.lost && l.mark != l.committed
+	ph.mu.Unlock()
+	if commit {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.w.ctx), closeGrace)
+		defer cancel()
+		ph.r.commit(ctx, []*lane{l})
+	}
+}
+
+// fallBehind hands the lane to the catch-up path, under ph.mu.
+func (l *lane) fallBehind() {
+	l.behind = true
+	if !l.queued && len(l.queue) < laneLow {
+		l.queued = true
+		l.ph.r.catchup.add(l)
+	}
+}
+
+// feed hands records the head read to every lane at the head: each
+// subscription judges each record once, the record parsed once for all.
+// A lane too full to take them falls behind; the head never waits.
+func (ph *partHead) feed(recs []*kgo.Record) {
+	evs := make([]*subscriptions.Event, len(recs))
+	for i, r := range recs {
+		evs[i] = subscriptions.NewEvent(r)
+	}
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	for _, l := range ph.lanes {
+		if !l.ready || l.behind {
+			continue
+		}
+		if l.fed < ph.pos || len(l.queue) >= laneHigh {
+			l.fallBehind()
+			continue
+		}
+		l.take(recs, evs)
+	}
+	ph.pos = max(ph.pos, recs[len(recs)-1].Offset+1)
+}
+
+// take judges the records at or after the lane's fed offset for its
+// subscription and queues them, under ph.mu: each record it receives,
+// and the last record read so the cursor moves past the others.
+func (l *lane) take(recs []*kgo.Record, evs []*subscriptions.Event) {
+	last := recs[len(recs)-1]
+	if last.Offset < l.fed {
+		return
+	}
+	w := l.w
+	c := w.st.compiled()
+	limit := w.d.maxBodyBytes()
+	for i, r := range recs {
+		if r.Offset < l.fed || r.Attrs.IsControl() {
+			continue
+		}
+		it := item{rec: r}
+		dec := c.Match(evs[i])
+		if dec.Err != nil {
+			w.d.filterFailed(w.st, dec.Err)
+		}
+		if it.match = dec.Match; it.match {
+			it.part, it.err = c.Render(evs[i], limit)
+		}
+		if it.match || r == last {
+			l.queue = append(l.queue, it)
+		}
+	}
+	if n := len(l.queue); n == 0 || l.queue[n-1].rec != last {
+		l.queue = append(l.queue, item{rec: last}) // a control record
+	}
+	l.fed = last.Offset + 1
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeQueue takes the lane's queue for its drain, which holds pending
+// items already; a lane behind with room is read on.
+func (l *lane) takeQueue(pending int) []item {
+	ph := l.ph
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	q := l.queue
+	l.queue = nil
+	if l.behind && !l.queued && len(q)+pending < laneLow {
+		l.queued = true
+		ph.r.catchup.add(l)
+	}
+	return q
+}
+
+// advance moves the lane's cursor past rec, the drain holding pending items
+// after it.
+func (l *lane) advance(rec *kgo.Record, pending int) {
+	ph := l.ph
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	l.mark = max(l.mark, rec.Offset+1)
+	if l.behind && !l.queued && len(l.queue)+pending < laneLow {
+		l.queued = true
+		ph.r.catchup.add(l)
+	}
+}
+
+// drop stops the lanes of revoked or lost partitions; a revoked
+// partition's cursors are committed before its next owner reads them.
+func (r *reader) drop(ctx context.Context, parts []int32, lost bool) {
+	var phs []*partHead
+	r.mu.Lock()
+	for _, p := range parts {
+		if ph := r.parts[p]; ph != nil {
+			delete(r.parts, p)
+			phs = append(phs, ph)
+		}
+	}
+	r.mu.Unlock()
+	var lanes []*lane
+	for _, ph := range phs {
+		ph.mu.Lock()
+		ph.lost = true // the lanes do not commit one by one
+		for _, l := range ph.lanes {
+			lanes = append(lanes, l)
+		}
+		ph.mu.Unlock()
+		ph.cancel()
+	}
+	for _, l := range lanes {
+		<-l.done
+	}
+	if lost {
+		return
+	}
+	lanes = slices.DeleteFunc(lanes, func(l *lane) bool { return !l.ready || l.mark == l.committed })
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+	defer cancel()
+	r.commit(ctx, lanes)
+}
+
+// commitLoop commits moved cursors every commitEvery until ctx ends.
+func (r *reader) commitLoop(ctx context.Context) {
+	t := time.NewTicker(commitEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var lanes []*lane
+		r.mu.Lock()
+		for _, ph := range r.parts {
+			ph.mu.Lock()
+			for _, l := range ph.lanes {
+				if l.ready && l.mark != l.committed {
+					lanes = append(lanes, l)
+				}
+			}
+			ph.mu.Unlock()
+		}
+		r.mu.Unlock()
+		r.commit(ctx, lanes)
+	}
+}
+
+// commitConcurrency bounds the commits in flight, one per subscription.
+const commitConcurrency = 8
+
+// commit commits the lanes' cursors, one commit per subscription's group
+// (a group with no members).
+func (r *reader) commit(ctx context.Context, lanes []*lane) {
+	d := r.d
+	topic := string(d.cfg.Names.Events)
+	bySub := make(map[string][]*lane)
+	offsets := make(map[string]kadm.Offsets)
+	for _, l := range lanes {
+		l.ph.mu.Lock()
+		mark := l.mark
+		l.ph.mu.Unlock()
+		id := l.w.sub.ID
+		offs := offsets[id]
+		offs.AddOffset(topic, l.ph.id, mark, -1)
+		offsets[id] = offs
+		bySub[id] = append(bySub[id], l)
+	}
+	adm := kadm.NewClient(d.producer)
+	sem := make(chan struct{}, commitConcurrency)
+	var wg sync.WaitGroup
+	for id, offs := range offsets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := adm.CommitOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)), offs)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					d.log.Warn("cannot commit a subscription's cursor", "subscription", id, "err", err)
+				}
+				return
+			}
+			for _, l := range bySub[id] {
+				l.ph.mu.Lock()
+				if o, ok := offs.Lookup(topic, l.ph.id); ok {
+					l.committed = o.At
+				}
+				l.ph.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// catchup reads for lanes behind the head: a bounded number of readers
+// (CatchUpReaders), each its own client reading one lane's partition from
+// the lane's fed offset at a time, a fetch a turn, the lanes taking turns
+// in order of arrival. A lane that reaches the head joins it.
+type catchup struct {
+	r    *reader
+	mu   sync.Mutex
+	wait []*lane
+	wake chan struct{}
+}
+
+// add queues l for a turn; the caller holds l's partition mu.
+func (c *catchup) add(l *lane) {
+	c.mu.Lock()
+	c.wait = append(c.wait, l)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *catchup) next(ctx context.Context) *lane {
+	for {
+		c.mu.Lock()
+		if len(c.wait) > 0 {
+			l := c.wait[0]
+			c.wait = slices.Delete(c.wait, 0, 1)
+			more := len(c.wait) > 0
+			c.mu.Unlock()
+			if more {
+				select {
+				case c.wake <- struct{}{}:
+				default:
+				}
+			}
+			return l
+		}
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		}
+	}
+}
+
+// catchUpWait bounds one turn's fetch.
+const catchUpWait = 2 * time.Second
+
+func (c *catchup) run(ctx context.Context) {
+	d := c.r.d
+	topic := string(d.cfg.Names.Events)
+	cl, err := kgo.NewClient(slices.Concat(d.opts, []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.FetchMaxBytes(4 << 20),
+		kgo.FetchMaxPartitionBytes(1 << 20),
+	})...)
+	if err != nil {
+		d.log.Error("catch-up client", "err", err)
+		return
+	}
+	defer cl.Close()
+	for {
+		l := c.next(ctx)
+		if l == nil {
+			return
+		}
+		c.turn(ctx, cl, topic, l)
+	}
+}
+
+// turn reads one fetch for l from its fed offset.
+func (c *catchup) turn(ctx context.Context, cl *kgo.Client, topic string, l *lane) {
+	ph := l.ph
+	ph.mu.Lock()
+	if l.gone {
+		l.queued = false
+		ph.mu.Unlock()
+		return
+	}
+	from := l.fed
+	ph.mu.Unlock()
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {ph.id: kgo.NewOffset().At(from)}})
+	tctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	var recs []*kgo.Record
+	for len(recs) == 0 && tctx.Err() == nil {
+		fs := cl.PollFetches(tctx)
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if p.Topic == topic && p.Partition == ph.id {
+				for _, r := range p.Records {
+					if r.Offset >= from {
+						recs = append(recs, r)
+					}
+				}
+			}
+		})
+	}
+	cancel()
+	cl.RemoveConsumePartitions(map[string][]int32{topic: {ph.id}})
+	var evs []*subscriptions.Event
+	if len(recs) > 0 {
+		evs = make([]*subscriptions.Event, len(recs))
+		for i, r := range recs {
+			evs[i] = subscriptions.NewEvent(r)
+		}
+	}
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	l.queued = false
+	if l.gone || l.fed != from {
+		return
+	}
+	if len(recs) > 0 {
+		l.take(recs, evs)
+	}
+	if l.fed >= ph.pos {
+		l.behind = false // at the head: it feeds the lane from now on
+		return
+	}
+	if len(l.queue) < laneLow {
+		l.queued = true
+		c.add(l)
+	}
+}
