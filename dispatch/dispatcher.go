@@ -291,8 +291,10 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 
 		w := d.workers[id]
 		// Changes to delivery shape restart the worker; others apply live.
+		// A rewind (a replay while running) restarts it too: the new
+		// lanes start from the rewind's offsets.
 		restart := w != nil && !w.stopped && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
-			old.BatchMax != s.BatchMax || old.BatchWait != s.BatchWait)
+			old.BatchMax != s.BatchMax || old.BatchWait != s.BatchWait || old.Rewind.Tag() != s.Rewind.Tag())
 		if w != nil && !w.stopped && (!s.Enabled || restart) {
 			w.stop()
 		}

@@ -200,7 +200,11 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 		for _, w := range workers {
 			c := end // no cursor: from the end
 			if o, ok := cursors[string(d.cfg.Names.SubscriptionGroup(w.sub.ID))].Fetched.Lookup(topic, p); ok && o.At >= 0 {
-				c = min(max(o.At, first), end)
+				c = o.At
+				if at, rewound := w.rewound(p, o.Metadata); rewound {
+					c = at
+				}
+				c = min(max(c, first), end)
 			}
 			at[w] = c
 			furthest = max(furthest, c)
@@ -232,7 +236,7 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 			if !ok || w.prev != nil {
 				c = -1 // started since, or after another: reads its own cursor
 			}
-			ph.start(w, c)
+			ph.start(w, c) // committed again at once, tagged
 		}
 	}
 	return starts, nil
@@ -287,15 +291,20 @@ func (ph *partHead) start(w *worker, c int64) {
 				}
 			}
 			var ok bool
-			if c, ok = ph.cursor(ctx, w.sub.ID); !ok {
+			var meta string
+			if c, meta, ok = ph.cursor(ctx, w.sub.ID); !ok {
 				return
+			}
+			if at, rewound := w.rewound(ph.id, meta); rewound {
+				c, meta = at, ""
+			}
+			if meta == w.sub.Rewind.Tag() && c >= 0 {
+				l.committed = c
 			}
 		}
 		ph.mu.Lock()
 		if c < 0 { // no cursor: from the head
 			c = ph.pos
-		} else {
-			l.committed = c
 		}
 		l.ready, l.fed, l.mark = true, c, c
 		if c < ph.pos {
@@ -306,9 +315,21 @@ func (ph *partHead) start(w *worker, c int64) {
 	}()
 }
 
+// rewound returns where w's rewind moves its cursor on partition p, when
+// the cursor committed with metadata meta does not carry the rewind's
+// tag yet.
+func (w *worker) rewound(p int32, meta string) (int64, bool) {
+	rw := w.sub.Rewind
+	if rw == nil || meta == rw.Tag() {
+		return 0, false
+	}
+	at, ok := rw.Offsets[p]
+	return at, ok
+}
+
 // cursor reads subscription id's committed cursor on ph, -1 when it has
-// none; false when ctx ended first.
-func (ph *partHead) cursor(ctx context.Context, id string) (int64, bool) {
+// none, and its metadata; false when ctx ended first.
+func (ph *partHead) cursor(ctx context.Context, id string) (int64, string, bool) {
 	d := ph.r.d
 	adm := kadm.NewClient(d.producer)
 	topic := string(d.cfg.Names.Events)
@@ -317,13 +338,13 @@ func (ph *partHead) cursor(ctx context.Context, id string) (int64, bool) {
 		fetched, err := adm.FetchOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)))
 		if err == nil {
 			if o, ok := fetched.Lookup(topic, ph.id); ok && o.Err == nil && o.At >= 0 {
-				return o.At, true
+				return o.At, o.Metadata, true
 			}
-			return -1, true
+			return -1, "", true
 		}
 		d.log.Warn("cannot read a subscription's cursor; trying again", "subscription", id, "err", err)
 		if !wait.Wait(ctx) {
-			return 0, false
+			return 0, "", false
 		}
 	}
 }
@@ -519,7 +540,7 @@ func (r *reader) commit(ctx context.Context, lanes []*lane) {
 		l.ph.mu.Unlock()
 		id := l.w.sub.ID
 		offs := offsets[id]
-		offs.AddOffset(topic, l.ph.id, mark, -1)
+		offs.Add(kadm.Offset{Topic: topic, Partition: l.ph.id, At: mark, LeaderEpoch: -1, Metadata: l.w.sub.Rewind.Tag()})
 		offsets[id] = offs
 		bySub[id] = append(bySub[id], l)
 	}

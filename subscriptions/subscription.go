@@ -84,6 +84,27 @@ type Subscription struct {
 	PreviousSecretUntil time.Time `json:"previous_secret_until,omitzero"`
 	CreatedAt           time.Time `json:"created_at"`
 	UpdatedAt           time.Time `json:"updated_at"`
+	// Rewind is the last replay of the subscription asked of running
+	// dispatchers (replay --group sub:<id> --execute while they run):
+	// each dispatcher moves the cursor of the partitions it owns to
+	// Offsets once, and tags every commit of the cursor after with
+	// Rewind.Tag(), which is how the replay knows it was applied.
+	Rewind *Rewind `json:"rewind,omitempty"`
+}
+
+// Rewind is a replay of a subscription handed to running dispatchers.
+type Rewind struct {
+	ID string `json:"id"`
+	// Offsets are the targets on the events topic, by partition.
+	Offsets map[int32]int64 `json:"offsets"`
+}
+
+// Tag is the commit metadata of a cursor once the rewind is applied.
+func (r *Rewind) Tag() string {
+	if r == nil {
+		return ""
+	}
+	return "rewind:" + r.ID
 }
 
 // DefaultMaxInFlight bounds a subscription's concurrent deliveries.
