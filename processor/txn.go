@@ -457,3 +457,8 @@ func (t *txn) rebuildBroken() {
 		t.p.rebuild(t.sess.Client(), id, err)
 	}
 }
+
+// metadataMinAge is the least time between two metadata updates of a
+// session's client: how long a produce answered CONCURRENT_TRANSACTIONS
+// waits to be retried, at most (see clientOpts).
+const metadataMinAge = 20 * time.Millisecond
