@@ -28,8 +28,10 @@
 // event named. The groups and replay pages read offsets and at most one
 // fetch per partition (groups.Lag, groups.PlanReplay); the dead-letter
 // pages read each DLQ partition from 1,000 offsets before its end to the
-// end, show at most 100 letters per DLQ and redrive at most 500. A form
-// is at most 256 KiB.
+// end, show at most 100 letters per DLQ and redrive at most 500. An
+// events search page reads at most events.MaxRead (10,000) offsets; a
+// live tail streams at most 1,000 events for at most 10 minutes, 8 tails
+// at once per instance. A form is at most 256 KiB.
 //
 // Adding a page. One file per page family (subscriptions.go with
 // templates/subscriptions*.html): a mountX method called by Mount
@@ -54,6 +56,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -100,6 +103,7 @@ type Console struct {
 	srv    *admin.Server
 
 	receiver *sampler
+	tails    atomic.Int32 // live tails streaming (events_tail.go)
 }
 
 // New builds the console; it does no I/O.
@@ -132,6 +136,7 @@ func (u *Console) Mount(srv *admin.Server) {
 	u.mountSubscriptions(g)
 	u.mountGroups(g)
 	u.mountDLQ(g)
+	u.mountEvents(g)
 	g.RouteNotFound("/*", u.page(func(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}))
