@@ -123,7 +123,7 @@ func New(cfg Config) (*Console, error) {
 // srv's token.
 func (u *Console) Mount(srv *admin.Server) {
 	u.srv = srv
-	u.access = newAccess(srv.Config().Token)
+	u.access = newAccess(srv.Config().Token, srv.Addressed)
 	g := srv.UI()
 	g.Use(headers)
 	static, _ := fs.Sub(staticFS, "static")
@@ -180,7 +180,7 @@ func (u *Console) login(c *echo.Context) error {
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
-	if err := sameOrigin(c.Request()); err != nil {
+	if err := u.access.sameOrigin(c.Request()); err != nil {
 		return u.fail(c, r, err)
 	}
 	if err := readForm(c); err != nil {

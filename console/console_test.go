@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -40,6 +41,8 @@ type options struct {
 	token string
 	tls   bool
 	env   *kafkatest.Env
+	// trustedProxies are the admin listener's HOOKSTREAM_TRUSTED_PROXIES.
+	trustedProxies []netip.Prefix
 }
 
 // serve mounts the console on an admin server with token (empty: none).
@@ -55,7 +58,7 @@ func serve(t *testing.T, o options) *harness {
 	h := &harness{env: env, cl: cl, registry: subscriptions.NewRegistry(cl, opts, env.Names, log)}
 	tally := attempts.NewTally(opts, env.Names, log)
 	counts := stats.NewTally(opts, env.Names, log)
-	s := admin.New(admin.Config{Token: o.token}, prometheus.NewRegistry(), log)
+	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
 	subscriptions.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
 	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log})
 	if err != nil {
@@ -115,6 +118,12 @@ type answer struct {
 
 func (b *browser) do(method, path string, form url.Values) answer {
 	b.t.Helper()
+	return b.doWith(nil, method, path, form)
+}
+
+// doWith is do sending cookie too (nil: the jar's alone).
+func (b *browser) doWith(cookie *http.Cookie, method, path string, form url.Values) answer {
+	b.t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -128,6 +137,9 @@ func (b *browser) do(method, path string, form url.Values) answer {
 	}
 	for k, v := range b.header {
 		req.Header[k] = v
+	}
+	if cookie != nil {
+		req.AddCookie(cookie)
 	}
 	resp, err := b.http.Do(req)
 	if err != nil {

@@ -245,7 +245,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 		}
 		return ids, nil
 	}, log))
-	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
+	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles, TrustedProxies: cfg.TrustedProxies}, reg, log)
 	srv.AddCheck("broker", brokerCheck(kadm.NewClient(cl)))
 	return &node{
 		cfg: cfg, log: log, reg: reg, tr: tr, names: names, cl: cl, registry: registry, srv: srv,
