@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -32,7 +33,7 @@ func newEventsCommand() *cobra.Command {
 		Use:   "events",
 		Short: "Follow an event: its whole story from the ledger",
 	}
-	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand())
+	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand(), newEventsResendCommand())
 	return cmd
 }
 
@@ -348,13 +349,31 @@ func runEventsGet(cmd *cobra.Command, output, id string) error {
 
 // adminGet asks the admin API of a running hookstream for path.
 func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, error) {
+	return adminCall(ctx, cfg, http.MethodGet, path, nil)
+}
+
+// adminCall sends method path with body, JSON when not nil, to the admin
+// API of a running hookstream and returns its answer, an error unless it
+// is a 2xx.
+func adminCall(ctx context.Context, cfg *config.Config, method, path string, body any) ([]byte, error) {
 	addr := cfg.AdminAddr
 	if strings.HasPrefix(addr, ":") {
 		addr = "127.0.0.1" + addr
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if cfg.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
@@ -368,12 +387,93 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, err
 	if err != nil {
 		return nil, fmt.Errorf("admin API at %s: %w", addr, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		var e struct{ Message, Error string }
 		_ = json.Unmarshal(raw, &e)
 		return nil, fmt.Errorf("admin API at %s: %s", addr, cmp.Or(e.Error, e.Message, resp.Status))
 	}
 	return raw, nil
+}
+
+func newEventsResendCommand() *cobra.Command {
+	var (
+		output, sub string
+		force       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resend <source>:<event-id> --subscription ID",
+		Short: "Deliver one event to one subscription again, now, with fresh attempts",
+		Long: `Delivers the event to the subscription again, now: its record is read where
+its story says it is on the events topic and handed to the dispatcher through
+the delivery-retry topic, due at once, as a new delivery (attempt 1, then the
+subscription's retry schedule and, at its end, the delivery DLQ). The
+subscriber receives it with its usual webhook-id, so it can recognise it; the
+event's story (events get) shows the attempts as a resend's.
+
+Refused: an event the ledger no longer holds (HOOKSTREAM_DEDUP_TTL), one that
+failed processing (redrive it from the DLQ), one whose record is past the
+events topic's retention, and an unknown subscription; and, unless --force,
+a subscription that would not receive the event (its sources, event types or
+filter) or that is disabled (with --force the resend waits until it is
+enabled).
+
+It asks the admin API of a running hookstream (--admin-addr, with
+--admin-token when it has one), which finds the event's story as events get
+does.`,
+		Example: `  hookstream events resend github:72d3162e --subscription sub_abc
+  hookstream events resend stripe:evt_1Nq --subscription sub_ops --force --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runEventsResend(cmd, output, args[0], events.ResendRequest{Subscription: sub, Force: force})
+		},
+	}
+	cmd.Flags().StringVar(&sub, "subscription", "", "the subscription to deliver the event to (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "resend even to a subscription that would not receive the event, or is disabled")
+	addOutputFlag(cmd, &output)
+	config.RegisterFlags(cmd.Flags(), config.Admin)
+	return cmd
+}
+
+// runEventsResend asks the admin API to resend event id to a subscription.
+func runEventsResend(cmd *cobra.Command, output, id string, req events.ResendRequest) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	if !strings.Contains(id, ":") {
+		return fmt.Errorf("event %q: want <source>:<event-id>, as ingest answered it (\"id\")", id)
+	}
+	if req.Subscription == "" {
+		return errors.New("--subscription: required (the id of the subscription to resend to)")
+	}
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
+	defer cancel()
+	raw, err := adminCall(ctx, cfg, http.MethodPost, "/api/events/"+url.PathEscape(id)+"/resend", req)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		_, err := cmd.OutOrStdout().Write(raw)
+		return err
+	}
+	var r events.Resent
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("admin API answered something other than a resend: %w", err)
+	}
+	w := cmd.OutOrStdout()
+	for _, f := range r.Forced {
+		fmt.Fprintf(w, "forced: %s\n", f)
+	}
+	if r.Waiting {
+		_, err = fmt.Fprintf(w, "resend of %s to %s written: it waits until the subscription is enabled\n", r.Event, r.Subscription)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "resend of %s to %s written, due now as attempt 1 (events record %d/%d); hookstream events get %s follows it\n",
+		r.Event, r.Subscription, r.Partition, r.Offset, r.Event)
+	return err
 }
 
 // position is ", offset O" of an events record, when known and wanted.
@@ -408,6 +508,9 @@ func printStory(w io.Writer, s processor.Story) error {
 	for _, d := range s.Deliveries {
 		for _, a := range d.Recent {
 			what := fmt.Sprintf("%s: attempt %d %s", d.Subscription, a.Attempt, a.Outcome)
+			if a.Resend {
+				what = fmt.Sprintf("%s: resend, attempt %d %s", d.Subscription, a.Attempt, a.Outcome)
+			}
 			if a.Status != 0 {
 				what += fmt.Sprintf(", status %d", a.Status)
 			}

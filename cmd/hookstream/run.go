@@ -349,9 +349,10 @@ func (n *node) mount(rejected func() map[string]int64, local *processor.Processo
 	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
-	events.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	instances.API{Kafka: n.cl, Names: n.names}.Mount(n.srv)
-	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log).Mount(n.srv)
+	stories := processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log)
+	stories.Mount(n.srv)
+	events.API{Kafka: n.cl, Opts: opts, Names: n.names, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
 }
 
 // processorConfig is the processor's part of cfg. Its transactional id
