@@ -64,6 +64,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -88,6 +89,9 @@ type Config struct {
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
+	// Stories finds an event's story wherever its processor runs
+	// (processor.StoryQuery.Story).
+	Stories events.Stories
 	// UserAgent is the deliveries' User-Agent, which a subscription's
 	// Test shows.
 	UserAgent string

@@ -102,6 +102,7 @@ func startConsoleNode(t *testing.T) *consoleNode {
 		"HOOKSTREAM_ADMIN_TOKEN":            consoleToken,
 		"HOOKSTREAM_DELIVERY_SCHEDULE":      "100ms,100ms",
 		"HOOKSTREAM_DELIVERY_DISABLE_AFTER": "1h",
+		"HOOKSTREAM_TRACE_URL":              "http://127.0.0.1:16686/trace/{trace_id}",
 	}
 	if kafkatest.Real() {
 		d.kafka = kafkatest.New(t, 3, 1<<20)
@@ -594,6 +595,64 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err != nil || !strings.HasSuffix(href.Value, "/ui/events/github:tail-1") {
 			t.Errorf("the tail's link: got %+v (%v), want the event's story", href, err)
 		}
+	})
+
+	t.Run("EventStory", func(t *testing.T) {
+		sub := n.subscribe(t, sink.URL+"/story")
+		// A payload that would run script if it were rendered as HTML.
+		n.mustAccept(t, "story-1", `{"note":"<script>window.hacked=1;alert(1)</script><img src=x onerror=\"window.hacked=2\">"}`)
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/events")
+		b.fill("Event id", "github:story-1")
+		b.press("Open")
+		story := n.base + "/ui/events/github:story-1"
+		b.waitPage(story, "received by ingest", "processed: emitted", sub+": attempt 1 delivered")
+
+		// The same facts as hookstream events get.
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			out, errOut, code := n.cli(t, "events", "get", "github:story-1")
+			if code != 0 {
+				return fmt.Errorf("events get: exit %d: %s", code, errOut)
+			}
+			if _, err := within(b, chromedp.Steps(chromedp.Reload())); err != nil {
+				return err
+			}
+			text := b.text()
+			table, _, _ := strings.Cut(out[strings.Index(out, "TIME"):], "\n\n")
+			for _, line := range strings.Split(table, "\n")[1:] {
+				_, what, _ := strings.Cut(strings.TrimSpace(line), "  ")
+				if !strings.Contains(text, strings.TrimSpace(what)) {
+					return fmt.Errorf("the page does not show %q of events get:\n%s", strings.TrimSpace(what), out)
+				}
+			}
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) < 2 || f[0] != "TRACE" {
+					continue
+				}
+				if !strings.Contains(text, f[1]) {
+					return fmt.Errorf("the page does not show the trace id %s", f[1])
+				}
+				if len(f) > 2 && !b.has("link", f[1]) {
+					return fmt.Errorf("the trace id %s is no link, though events get gives its URL %s", f[1], f[2])
+				}
+			}
+			return nil
+		})
+
+		// The payload is text: no script ran, no element was injected.
+		b.do("unfold the envelope", chromedp.Click("", named("DisclosureTriangle", "The event as subscribers receive it"), chromedp.NodeVisible))
+		b.waitText(`<script>window.hacked=1;alert(1)</script>`)
+		injected, err := within(b, chromedp.Evaluate[[]any](`[typeof window.hacked, document.querySelectorAll("main script, main img").length]`))
+		if err != nil || fmt.Sprint(injected) != "[undefined 0]" {
+			t.Errorf("after showing a payload with <script> and <img onerror>: got %v (%v), want no script run and no element injected", injected, err)
+		}
+		b.screenshot("event")
+
+		b.press("Resend to " + sub)
+		b.waitText("Resent github:story-1 to " + sub)
+		b.waitPage(story, sub+": resend, attempt 1 delivered")
 	})
 
 	t.Run("CrossOriginFormChangesNothing", func(t *testing.T) {

@@ -476,53 +476,9 @@ func runEventsResend(cmd *cobra.Command, output, id string, req events.ResendReq
 	return err
 }
 
-// position is ", offset O" of an events record, when known and wanted.
-func position(p *processor.Position, want bool) string {
-	if p == nil || !want {
-		return ""
-	}
-	return fmt.Sprintf(", offset %d", p.Offset)
-}
-
 // printStory prints a story as a time-ordered table, then where each
 // delivery stands.
 func printStory(w io.Writer, s processor.Story) error {
-	type line struct {
-		at   time.Time
-		what string
-	}
-	var lines []line
-	add := func(at *time.Time, format string, args ...any) {
-		if at != nil {
-			lines = append(lines, line{*at, fmt.Sprintf(format, args...)})
-		}
-	}
-	add(s.ReceivedAt, "received by ingest (ingest partition %d, offset %d)", s.Partition, s.Offset)
-	if s.Failure != nil {
-		add(&s.ProcessedAt, "processing failed at stage %s: %s (dead-lettered to the DLQ)", s.Failure.Stage, s.Failure.Error)
-	} else {
-		add(&s.ProcessedAt, "processed: emitted to the events topic (partition %d%s)", s.Partition, position(s.Events, s.Replays.LastAt == nil))
-	}
-	add(s.Duplicates.LastAt, "duplicate dropped (%d in all, this the last)", s.Duplicates.Count)
-	add(s.Replays.LastAt, "replayed: emitted again after an offset reset (%d in all, this the last%s)", s.Replays.Count, position(s.Events, true))
-	for _, d := range s.Deliveries {
-		for _, a := range d.Recent {
-			what := fmt.Sprintf("%s: attempt %d %s", d.Subscription, a.Attempt, a.Outcome)
-			if a.Resend {
-				what = fmt.Sprintf("%s: resend, attempt %d %s", d.Subscription, a.Attempt, a.Outcome)
-			}
-			if a.Status != 0 {
-				what += fmt.Sprintf(", status %d", a.Status)
-			}
-			what += fmt.Sprintf(", %.1f ms", a.LatencyMS)
-			if a.Error != "" {
-				what += ": " + a.Error
-			}
-			lines = append(lines, line{a.At, what})
-		}
-		add(d.DeadLetteredAt, "%s: dead-lettered after %d attempts", d.Subscription, d.Attempts)
-	}
-	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "EVENT %s  status %s, remembered until %s\n", s.ID, s.Status, s.ExpiresAt.Format(time.RFC3339))
 	if s.TraceID != "" {
@@ -530,8 +486,8 @@ func printStory(w io.Writer, s processor.Story) error {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "TIME\tWHAT")
-	for _, l := range lines {
-		fmt.Fprintf(tw, "%s\t%s\n", l.at.UTC().Format(topics.TimeFormat), l.what)
+	for _, step := range s.Timeline() {
+		fmt.Fprintf(tw, "%s\t%s\n", step.At.UTC().Format(topics.TimeFormat), step.What)
 	}
 	fmt.Fprintln(tw, "\nSUBSCRIPTION\tNOW\tATTEMPTS\tLAST STATUS")
 	for _, d := range s.Deliveries {
