@@ -28,3 +28,17 @@ func TestSessionRetriesConcurrentTransactionsQuickly(t *testing.T) {
 		t.Errorf("session client's metadata min age: got %v, want at most 50ms", got)
 	}
 }
+
+// TestTransactionRecordsGoAtTheFlush: a transaction's records are sent
+// together when it flushes, not as they are produced.
+func TestTransactionRecordsGoAtTheFlush(t *testing.T) {
+	p := New(Config{Names: topics.NewNames("t"), TransactionalID: "t-processor-x", MaxRecordBytes: 1 << 20}, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	cl, err := kgo.NewClient(p.clientOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got := cl.OptValue(kgo.ProducerLinger).(time.Duration); got < 50*time.Millisecond {
+		t.Errorf("session client's linger: got %v, want at least 50ms (the flush sends)", got)
+	}
+}
