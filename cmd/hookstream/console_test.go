@@ -455,7 +455,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b := newTab(t, browser)
 		b.signIn(n)
 		b.open(n.base + "/ui/groups")
-		b.waitText("hookstream-processor", "hookstream-retry", "Committed")
+		b.waitText(string(n.kafka.Names.ProcessorGroup()), string(n.kafka.Names.RetryGroup()), "Committed")
 		b.follow("Plan a replay of processor")
 		b.do("choose the target earliest", chromedp.Click("", named("radio", "earliest"), chromedp.NodeVisible))
 		b.press("Plan")
@@ -505,7 +505,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			return nil
 		})
 		b.press("Execute")
-		b.waitText("Committed: hookstream-sub-" + id)
+		b.waitText("Committed: " + string(n.kafka.Names.SubscriptionGroup(id)))
 		out, _, _ := n.cli(t, "lag", "--group", "sub:"+id, "--output", "json")
 		var lags []groups.GroupLag
 		if json.Unmarshal([]byte(out), &lags) != nil || len(lags) != 1 || lags[0].Total == 0 {
@@ -653,6 +653,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.press("Resend to " + sub)
 		b.waitText("Resent github:story-1 to " + sub)
 		b.waitPage(story, sub+": resend, attempt 1 delivered")
+	})
+
+	t.Run("NarrowScreen", func(t *testing.T) {
+		// At 390×844 (a phone) no page is wider than the screen: tables
+		// and long text scroll or wrap inside it.
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.do("set a phone's viewport", chromedp.EmulateViewport(390, 844))
+		for _, path := range []string{"/ui/", "/ui/events", "/ui/events?search=1&since=1h", "/ui/events/github:overview-0", "/ui/events/tail",
+			"/ui/subscriptions", "/ui/dlq", "/ui/groups", "/ui/replay?group=processor&target=earliest"} {
+			b.open(n.base + path)
+			width, err := within(b, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if width[0] > width[1] {
+				t.Errorf("%s at 390×844: the page is %dpx wide, wider than the screen (%dpx)", path, width[0], width[1])
+			}
+		}
 	})
 
 	t.Run("CrossOriginFormChangesNothing", func(t *testing.T) {
