@@ -46,7 +46,7 @@ type options struct {
 }
 
 // serve mounts the console on an admin server with token (empty: none).
-func serve(t *testing.T, o options) *harness {
+func serve(t testing.TB, o options) *harness {
 	t.Helper()
 	env := o.env
 	if env == nil {
