@@ -427,7 +427,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		b := newTab(t, browser)
 		b.signIn(n)
 		b.waitPage(n.base+"/ui/", "Traffic, last 15 minutes", "github")
-		b.screenshot("overview")
 	})
 
 	t.Run("DisableEnable", func(t *testing.T) {
@@ -702,5 +701,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			b.open(n.base + "/ui/subscriptions/" + id)
 			b.waitText("delivering")
 		}
+	})
+
+	t.Run("OverviewAfterTraffic", func(t *testing.T) {
+		// After the subtests above: subscriptions delivering and disabled,
+		// dead letters, traffic from one source.
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.waitPage(n.base+"/ui/", "github", "delivering", "disabled", "in the delivery DLQ")
+		b.screenshot("overview")
 	})
 }
