@@ -305,6 +305,35 @@ func (b *tab) has(role, name string) bool {
 	return len(ids) > 0
 }
 
+// unnamedControls lists the page's controls that have no accessible
+// name, as a screen reader sees them: their role and HTML.
+func (b *tab) unnamedControls() []string {
+	b.t.Helper()
+	tree, err := within(b, func(ctx context.Context, t *chromedp.Target) (accessibility.GetFullAXTreeResult, error) {
+		return cdp.Call(ctx, t, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+	})
+	if err != nil {
+		b.t.Fatalf("accessibility tree: %v", err)
+	}
+	text := func(v *accessibility.Value) string {
+		var s string
+		if v != nil {
+			_ = json.Unmarshal([]byte(v.Value), &s) // not a string: none
+		}
+		return strings.TrimSpace(s)
+	}
+	var out []string
+	for _, n := range tree.Nodes {
+		switch role := text(n.Role); role {
+		case "button", "link", "textbox", "searchbox", "combobox", "radio", "checkbox", "listbox", "DisclosureTriangle":
+			if !n.Ignored && text(n.Name) == "" {
+				out = append(out, fmt.Sprintf("%s (backend node %d)", role, n.BackendDOMNodeID))
+			}
+		}
+	}
+	return out
+}
+
 // tab presses the Tab key and returns the focused element's role and
 // accessible name.
 func (b *tab) tab() (role, name string) {
@@ -656,12 +685,13 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	t.Run("NarrowScreen", func(t *testing.T) {
 		// At 390×844 (a phone) no page is wider than the screen: tables
-		// and long text scroll or wrap inside it.
+		// and long text scroll or wrap inside it. Every control has an
+		// accessible name.
 		b := newTab(t, browser)
 		b.signIn(n)
 		b.do("set a phone's viewport", chromedp.EmulateViewport(390, 844))
 		for _, path := range []string{"/ui/", "/ui/events", "/ui/events?search=1&since=1h", "/ui/events/github:overview-0", "/ui/events/tail",
-			"/ui/subscriptions", "/ui/dlq", "/ui/groups", "/ui/replay?group=processor&target=earliest"} {
+			"/ui/subscriptions", "/ui/subscriptions/new", "/ui/dlq", "/ui/dlq/redrive?kind=delivery", "/ui/groups", "/ui/replay?group=processor&target=earliest"} {
 			b.open(n.base + path)
 			width, err := within(b, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
 			if err != nil {
@@ -669,6 +699,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			if width[0] > width[1] {
 				t.Errorf("%s at 390×844: the page is %dpx wide, wider than the screen (%dpx)", path, width[0], width[1])
+			}
+			if unnamed := b.unnamedControls(); len(unnamed) > 0 {
+				t.Errorf("%s: controls without an accessible name: %s", path, strings.Join(unnamed, ", "))
 			}
 		}
 	})
