@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -40,9 +41,11 @@ var overviewEvents = flag.Int("overview.events", 10_000, "events in the deployme
 // delivery DLQ after 3 failed attempts; the processor group's offsets
 // committed at the ingest topic's end.
 //
-// first-request is the first GET after the console starts, which reads
-// the ingest, events, DLQ and attempts topics from their start (the
-// tallies catching up); steady is every GET after that.
+// first-request is the first GET after the console starts, which asks
+// the tallies to read the ingest, events, DLQ and attempts topics from
+// their start and waits for them at most a second (defaultTallyWait),
+// then shows the counts read so far with a note; steady is every GET once
+// the tallies have caught up.
 func BenchmarkOverview(b *testing.B) {
 	n := *overviewEvents
 	env := kafkatest.New(b, 12, 1<<20)
@@ -68,13 +71,22 @@ func BenchmarkOverview(b *testing.B) {
 			b.StartTimer()
 			body := c.overview(b)
 			b.StopTimer()
-			check(b, body)
+			if note := regexp.MustCompile(`Still counting: [^<]*`).FindString(body); note != "" {
+				b.Logf("first request: %s", note)
+			} else {
+				check(b, body)
+			}
 		}
 	})
 	b.Run("steady", func(b *testing.B) {
 		h := serve(b, options{token: token, env: env})
 		c := signedIn(b, h)
-		check(b, c.overview(b))
+		body := c.overview(b)
+		for strings.Contains(body, "Still counting") {
+			time.Sleep(time.Second) // a reader reloading in a moment, not a synchronisation: each GET asks again
+			body = c.overview(b)
+		}
+		check(b, body)
 		b.ResetTimer()
 		for range b.N {
 			c.overview(b)

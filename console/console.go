@@ -89,6 +89,10 @@ type Config struct {
 	Attempts *attempts.Tally
 	// Stats follows the ingest, events and DLQ topics: the event counts.
 	Stats *stats.Tally
+	// TallyWait is how long a page waits for the tallies to read what was
+	// written since they last read before it shows the counts read so far
+	// (0: defaultTallyWait).
+	TallyWait time.Duration
 	// Receiver, when this process runs the ingest role, is its
 	// receiver's answers since it started (ingest.Handler.Stats): the
 	// requests it rejected, and the duplicates it answered itself.

@@ -35,6 +35,7 @@ type harness struct {
 	env      *kafkatest.Env
 	cl       *kgo.Client
 	registry *subscriptions.Registry
+	stats    *stats.Tally
 }
 
 type options struct {
@@ -43,6 +44,10 @@ type options struct {
 	env   *kafkatest.Env
 	// trustedProxies are the admin listener's HOOKSTREAM_TRUSTED_PROXIES.
 	trustedProxies []netip.Prefix
+	// tallyWait is the console's TallyWait; tallies, when set, holds the
+	// tallies from reading until it is closed.
+	tallyWait time.Duration
+	tallies   chan struct{}
 }
 
 // serve mounts the console on an admin server with token (empty: none).
@@ -60,16 +65,23 @@ func serve(t testing.TB, o options) *harness {
 	counts := stats.NewTally(opts, env.Names, log)
 	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
 	subscriptions.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
-	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log})
+	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log,
+		TallyWait: o.tallyWait})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ui.Mount(s)
-	h.admin = s
+	h.admin, h.stats = s, counts
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	for _, run := range []func(context.Context) error{tally.Run, counts.Run, ui.Run} {
 		go func() {
+			if o.tallies != nil {
+				select {
+				case <-o.tallies:
+				case <-ctx.Done():
+				}
+			}
 			if err := run(ctx); err != nil {
 				t.Errorf("run: %v", err)
 			}
