@@ -89,10 +89,6 @@ type Config struct {
 	Attempts *attempts.Tally
 	// Stats follows the ingest, events and DLQ topics: the event counts.
 	Stats *stats.Tally
-	// TallyWait is how long a page waits for the tallies to read what was
-	// written since they last read before it shows the counts read so far
-	// (0: defaultTallyWait).
-	TallyWait time.Duration
 	// Receiver, when this process runs the ingest role, is its
 	// receiver's answers since it started (ingest.Handler.Stats): the
 	// requests it rejected, and the duplicates it answered itself.
@@ -121,6 +117,9 @@ type Console struct {
 
 	receiver *sampler
 	tails    atomic.Int32 // live tails streaming (events_tail.go)
+	// stopped is closed when Run returns: live tails end then, not
+	// holding the listener's shutdown.
+	stopped chan struct{}
 }
 
 // New builds the console; it does no I/O.
@@ -133,7 +132,8 @@ func New(cfg Config) (*Console, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, receiver: newSampler(cfg.Receiver)}, nil
+	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, receiver: newSampler(cfg.Receiver),
+		stopped: make(chan struct{})}, nil
 }
 
 // Mount serves the console under /ui on srv, signing browsers in with
@@ -161,6 +161,7 @@ func (u *Console) Mount(srv *admin.Server) {
 
 // Run samples what the console charts per minute until ctx ends.
 func (u *Console) Run(ctx context.Context) error {
+	defer close(u.stopped)
 	u.receiver.run(ctx)
 	return nil
 }

@@ -744,4 +744,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.waitPage(n.base+"/ui/", "github", "delivering", "disabled", "in the delivery DLQ")
 		b.screenshot("overview")
 	})
+
+	t.Run("StopEndsTheTail", func(t *testing.T) {
+		// Last: it stops the node. A live tail ends when hookstream stops,
+		// and does not hold up the admin listener's shutdown.
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/events/tail")
+		b.waitText("Following")
+		if code := n.proc.stop(t, 30*time.Second); code != 0 {
+			t.Errorf("hookstream run exit code after SIGTERM: got %d, want 0", code)
+		}
+		b.waitText("This instance is stopping")
+		if log := n.proc.output.String(); strings.Contains(log, "failed to shut down") {
+			t.Errorf("the admin listener's shutdown waited for the live tail:\n%s", n.proc.output.tail(5))
+		}
+	})
 }
