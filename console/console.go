@@ -22,12 +22,15 @@
 // exception: the overview and the subscription pages read none
 // themselves (they show the stats and attempts tallies, kept in memory,
 // offsets, and the instances as GET /api/instances asks them, at most
-// 64) but wait for the tallies to read what was written since they last
-// read, which on the first request after start, or after a minute
-// without one, is every record the ingest, events, DLQ and attempts
-// topics received meanwhile (from their start at first: about three
-// records per event, 19 s for 1,000,000 events on two loaded cores, and
-// 5.6 ms per overview once caught up; BENCHMARKS.md). A
+// 64) and wait at most a second (Config.TallyWait) for the tallies to
+// read what was written since they last read, which on the first request
+// after start, or after a minute without one, is every record the
+// ingest, events, DLQ and attempts topics received meanwhile (from their
+// start at first: about three records per event, 19 s for 1,000,000
+// events on two loaded cores). A page the tallies have not caught up
+// with by then shows the counts read so far and says how much of the
+// topics' records they cover, while the tallies read on (5.6 ms per
+// overview once caught up; BENCHMARKS.md). A
 // subscription's attempts read at most attempts.MaxScan (100,000) records
 // per partition of the attempts topic (1,200,000 over the default 12),
 // and show at most 100 of them; its
@@ -36,8 +39,9 @@
 // fetch per partition (groups.Lag, groups.PlanReplay); the dead-letter
 // pages read each DLQ partition from 1,000 offsets before its end to the
 // end, show at most 100 letters per DLQ and redrive at most 500 (read
-// from where its preview's window began to the DLQ's end, however far
-// that end moved since the preview). An
+// from where its preview's window began to the DLQ's end; when that end
+// lies more than deadletter.MaxPastWithin (1,000) offsets past the
+// window's, the redrive reads nothing and answers 409). An
 // events search page reads at most events.MaxRead (10,000) offsets; a
 // live tail streams at most 1,000 events for at most 10 minutes, 8 tails
 // at once per instance. A form is at most 256 KiB.
@@ -89,6 +93,10 @@ type Config struct {
 	Attempts *attempts.Tally
 	// Stats follows the ingest, events and DLQ topics: the event counts.
 	Stats *stats.Tally
+	// TallyWait is how long a page waits for the tallies to read what was
+	// written since they last read before it shows the counts read so far
+	// (0: defaultTallyWait).
+	TallyWait time.Duration
 	// Receiver, when this process runs the ingest role, is its
 	// receiver's answers since it started (ingest.Handler.Stats): the
 	// requests it rejected, and the duplicates it answered itself.

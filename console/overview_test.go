@@ -82,7 +82,7 @@ func TestOverview(t *testing.T) {
 
 // TestOverviewWhileCounting: when the tallies have not read what was
 // written before a request in the time a page waits for them, the
-// overview and the subscription list show the counts read so far and say
+// overview and the subscription pages show the counts read so far and say
 // how much they cover; the tallies read on after the request, and once
 // they are caught up the pages say nothing of it.
 func TestOverviewWhileCounting(t *testing.T) {
@@ -115,6 +115,9 @@ func TestOverviewWhileCounting(t *testing.T) {
 		!strings.Contains(a.body, "Still counting: the figures cover 0 of the topics&#39; 2 records (0%)") {
 		t.Errorf("subscriptions while counting: got %d:\n%s", a.status, a.body)
 	}
+	if a := b.get("/ui/subscriptions/sub_on"); a.status != http.StatusOK || !strings.Contains(a.body, "Still counting") {
+		t.Errorf("a subscription while counting: got %d:\n%s", a.status, a.body)
+	}
 
 	close(held) // the tallies read on, asked by the requests above, with no request waiting
 	kafkatest.WaitFor(t, 20*time.Second, func() error {
@@ -132,5 +135,8 @@ func TestOverviewWhileCounting(t *testing.T) {
 	})
 	if a := b.get("/ui/subscriptions"); strings.Contains(a.body, "Still counting") {
 		t.Errorf("subscriptions caught up: still counting:\n%s", a.body)
+	}
+	if a := b.get("/ui/subscriptions/sub_on"); strings.Contains(a.body, "Still counting") {
+		t.Errorf("a subscription caught up: still counting:\n%s", a.body)
 	}
 }
