@@ -183,6 +183,11 @@ func sortedIDs(subs map[string]subscriptions.Subscription) []string {
 // Config.TallyWait is 0.
 const defaultTallyWait = time.Second
 
+// progressWait is how long a page waits, after the tallies, for the
+// offsets that say how far they read; past it the page says so without
+// figures.
+const progressWait = time.Second
+
 // tally is what a page reads its counts from: a topics.Follower.
 type tally interface {
 	CatchUp(context.Context, *kgo.Client) error
@@ -218,11 +223,18 @@ func (u *Console) catchUp(ctx context.Context, ts ...tally) (string, error) {
 	if !behind {
 		return "", nil
 	}
+	// Asking how far they read waits at most progressWait: a broker busy
+	// serving the tallies can be slow to answer.
+	progressCtx, cancelProgress := context.WithTimeout(ctx, progressWait)
+	defer cancelProgress()
 	var read, total int64
 	for _, t := range ts {
-		r, n, err := t.Progress(ctx, u.cfg.Kafka)
+		r, n, err := t.Progress(progressCtx, u.cfg.Kafka)
 		if err != nil {
-			return "", err
+			if progressCtx.Err() == nil || ctx.Err() != nil {
+				return "", err
+			}
+			return "Still counting: the figures cover part of the topics' records; reload in a moment.", nil
 		}
 		read, total = read+r, total+n
 	}
