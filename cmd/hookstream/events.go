@@ -38,10 +38,11 @@ func newEventsCommand() *cobra.Command {
 }
 
 // eventFilter selects events records by the source and type headers the
-// processor writes, as a subscription's filters do.
+// processor writes, as a subscription's globs do, and with --subscription
+// as that subscription decides (its globs, then its filter).
 type eventFilter struct {
-	flags subscriptions.Subscription  // --source and --type
-	sub   *subscriptions.Subscription // --subscription, if any
+	flags subscriptions.Subscription // --source and --type
+	sub   *subscriptions.Compiled    // --subscription, if any
 }
 
 // addFilterFlags adds --source, --type and, when sub is not nil,
@@ -50,7 +51,7 @@ func addFilterFlags(cmd *cobra.Command, source, typ, sub *string) {
 	cmd.Flags().StringVar(source, "source", "", "only events of this source (a glob)")
 	cmd.Flags().StringVar(typ, "type", "", "only events of this type (a glob: 'push', 'checkout.*')")
 	if sub != nil {
-		cmd.Flags().StringVar(sub, "subscription", "", "only events this subscription receives (its source and type filters)")
+		cmd.Flags().StringVar(sub, "subscription", "", "only events this subscription receives (its source and type globs, then its filter)")
 	}
 }
 
@@ -73,7 +74,7 @@ func newEventFilter(ctx context.Context, c cluster, source, typ, sub string) (*e
 		if err != nil {
 			return nil, fmt.Errorf("--subscription: %w", err)
 		}
-		f.sub = &s
+		f.sub = subscriptions.Compile(s)
 	}
 	return f, nil
 }
@@ -88,7 +89,7 @@ func (f *eventFilter) match(r *kgo.Record) bool {
 		return ""
 	}
 	source, typ := h(topics.HeaderSource), h(topics.HeaderEventType)
-	return f.flags.Matches(source, typ) && (f.sub == nil || f.sub.Matches(source, typ))
+	return f.flags.Matches(source, typ) && (f.sub == nil || f.sub.Match(subscriptions.NewEvent(r)).Match)
 }
 
 // printEvent prints one events record: a line of the table, or the
