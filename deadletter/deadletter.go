@@ -104,7 +104,7 @@ type Letter struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Key       string `json:"key"`
-	// Stage is hs-error-stage: decode, process or deliver.
+	// Stage is hs-error-stage: decode, validate, process, deliver or transform.
 	Stage string `json:"stage"`
 	// Error is hs-error, why it failed.
 	Error string `json:"error"`
