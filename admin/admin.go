@@ -53,6 +53,11 @@ type Config struct {
 	Token string
 	// Roles are the roles this process runs, shown by /readyz.
 	Roles []string
+	// TrustedProxies are the networks of the proxies in front of the
+	// listener (HOOKSTREAM_TRUSTED_PROXIES) whose X-Forwarded-Proto and
+	// X-Forwarded-Host name what the client addressed (Addressed).
+	// Default none: the connection's own.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the admin listener.

@@ -36,6 +36,9 @@ type Attempt struct {
 	Error     string     `json:"error,omitempty"`
 	At        time.Time  `json:"at"`
 	DueAt     *time.Time `json:"due_at,omitempty"`
+	// Resend says the attempt is of a delivery an operator asked for
+	// again (events resend).
+	Resend bool `json:"resend,omitempty"`
 }
 
 // FromRecord is the API form of an attempts record.
@@ -49,6 +52,7 @@ func FromRecord(a *topics.Attempt) Attempt {
 		LatencyMS:    float64(a.Latency.Microseconds()) / 1000,
 		Error:        a.Error,
 		At:           a.At,
+		Resend:       a.Resend,
 	}
 	if !a.DueAt.IsZero() {
 		due := a.DueAt

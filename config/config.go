@@ -195,7 +195,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.SourcesFile = v; return nil }},
 	{"HOOKSTREAM_HTTP_ADDR", "http-addr", ":8080", "ingest listener", Server,
 		func(c *Config, v string) error { c.HTTPAddr = v; return hostPort(v) }},
-	{"HOOKSTREAM_TRUSTED_PROXIES", "trusted-proxies", "", "networks (CIDR, comma separated) of the proxies in front of the ingest listener whose X-Forwarded-For names the client (default none: the connection's address is the client)", Server,
+	{"HOOKSTREAM_TRUSTED_PROXIES", "trusted-proxies", "", "networks (CIDR, comma separated) of the proxies in front of the ingest and admin listeners: their X-Forwarded-For names the client, their X-Forwarded-Proto and X-Forwarded-Host what the console's browser addressed (default none: the connection's address is the client)", Server,
 		func(c *Config, v string) error {
 			c.TrustedProxies = nil
 			for _, part := range splitList(v) {

@@ -55,14 +55,17 @@ var (
 type access struct {
 	token []byte // empty: no token, loopback only
 	key   []byte
+	// addressed is the scheme and host a client sent a request to
+	// (admin.Server.Addressed: behind a trusted proxy, what it forwards).
+	addressed func(*http.Request) (scheme, host string)
 
 	mu      sync.Mutex
 	revoked map[string]time.Time // session id -> expiry
 	now     func() time.Time
 }
 
-func newAccess(token string) *access {
-	a := &access{token: []byte(token), revoked: make(map[string]time.Time), now: time.Now}
+func newAccess(token string, addressed func(*http.Request) (scheme, host string)) *access {
+	a := &access{token: []byte(token), addressed: addressed, revoked: make(map[string]time.Time), now: time.Now}
 	if token == "" {
 		a.key = make([]byte, 32)
 		_, _ = rand.Read(a.key) // crypto/rand never fails on Linux
@@ -177,7 +180,7 @@ func (a *access) session(c *echo.Context) (s session, ok bool, err error) {
 func (a *access) setCookie(c *echo.Context, value string, expires time.Time) {
 	ck := &http.Cookie{
 		Name: sessionCookie, Value: value, Path: admin.UIPrefix,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Request().TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secure(c.Request()),
 	}
 	if value == "" {
 		ck.MaxAge = -1
@@ -191,7 +194,7 @@ func (a *access) setCookie(c *echo.Context, value string, expires time.Time) {
 // checkPost refuses a state-changing request from another origin or
 // without the session's CSRF token.
 func (a *access) checkPost(c *echo.Context, s session) error {
-	if err := sameOrigin(c.Request()); err != nil {
+	if err := a.sameOrigin(c.Request()); err != nil {
 		return err
 	}
 	got := c.Request().Header.Get(csrfHeader)
@@ -205,12 +208,13 @@ func (a *access) checkPost(c *echo.Context, s session) error {
 }
 
 // sameOrigin refuses a request a browser sent from another origin: an
-// Origin other than the request's own scheme://host:port (another port of
-// the same host is another origin), a Sec-Fetch-Site other than
+// Origin other than the scheme://host:port the request was sent to
+// (another port of the same host is another origin; behind a trusted
+// proxy, the scheme and host it forwards), a Sec-Fetch-Site other than
 // same-origin, and, when neither header is sent, a Referer of another
 // origin or none.
-func sameOrigin(r *http.Request) error {
-	own := ownOrigin(r)
+func (a *access) sameOrigin(r *http.Request) error {
+	own := origin(a.addressed(r))
 	origin := r.Header.Get("Origin")
 	site := r.Header.Get("Sec-Fetch-Site")
 	if origin != "" && normalOrigin(origin) != own {
@@ -227,13 +231,11 @@ func sameOrigin(r *http.Request) error {
 	return nil
 }
 
-// ownOrigin is the origin the request was sent to.
-func ownOrigin(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return origin(scheme, r.Host)
+// secure reports whether the browser sent r over HTTPS: its cookies are
+// then Secure.
+func (a *access) secure(r *http.Request) bool {
+	scheme, _ := a.addressed(r)
+	return scheme == "https"
 }
 
 // normalOrigin is the origin of a URL (an Origin or Referer value), ""

@@ -18,18 +18,33 @@
 // (Origin, else Sec-Fetch-Site, else Referer) and carries the session's
 // CSRF token (form field "csrf" or header X-CSRF-Token).
 //
-// Bound. A console request never reads more than a bounded number of
-// records: the overview and the subscription list read none (they show
-// the stats and attempts tallies, kept in memory, offsets, and the
-// instances as GET /api/instances asks them, at most 64); a
+// Bound. A console request reads a bounded number of records, with one
+// exception: the overview and the subscription pages read none
+// themselves (they show the stats and attempts tallies, kept in memory,
+// offsets, and the instances as GET /api/instances asks them, at most
+// 64) and wait at most a second (Config.TallyWait) for the tallies to
+// read what was written since they last read, which on the first request
+// after start, or after a minute without one, is every record the
+// ingest, events, DLQ and attempts topics received meanwhile (from their
+// start at first: about three records per event, 19 s for 1,000,000
+// events on two loaded cores). A page the tallies have not caught up
+// with by then shows the counts read so far and says how much of the
+// topics' records they cover, while the tallies read on (5.6 ms per
+// overview once caught up; BENCHMARKS.md). A
 // subscription's attempts read at most attempts.MaxScan (100,000) records
-// per partition of the attempts topic, and show at most 100 of them; its
+// per partition of the attempts topic (1,200,000 over the default 12),
+// and show at most 100 of them; its
 // Test reads at most 100,000 records of one events partition to find the
 // event named. The groups and replay pages read offsets and at most one
 // fetch per partition (groups.Lag, groups.PlanReplay); the dead-letter
 // pages read each DLQ partition from 1,000 offsets before its end to the
-// end, show at most 100 letters per DLQ and redrive at most 500. A form
-// is at most 256 KiB.
+// end, show at most 100 letters per DLQ and redrive at most 500 (read
+// from where its preview's window began to the DLQ's end; when that end
+// lies more than deadletter.MaxPastWithin (1,000) offsets past the
+// window's, the redrive reads nothing and answers 409). An
+// events search page reads at most events.MaxRead (10,000) offsets; a
+// live tail streams at most 1,000 events for at most 10 minutes, 8 tails
+// at once per instance. A form is at most 256 KiB.
 //
 // Adding a page. One file per page family (subscriptions.go with
 // templates/subscriptions*.html): a mountX method called by Mount
@@ -54,6 +69,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -61,6 +77,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -76,6 +93,10 @@ type Config struct {
 	Attempts *attempts.Tally
 	// Stats follows the ingest, events and DLQ topics: the event counts.
 	Stats *stats.Tally
+	// TallyWait is how long a page waits for the tallies to read what was
+	// written since they last read before it shows the counts read so far
+	// (0: defaultTallyWait).
+	TallyWait time.Duration
 	// Receiver, when this process runs the ingest role, is its
 	// receiver's answers since it started (ingest.Handler.Stats): the
 	// requests it rejected, and the duplicates it answered itself.
@@ -85,6 +106,9 @@ type Config struct {
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
+	// Stories finds an event's story wherever its processor runs
+	// (processor.StoryQuery.Story).
+	Stories events.Stories
 	// UserAgent is the deliveries' User-Agent, which a subscription's
 	// Test shows.
 	UserAgent string
@@ -100,6 +124,10 @@ type Console struct {
 	srv    *admin.Server
 
 	receiver *sampler
+	tails    atomic.Int32 // live tails streaming (events_tail.go)
+	// stopped is closed when Run returns: live tails end then, not
+	// holding the listener's shutdown.
+	stopped chan struct{}
 }
 
 // New builds the console; it does no I/O.
@@ -112,14 +140,15 @@ func New(cfg Config) (*Console, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, receiver: newSampler(cfg.Receiver)}, nil
+	return &Console{cfg: cfg, log: log.With("component", "console"), pages: pages, receiver: newSampler(cfg.Receiver),
+		stopped: make(chan struct{})}, nil
 }
 
 // Mount serves the console under /ui on srv, signing browsers in with
 // srv's token.
 func (u *Console) Mount(srv *admin.Server) {
 	u.srv = srv
-	u.access = newAccess(srv.Config().Token)
+	u.access = newAccess(srv.Config().Token, srv.Addressed)
 	g := srv.UI()
 	g.Use(headers)
 	static, _ := fs.Sub(staticFS, "static")
@@ -132,6 +161,7 @@ func (u *Console) Mount(srv *admin.Server) {
 	u.mountSubscriptions(g)
 	u.mountGroups(g)
 	u.mountDLQ(g)
+	u.mountEvents(g)
 	g.RouteNotFound("/*", u.page(func(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}))
@@ -139,6 +169,7 @@ func (u *Console) Mount(srv *admin.Server) {
 
 // Run samples what the console charts per minute until ctx ends.
 func (u *Console) Run(ctx context.Context) error {
+	defer close(u.stopped)
 	u.receiver.run(ctx)
 	return nil
 }
@@ -175,7 +206,7 @@ func (u *Console) login(c *echo.Context) error {
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
-	if err := sameOrigin(c.Request()); err != nil {
+	if err := u.access.sameOrigin(c.Request()); err != nil {
 		return u.fail(c, r, err)
 	}
 	if err := readForm(c); err != nil {

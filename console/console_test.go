@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -34,16 +35,23 @@ type harness struct {
 	env      *kafkatest.Env
 	cl       *kgo.Client
 	registry *subscriptions.Registry
+	stats    *stats.Tally
 }
 
 type options struct {
 	token string
 	tls   bool
 	env   *kafkatest.Env
+	// trustedProxies are the admin listener's HOOKSTREAM_TRUSTED_PROXIES.
+	trustedProxies []netip.Prefix
+	// tallyWait is the console's TallyWait; tallies, when set, holds the
+	// tallies from reading until it is closed.
+	tallyWait time.Duration
+	tallies   chan struct{}
 }
 
 // serve mounts the console on an admin server with token (empty: none).
-func serve(t *testing.T, o options) *harness {
+func serve(t testing.TB, o options) *harness {
 	t.Helper()
 	env := o.env
 	if env == nil {
@@ -55,18 +63,25 @@ func serve(t *testing.T, o options) *harness {
 	h := &harness{env: env, cl: cl, registry: subscriptions.NewRegistry(cl, opts, env.Names, log)}
 	tally := attempts.NewTally(opts, env.Names, log)
 	counts := stats.NewTally(opts, env.Names, log)
-	s := admin.New(admin.Config{Token: o.token}, prometheus.NewRegistry(), log)
+	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
 	subscriptions.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
-	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log})
+	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log,
+		TallyWait: o.tallyWait})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ui.Mount(s)
-	h.admin = s
+	h.admin, h.stats = s, counts
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	for _, run := range []func(context.Context) error{tally.Run, counts.Run, ui.Run} {
 		go func() {
+			if o.tallies != nil {
+				select {
+				case <-o.tallies:
+				case <-ctx.Done():
+				}
+			}
 			if err := run(ctx); err != nil {
 				t.Errorf("run: %v", err)
 			}
@@ -115,6 +130,12 @@ type answer struct {
 
 func (b *browser) do(method, path string, form url.Values) answer {
 	b.t.Helper()
+	return b.doWith(nil, method, path, form)
+}
+
+// doWith is do sending cookie too (nil: the jar's alone).
+func (b *browser) doWith(cookie *http.Cookie, method, path string, form url.Values) answer {
+	b.t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -128,6 +149,9 @@ func (b *browser) do(method, path string, form url.Values) answer {
 	}
 	for k, v := range b.header {
 		req.Header[k] = v
+	}
+	if cookie != nil {
+		req.AddCookie(cookie)
 	}
 	resp, err := b.http.Do(req)
 	if err != nil {

@@ -26,7 +26,10 @@ import (
 // Bound: a page reads each DLQ partition from dlqWindow offsets before
 // its end when the page was made, to the end (the redrive markers that
 // follow a letter are read with it), shows at most dlqShown letters per
-// DLQ, and a redrive copies at most dlqRedriveMax letters.
+// DLQ, and a redrive copies at most dlqRedriveMax letters. When the end
+// has moved more than deadletter.MaxPastWithin offsets past a window
+// (the DLQ grew after the preview, or a request names old offsets), the
+// page or redrive reads nothing and answers 409: preview again.
 const (
 	dlqWindow     = 1_000
 	dlqShown      = 100
@@ -139,7 +142,11 @@ func (u *Console) dlqList(r *Request) error {
 func (u *Console) letters(r *Request, kind deadletter.Kind, f deadletter.Filter) ([]deadletter.Letter, error) {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	return deadletter.List(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names, kind, f)
+	letters, err := deadletter.List(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names, kind, f)
+	if errors.Is(err, deadletter.ErrChanged) {
+		return nil, echo.NewHTTPError(http.StatusConflict, deadletter.ErrChanged.Error())
+	}
+	return letters, err
 }
 
 // dlqRedriveData is a redrive's preview.
@@ -222,6 +229,9 @@ func (u *Console) dlqRedrive(r *Request) error {
 	if err != nil {
 		if errors.Is(err, deadletter.ErrFenced) {
 			return echo.NewHTTPError(http.StatusConflict, err.Error())
+		}
+		if errors.Is(err, deadletter.ErrChanged) {
+			return echo.NewHTTPError(http.StatusConflict, deadletter.ErrChanged.Error())
 		}
 		return err
 	}

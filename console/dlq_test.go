@@ -17,8 +17,8 @@ import (
 // TestDLQPagesReadAWindow: the dead-letter page shows letters of the
 // newest offsets of each partition only, a letter older than that is not
 // read but named with the command that shows it, and a redrive that asks
-// for a wider range than a preview shows is refused before anything is
-// read.
+// for a wider range than a preview shows, or for offsets the DLQ's end
+// has left far behind, is refused before anything is read.
 func TestDLQPagesReadAWindow(t *testing.T) {
 	h := serve(t, options{token: token})
 	b := h.browser(t)
@@ -59,6 +59,13 @@ func TestDLQPagesReadAWindow(t *testing.T) {
 		if a.status != http.StatusBadRequest {
 			t.Errorf("redrive within %q: got %d, want 400:\n%s", within, a.status, a.body)
 		}
+	}
+	// A hand-made Execute naming old offsets, or one whose DLQ grew by
+	// more than 1,000 letters since its preview: the DLQ's end lies more
+	// than 1,000 offsets past the range, and the redrive reads nothing.
+	a = b.post("/ui/dlq/redrive", url.Values{"csrf": {csrf}, "kind": {"processor"}, "key": {"shop:*"}, "within": {"0:0-4"}})
+	if a.status != http.StatusConflict || !strings.Contains(a.body, "the dead letters changed: preview again") {
+		t.Errorf("redrive within 0:0-4 of a DLQ ending at 1005: got %d, want 409 asking for a new preview:\n%s", a.status, a.body)
 	}
 	if got := h.env.Records(t, h.env.Names.Ingest); len(got) != 0 {
 		t.Errorf("%s: got %d records, want none redriven", h.env.Names.Ingest, len(got))

@@ -15,7 +15,8 @@ import (
 
 // The events pages: a lookup box and a search by source, type and time
 // range (events.Search, as GET /api/events and hookstream events search),
-// an event's story (events_story.go) and the live tail (events_tail.go).
+// an event's story and its resends (events_story.go), and the live tail
+// (events_tail.go).
 //
 // Bound: a search page reads at most events.MaxRead (10,000) offsets of
 // the events topic and shows at most events.MaxLimit (100) events; the
@@ -26,6 +27,8 @@ func (u *Console) mountEvents(g *echo.Group) {
 	g.GET("/events", u.page(u.eventSearch))
 	g.GET("/events/tail", u.page(u.eventTail))
 	g.GET("/events/tail/stream", u.page(u.eventStream))
+	g.GET("/events/*", u.page(u.eventStory))
+	g.POST("/events/*", u.action(u.eventResend))
 }
 
 // eventsForm is the search form, as the page's URL holds it.
@@ -96,8 +99,13 @@ func (u *Console) eventSearch(r *Request) error {
 // eventsStatus is the status of an error of package events, as the API
 // answers it; 0 for any other error.
 func eventsStatus(err error) int {
-	if errors.Is(err, events.ErrInvalid) {
+	switch {
+	case errors.Is(err, events.ErrInvalid):
 		return http.StatusBadRequest
+	case errors.Is(err, events.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, events.ErrRefused):
+		return http.StatusConflict
 	}
 	return 0
 }

@@ -28,8 +28,9 @@ import (
 //
 // Bound: each stream is one consumer of the events topic from its last
 // stable offsets when the stream opened; it ends after tailMaxEvents
-// events or tailMaxAge, whichever comes first, or when the browser goes;
-// at most tailMaxStreams are open at once per instance (503 beyond).
+// events or tailMaxAge, whichever comes first, when the browser goes, or
+// when the console stops (Run returns); at most tailMaxStreams are open at
+// once per instance (503 beyond).
 const (
 	tailMaxEvents  = 1_000
 	tailMaxAge     = 10 * time.Minute
@@ -82,6 +83,13 @@ func (u *Console) eventStream(r *Request) error {
 	defer u.tails.Add(-1)
 	ctx, cancel := context.WithTimeout(r.Request().Context(), tailMaxAge)
 	defer cancel()
+	go func() { // the process stops: the stream ends, not holding the listener's shutdown
+		select {
+		case <-u.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 
 	// Start where a read_committed reader would read next, so every event
 	// committed after "ready" is seen.
@@ -154,7 +162,11 @@ func (u *Console) eventStream(r *Request) error {
 			return nil // the browser went
 		}
 	}
-	if r.Request().Context().Err() == nil {
+	select {
+	case <-r.Request().Context().Done(): // the browser went
+	case <-u.stopped:
+		_ = send("end", "This instance is stopping: reload to follow again.")
+	default:
 		_ = send("end", fmt.Sprintf("Stopped after %d events or %v, the most one page follows: reload to follow again.", tailMaxEvents, tailMaxAge))
 	}
 	return nil

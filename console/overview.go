@@ -3,10 +3,13 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/groups"
@@ -27,6 +30,9 @@ type overviewData struct {
 	ProcessorHere   bool
 
 	ProcessorDLQ, DeliveryDLQ int64
+	// Counting, when the tallies had not read everything written before
+	// the request in the time it waits for them, says how much they had.
+	Counting string
 
 	Subscriptions                     int
 	Delivering, CircuitOpen, Disabled []string
@@ -68,13 +74,11 @@ func (u *Console) overview(r *Request) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
 	now := time.Now()
-	if err := u.cfg.Stats.CatchUp(ctx, u.cfg.Kafka); err != nil {
-		return err
-	}
-	if err := u.cfg.Attempts.CatchUp(ctx, u.cfg.Kafka); err != nil {
-		return err
-	}
 	var out overviewData
+	var err error
+	if out.Counting, err = u.catchUp(ctx, u.cfg.Stats, u.cfg.Attempts); err != nil {
+		return err
+	}
 	out.Sources, out.Receiver = u.sourceRows(now)
 	for _, c := range u.cfg.Stats.Sources() {
 		out.ProcessorDLQ += c.Failed
@@ -173,4 +177,79 @@ func sortedIDs(subs map[string]subscriptions.Subscription) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// defaultTallyWait is how long a page waits for the tallies when
+// Config.TallyWait is 0.
+const defaultTallyWait = time.Second
+
+// progressWait is how long a page waits, after the tallies, for the
+// offsets that say how far they read; past it the page says so without
+// figures.
+const progressWait = time.Second
+
+// tally is what a page reads its counts from: a topics.Follower.
+type tally interface {
+	CatchUp(context.Context, *kgo.Client) error
+	Progress(context.Context, *kgo.Client) (read, total int64, err error)
+}
+
+// catchUp asks the tallies to read what was written before, and waits
+// for them at most Config.TallyWait. When they have not caught up by then
+// it returns what the page says of the counts it shows: how many of the
+// topics' records they cover. The tallies keep reading after the request
+// (a follower reads for a minute after it was last asked), so a reload a
+// moment later shows more.
+func (u *Console) catchUp(ctx context.Context, ts ...tally) (string, error) {
+	wait := u.cfg.TallyWait
+	if wait <= 0 {
+		wait = defaultTallyWait
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	errs := make(chan error, len(ts))
+	for _, t := range ts {
+		go func() { errs <- t.CatchUp(waitCtx, u.cfg.Kafka) }()
+	}
+	behind := false
+	for range ts {
+		if err := <-errs; err != nil {
+			if waitCtx.Err() == nil || ctx.Err() != nil {
+				return "", err
+			}
+			behind = true
+		}
+	}
+	if !behind {
+		return "", nil
+	}
+	// Asking how far they read waits at most progressWait: a broker busy
+	// serving the tallies can be slow to answer.
+	progressCtx, cancelProgress := context.WithTimeout(ctx, progressWait)
+	defer cancelProgress()
+	var read, total int64
+	for _, t := range ts {
+		r, n, err := t.Progress(progressCtx, u.cfg.Kafka)
+		if err != nil {
+			if progressCtx.Err() == nil || ctx.Err() != nil {
+				return "", err
+			}
+			return "Still counting: the figures cover part of the topics' records; reload in a moment.", nil
+		}
+		read, total = read+r, total+n
+	}
+	if read >= total {
+		return "", nil // caught up since
+	}
+	return fmt.Sprintf("Still counting: the figures cover %s of the topics' %s records (%d%%); reload in a moment.",
+		thousands(read), thousands(total), read*100/total), nil
+}
+
+// thousands writes n with a comma between each three digits.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

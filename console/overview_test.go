@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -75,5 +77,66 @@ func TestOverview(t *testing.T) {
 	}
 	if a.status != http.StatusOK {
 		t.Errorf("overview: got %d", a.status)
+	}
+}
+
+// TestOverviewWhileCounting: when the tallies have not read what was
+// written before a request in the time a page waits for them, the
+// overview and the subscription pages show the counts read so far and say
+// how much they cover; the tallies read on after the request, and once
+// they are caught up the pages say nothing of it.
+func TestOverviewWhileCounting(t *testing.T) {
+	held := make(chan struct{})
+	h := serve(t, options{token: token, tallyWait: time.Nanosecond, tallies: held})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := h.env.Names
+	var records []*kgo.Record
+	for i := range 10 {
+		records = append(records, &kgo.Record{Topic: string(names.Ingest), Key: fmt.Appendf(nil, "shop:%d", i), Value: []byte("{}"),
+			Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("shop")}}})
+	}
+	for _, id := range []string{"shop:1", "shop:2"} {
+		records = append(records, (&topics.Attempt{Subscription: "sub_on", EventID: id, N: 1, Outcome: topics.OutcomeDelivered, At: time.Now()}).Record(names.DeliveryAttempts))
+	}
+	if err := h.cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.registry.Create(ctx, &subscriptions.Subscription{ID: "sub_on", URL: "https://example.com/on"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := h.browser(t)
+	b.signIn()
+	if a := b.get("/ui/"); a.status != http.StatusOK ||
+		!strings.Contains(a.body, "Still counting: the figures cover 0 of the topics&#39; 12 records (0%); reload in a moment.") {
+		t.Errorf("overview while counting: got %d:\n%s", a.status, a.body)
+	}
+	if a := b.get("/ui/subscriptions"); a.status != http.StatusOK ||
+		!strings.Contains(a.body, "Still counting: the figures cover 0 of the topics&#39; 2 records (0%)") {
+		t.Errorf("subscriptions while counting: got %d:\n%s", a.status, a.body)
+	}
+	if a := b.get("/ui/subscriptions/sub_on"); a.status != http.StatusOK || !strings.Contains(a.body, "Still counting") {
+		t.Errorf("a subscription while counting: got %d:\n%s", a.status, a.body)
+	}
+
+	close(held) // the tallies read on, asked by the requests above, with no request waiting
+	kafkatest.WaitFor(t, 20*time.Second, func() error {
+		if n := h.stats.Sources()["shop"].Accepted; n != 10 {
+			return fmt.Errorf("the tally counted %d accepted, want 10", n)
+		}
+		return nil
+	})
+	kafkatest.WaitFor(t, 20*time.Second, func() error {
+		a := b.get("/ui/")
+		if strings.Contains(a.body, "Still counting") || !regexp.MustCompile(`data-label="Accepted">10 <svg`).MatchString(a.body) {
+			return fmt.Errorf("overview: want 10 accepted and no note, got:\n%s", a.body)
+		}
+		return nil
+	})
+	if a := b.get("/ui/subscriptions"); strings.Contains(a.body, "Still counting") {
+		t.Errorf("subscriptions caught up: still counting:\n%s", a.body)
+	}
+	if a := b.get("/ui/subscriptions/sub_on"); strings.Contains(a.body, "Still counting") {
+		t.Errorf("a subscription caught up: still counting:\n%s", a.body)
 	}
 }

@@ -212,7 +212,7 @@ func (r *Request) Redirect(to, flash string) error {
 		v := base64.RawURLEncoding.EncodeToString([]byte(flash))
 		r.SetCookie(&http.Cookie{
 			Name: flashCookie, Value: v + "." + r.u.access.mac("flash", v), Path: admin.UIPrefix,
-			MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.Request().TLS != nil,
+			MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.u.access.secure(r.Request()),
 		})
 	}
 	return r.Context.Redirect(http.StatusSeeOther, to)

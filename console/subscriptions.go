@@ -68,6 +68,9 @@ type subscriptionListData struct {
 	Rows          []subscriptionRow
 	LagErr        string
 	CircuitsKnown bool
+	// Counting, when the attempts tally had not caught up in the time a
+	// page waits for it, says how much of the attempts the totals cover.
+	Counting string
 }
 
 // openCircuits are the subscriptions whose circuit this instance's
@@ -96,10 +99,10 @@ func (u *Console) subscriptionList(r *Request) error {
 	if err != nil {
 		return subscriptionError(err)
 	}
-	if err := u.cfg.Attempts.CatchUp(ctx, u.cfg.Kafka); err != nil {
+	var out subscriptionListData
+	if out.Counting, err = u.catchUp(ctx, u.cfg.Attempts); err != nil {
 		return err
 	}
-	var out subscriptionListData
 	var open []string
 	open, out.CircuitsKnown = u.openCircuits(ctx)
 	lags := make(map[string]int64)
@@ -140,6 +143,9 @@ type subscriptionData struct {
 	NewSecret string
 	// Test is the answer of the Test form, when it was sent.
 	Test *testResult
+	// Counting, when the attempts tally had not caught up in the time a
+	// page waits for it, says how much of the attempts Totals cover.
+	Counting string
 }
 
 // testResult is what the subscription would send for one event.
@@ -165,10 +171,12 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if err != nil {
 		return subscriptionError(err)
 	}
-	if err := u.cfg.Attempts.CatchUp(ctx, u.cfg.Kafka); err != nil {
+	counting, err := u.catchUp(ctx, u.cfg.Attempts)
+	if err != nil {
 		return err
 	}
-	out := subscriptionData{Sub: s.Redacted(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test}
+	out := subscriptionData{Sub: s.Redacted(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test,
+		Counting: counting}
 	var open []string
 	open, out.CircuitsKnown = u.openCircuits(ctx)
 	out.Health = health(s, open)

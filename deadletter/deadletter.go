@@ -104,7 +104,7 @@ type Letter struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Key       string `json:"key"`
-	// Stage is hs-error-stage: decode, process or deliver.
+	// Stage is hs-error-stage: decode, validate, process, deliver or transform.
 	Stage string `json:"stage"`
 	// Error is hs-error, why it failed.
 	Error string `json:"error"`
@@ -141,9 +141,20 @@ type Filter struct {
 	// partition (other partitions are not read): the offsets a listing
 	// read, so that a redrive copies the letters it showed and none
 	// written since. Each partition is read from its range's start to the
-	// DLQ's end, so the redrive markers that follow its letters are seen.
+	// DLQ's end, so the redrive markers that follow its letters are seen;
+	// when that end is more than MaxPastWithin offsets past the range's,
+	// List and Redrive read nothing and return ErrChanged.
 	Within topics.Ranges
 }
+
+// MaxPastWithin is how far past a Filter.Within range a partition's end
+// may be for the range to be read: a listing's letters and the markers
+// written after them, not however much the DLQ grew since.
+const MaxPastWithin = 1_000
+
+// ErrChanged is returned for a Filter.Within whose ranges the DLQ's end
+// has left more than MaxPastWithin offsets behind.
+var ErrChanged = errors.New("the dead letters changed: preview again")
 
 func (f Filter) match(l *Letter) bool {
 	if !f.Since.IsZero() && l.FailedAt.Before(f.Since) {
@@ -294,6 +305,10 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 			if r.From >= w.To {
 				delete(ranges, p) // no letter of it is selected
 				continue
+			}
+			if r.To-w.To > MaxPastWithin {
+				return fmt.Errorf("deadletter: %s partition %d ends %d offsets past %d, more than %d: %w",
+					topic, p, r.To-w.To, w.To, MaxPastWithin, ErrChanged)
 			}
 		}
 		if f.Until > 0 && r.From >= f.Until {

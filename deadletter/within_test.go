@@ -1,6 +1,8 @@
 package deadletter_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -62,5 +64,40 @@ func TestWithinSelectsTheLettersShown(t *testing.T) {
 	}
 	if got := countKeys(t, fx.env, names.Ingest); fmt.Sprint(got) != "map[shop:b:1 shop:c:1 shop:e:1]" {
 		t.Errorf("%s: got %v, want shop:b, shop:c and shop:e once each, and not shop:f", names.Ingest, got)
+	}
+}
+
+// TestWithinRefusesWhenTheDLQMovedOn: a filter Within offsets that the
+// DLQ's end has left more than deadletter.MaxPastWithin behind (the DLQ
+// grew after the listing, or the offsets are old) is refused with
+// ErrChanged, by List and Redrive alike, before anything is copied; at
+// the bound it is read.
+func TestWithinRefusesWhenTheDLQMovedOn(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, 1)
+	names := fx.env.Names
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	recs := make([]*kgo.Record, 2+deadletter.MaxPastWithin)
+	for i := range recs {
+		recs[i] = processorLetter(names, 0, fmt.Sprint(i), t0)
+	}
+	fx.produce(t, recs...) // offsets 0 to MaxPastWithin+1
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// The end is MaxPastWithin past offset 2: read.
+	if got := keys(fx.list(t, deadletter.Processor, deadletter.Filter{Within: topics.Ranges{0: {From: 1, To: 2}}})); !slices.Equal(got, []string{"shop:1"}) {
+		t.Errorf("List Within 1-2: got %v, want shop:1", got)
+	}
+	// One more past offset 1: refused.
+	moved := deadletter.Filter{Within: topics.Ranges{0: {From: 0, To: 1}}}
+	if _, err := deadletter.List(ctx, fx.cl, fx.opts, names, deadletter.Processor, moved); !errors.Is(err, deadletter.ErrChanged) {
+		t.Errorf("List Within 0-1: got %v, want ErrChanged", err)
+	}
+	if _, _, err := deadletter.Redrive(ctx, fx.cl, fx.opts, names, deadletter.Processor, moved); !errors.Is(err, deadletter.ErrChanged) {
+		t.Errorf("Redrive Within 0-1: got %v, want ErrChanged", err)
+	}
+	if got := countKeys(t, fx.env, names.Ingest); len(got) != 0 {
+		t.Errorf("%s after the refused redrive: got %v, want nothing", names.Ingest, got)
 	}
 }

@@ -5,26 +5,61 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
-// API serves the events topic on the admin listener's /api: the search.
+// API serves the events topic on the admin listener's /api: the search,
+// and resends. Its functions (Search, Resend) are what the handlers and
+// the console call.
 type API struct {
-	// Kafka lists offsets; Opts build the readers.
+	// Kafka lists offsets; Opts build the readers and producers.
 	Kafka *kgo.Client
 	Opts  []kgo.Opt
 	Names topics.Names
+	// Registry and Stories serve resends: the subscriptions, and where
+	// an event's story says its record is.
+	Registry *subscriptions.Registry
+	Stories  Stories
 }
 
-// Mount serves GET /api/events on srv.
+// Mount serves GET /api/events and
+// POST /api/events/{source}:{event-id}/resend on srv.
 func (a API) Mount(srv *admin.Server) {
 	srv.API().GET("/events", a.search)
+	srv.API().POST("/events/*", a.resend)
+}
+
+// resendSuffix ends the path of a resend.
+const resendSuffix = "/resend"
+
+// resend answers POST /api/events/{source}:{event-id}/resend, body
+// {"subscription": "...", "force": false}, with what Resend did: 202, the
+// delivery is due now.
+func (a API) resend(c *echo.Context) error {
+	key, ok := strings.CutSuffix(strings.TrimPrefix(c.Request().URL.Path, strings.TrimSuffix(c.Path(), "*")), resendSuffix)
+	if !ok || key == "" {
+		return echo.NewHTTPError(http.StatusNotFound, "want POST /api/events/<source>:<event-id>/resend")
+	}
+	var req ResendRequest
+	if err := admin.DecodeJSONStrict(c, &req, 4<<10); err != nil {
+		return err
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	out, err := a.Resend(ctx, key, req)
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusAccepted, out)
 }
 
 // ParseTime reads a time as the API and the commands take it: RFC 3339,
@@ -73,8 +108,15 @@ func (a API) search(c *echo.Context) error {
 
 // apiError answers the errors of this package with their status.
 func apiError(err error) error {
-	if errors.Is(err, ErrInvalid) {
+	switch {
+	case errors.Is(err, ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrNotFound):
+		return echo.NewHTTPError(http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrRefused):
+		return echo.NewHTTPError(http.StatusConflict, err.Error())
+	case errors.Is(err, processor.ErrRestoring):
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "the ledger partition of the event is restoring; try again shortly")
 	}
 	return admin.Error(err)
 }

@@ -204,7 +204,7 @@ func record(st *statestore.State, a *topics.Attempt) {
 	case topics.OutcomeDelivered, topics.OutcomeFailed:
 		d.Attempts = max(d.Attempts+1, n)
 		d.DueAt = time.Time{}
-		try := statestore.Try{N: n, Outcome: a.Outcome, Status: a.Status, At: a.At, Latency: a.Latency, Error: statestore.Cut(a.Error)}
+		try := statestore.Try{N: n, Outcome: a.Outcome, Status: a.Status, At: a.At, Latency: a.Latency, Error: statestore.Cut(a.Error), Resend: a.Resend}
 		d.Recent = append(slices.Clone(d.Recent[max(0, len(d.Recent)-statestore.RecentTries+1):]), try)
 		if a.Outcome == topics.OutcomeDelivered {
 			d.DeliveredAt = a.At

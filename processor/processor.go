@@ -252,7 +252,14 @@ func (p *Processor) clientOpts() []kgo.Opt {
 		// ingest record (an operational event) goes where its key hashes.
 		kgo.RecordPartitioner(topics.Partitioner(p.cfg.Names.Ingest)),
 		kgo.ProducerBatchMaxBytes(int32(p.cfg.MaxRecordBytes)),
-		kgo.ProducerLinger(0),
+		// A transaction's records wait for its flush (txnLinger).
+		kgo.ProducerLinger(txnLinger),
+		// Kafka 4 (transactions v2) answers a produce of the next
+		// transaction CONCURRENT_TRANSACTIONS until the last one's markers
+		// are written, and kgo retries it after a metadata update, which
+		// comes no sooner than this after the previous one: with the
+		// default 5s, one transaction in a few stalled for seconds.
+		kgo.MetadataMinAge(metadataMinAge),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),

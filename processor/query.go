@@ -160,7 +160,7 @@ func StoryOf(key string, st statestore.State, disabled func(id string) bool) Sto
 			out.State = "waiting_disabled"
 		}
 		for _, t := range d.Recent {
-			out.Recent = append(out.Recent, attempts.FromRecord(&topics.Attempt{N: int(t.N), Outcome: t.Outcome, Status: t.Status, Latency: t.Latency, Error: t.Error, At: t.At}))
+			out.Recent = append(out.Recent, attempts.FromRecord(&topics.Attempt{N: int(t.N), Outcome: t.Outcome, Status: t.Status, Latency: t.Latency, Error: t.Error, At: t.At, Resend: t.Resend}))
 		}
 		s.Deliveries = append(s.Deliveries, out)
 	}

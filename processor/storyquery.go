@@ -3,6 +3,7 @@ package processor
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,19 +100,11 @@ func (a *StoryQuery) answer(c *echo.Context, forwarded bool) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	partition, err := a.partitionOf(ctx, key)
-	if err != nil {
-		return admin.Error(err)
-	}
-	err = ErrNotOwned
-	if a.local != nil {
-		var st Story
-		if st, err = a.localStory(ctx, partition, key); err == nil {
-			return c.JSON(http.StatusOK, st)
-		}
-	}
+	partition, st, err := a.fromLocal(ctx, key)
 	switch {
-	case errors.Is(err, errUnknownEvent):
+	case err == nil:
+		return c.JSON(http.StatusOK, st)
+	case errors.Is(err, ErrUnknownEvent):
 		return echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
 	case errors.Is(err, ErrRestoring):
 		c.Response().Header().Set("Retry-After", "5")
@@ -131,7 +124,65 @@ func eventKey(c *echo.Context) string {
 	return strings.TrimPrefix(c.Request().URL.Path, strings.TrimSuffix(c.Path(), "*"))
 }
 
-var errUnknownEvent = errors.New("unknown event")
+// ErrUnknownEvent is an event the ledger does not hold: never received,
+// or forgotten after its TTL.
+var ErrUnknownEvent = errors.New("unknown event")
+
+// Story returns the story of key as GET /api/events/{key} answers it:
+// from this instance's processor when it owns key's partition, else asked
+// of the processor that does, signed as a forwarded query. An event the
+// ledger does not hold is ErrUnknownEvent, a partition restoring
+// ErrRestoring; an owner that cannot be asked is an *echo.HTTPError
+// saying why.
+func (a *StoryQuery) Story(ctx context.Context, key string) (Story, error) {
+	partition, st, err := a.fromLocal(ctx, key)
+	if !errors.Is(err, ErrNotOwned) {
+		return st, err
+	}
+	if a.peer == nil {
+		return Story{}, errNoPeerKey(partition)
+	}
+	addr, err := a.owner(ctx, nil, partition)
+	if err != nil {
+		return Story{}, err
+	}
+	status, body, err := a.peer.ask(ctx, addr, peerEventsPrefix+url.PathEscape(key))
+	if err != nil {
+		return Story{}, echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) %v", partition, addr, err))
+	}
+	switch {
+	case status == http.StatusNotFound:
+		return Story{}, ErrUnknownEvent
+	case status != http.StatusOK:
+		var e struct{ Error string }
+		_ = json.Unmarshal(body, &e)
+		return Story{}, echo.NewHTTPError(status, cmp.Or(e.Error, http.StatusText(status)))
+	case json.Unmarshal(body, &st) != nil:
+		return Story{}, echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) answered something other than a story", partition, addr))
+	}
+	return st, nil
+}
+
+// fromLocal returns key's partition and its story from this instance's
+// processor; ErrNotOwned when it runs none, or does not own the
+// partition.
+func (a *StoryQuery) fromLocal(ctx context.Context, key string) (int32, Story, error) {
+	partition, err := a.partitionOf(ctx, key)
+	if err != nil {
+		return 0, Story{}, err
+	}
+	if a.local == nil {
+		return partition, Story{}, ErrNotOwned
+	}
+	st, err := a.localStory(ctx, partition, key)
+	return partition, st, err
+}
+
+// errNoPeerKey says why a story owned by another instance cannot be asked
+// for.
+func errNoPeerKey(partition int32) error {
+	return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is owned by another instance, and without HOOKSTREAM_ADMIN_TOKEN instances share no key to authenticate each other, so none forwards a story query: set the same HOOKSTREAM_ADMIN_TOKEN on every instance, or ask the owner's admin API", partition))
+}
 
 // partitionOf is the partition of key in the ingest topic.
 func (a *StoryQuery) partitionOf(ctx context.Context, key string) (int32, error) {
@@ -154,7 +205,7 @@ func (a *StoryQuery) localStory(ctx context.Context, partition int32, key string
 		return Story{}, err
 	}
 	if !ok {
-		return Story{}, errUnknownEvent
+		return Story{}, ErrUnknownEvent
 	}
 	subs, err := a.registry.List(ctx)
 	if err != nil {
@@ -219,7 +270,7 @@ func replayOf(r *kgo.Record) string {
 // once its signature is verified.
 func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int32, key string) error {
 	if a.peer == nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is owned by another instance, and without HOOKSTREAM_ADMIN_TOKEN instances share no key to authenticate each other, so none forwards a story query: set the same HOOKSTREAM_ADMIN_TOKEN on every instance, or ask the owner's admin API", partition))
+		return errNoPeerKey(partition)
 	}
 	addr, err := a.owner(ctx, c, partition)
 	if err != nil {
@@ -234,7 +285,8 @@ func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int
 }
 
 // owner is the admin address of the processor group member assigned
-// ingest partition p, unless that address leads back to this instance.
+// ingest partition p, unless that address leads back to this instance;
+// c, when not nil, is told when to try again.
 func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (string, error) {
 	group := string(a.names.ProcessorGroup())
 	described, err := kadm.NewClient(a.kafka).DescribeGroups(ctx, group)
@@ -254,7 +306,9 @@ func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (strin
 				continue
 			}
 			if a.local != nil && m.InstanceID != nil && *m.InstanceID == a.local.InstanceID() {
-				c.Response().Header().Set("Retry-After", "5")
+				if c != nil {
+					c.Response().Header().Set("Retry-After", "5")
+				}
 				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is being assigned to this instance; try again shortly", p))
 			}
 			addr, ok := AdminAddr(m.ClientID, m.ClientHost)

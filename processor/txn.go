@@ -457,3 +457,16 @@ func (t *txn) rebuildBroken() {
 		t.p.rebuild(t.sess.Client(), id, err)
 	}
 }
+
+// metadataMinAge is the least time between two metadata updates of a
+// session's client: how long a produce answered CONCURRENT_TRANSACTIONS
+// waits to be retried, at most (see clientOpts).
+const metadataMinAge = 20 * time.Millisecond
+
+// txnLinger is how long a record produced in a transaction may wait to be
+// sent: a transaction's records go at its flush (finish), a few requests
+// per broker, rather than in many small ones as the batch is processed,
+// each waiting for the replicas; on a loaded 3-node cluster the flush took
+// half as long again with them. A batch that takes longer to process
+// starts sending after it.
+const txnLinger = 100 * time.Millisecond

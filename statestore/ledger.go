@@ -57,10 +57,15 @@ type Try struct {
 	At      time.Time
 	Latency time.Duration
 	Error   string
+	// Resend: the attempt is of a delivery an operator asked for again.
+	Resend bool
 }
 
 // outcomes are the outcome names in their encoded order (index = code).
 var outcomes = []string{"", "delivered", "failed", "retrying", "dead_lettered"}
+
+// resendFlag marks a Try's outcome code as a resend's (value version 6).
+const resendFlag = 0x80
 
 func outcomeCode(s string) byte {
 	for i, o := range outcomes {
@@ -83,7 +88,7 @@ func Cut(s string) string {
 	return s[:i]
 }
 
-// appendLedger appends the ledger fields of s (value version 5).
+// appendLedger appends the ledger fields of s (value version 6).
 func appendLedger(b []byte, s *State) []byte {
 	b = appendVarTime(b, s.ReceivedAt)
 	b = binary.AppendUvarint(b, uint64(s.Replays))
@@ -122,7 +127,11 @@ func appendDelivery(b []byte, d *Delivery) []byte {
 	b = binary.AppendUvarint(b, uint64(len(d.Recent)))
 	for _, t := range d.Recent {
 		b = binary.AppendUvarint(b, uint64(t.N))
-		b = append(b, outcomeCode(t.Outcome))
+		code := outcomeCode(t.Outcome)
+		if t.Resend {
+			code |= resendFlag
+		}
+		b = append(b, code)
 		b = binary.AppendUvarint(b, uint64(t.Status))
 		b = appendVarTime(b, t.At)
 		b = binary.AppendUvarint(b, uint64(t.Latency.Microseconds()))
@@ -163,7 +172,7 @@ func (s *State) MarshalWithin(n int) ([]byte, error) {
 }
 
 // decodeLedger reads what appendLedger wrote into s, in value version
-// version (4: without the trace).
+// version (4: without the trace; before 6, no resend mark).
 func decodeLedger(b []byte, version byte, s *State) error {
 	r := reader{b: b}
 	s.ReceivedAt = r.time()
@@ -191,7 +200,7 @@ func decodeLedger(b []byte, version byte, s *State) error {
 			for j := range d.Recent {
 				t := &d.Recent[j]
 				t.N = r.u32()
-				t.Outcome = r.outcome()
+				t.Outcome, t.Resend = r.flaggedOutcome(version >= 6)
 				t.Status = int(r.u32())
 				t.At = r.time()
 				t.Latency = time.Duration(r.u32()) * time.Microsecond
@@ -292,17 +301,27 @@ func (r *reader) trace() Trace {
 }
 
 func (r *reader) outcome() string {
+	o, _ := r.flaggedOutcome(false)
+	return o
+}
+
+// flaggedOutcome reads an outcome code and, when flags, its resend mark.
+func (r *reader) flaggedOutcome(flags bool) (string, bool) {
 	if r.err != nil || len(r.b) == 0 {
 		r.err = errShort
-		return ""
+		return "", false
 	}
 	c := r.b[0]
 	r.b = r.b[1:]
+	resend := flags && c&resendFlag != 0
+	if resend {
+		c &^= resendFlag
+	}
 	if int(c) >= len(outcomes) {
 		r.err = fmt.Errorf("unknown outcome %d", c)
-		return ""
+		return "", false
 	}
-	return outcomes[c]
+	return outcomes[c], resend
 }
 
 func (r *reader) time() time.Time {

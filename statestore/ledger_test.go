@@ -80,11 +80,36 @@ func TestLedgerTrace(t *testing.T) {
 		t.Errorf("version 4: got %+v, %v, want the story without a trace", got, err)
 	}
 	if _, err := DecodeChangelog(b[:len(b)-1-traceLen]); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("version 5 without its trace: got %v, want ErrCorrupt", err)
+		t.Errorf("version %d without its trace: got %v, want ErrCorrupt", valueVersion, err)
 	}
 	bad := append(append(b[:len(b)-1-traceLen:len(b)-1-traceLen], 24), b[len(b)-traceLen:len(b)-1]...)
 	if _, err := DecodeChangelog(bad); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("trace of 24 bytes: got %v, want ErrCorrupt", err)
+	}
+}
+
+// TestLedgerResend: an attempt of a resend keeps its mark through the
+// changelog (value version 6, the outcome code's high bit); a value of
+// version 5, written before the mark, reads as it did, and one whose
+// outcome code has the bit set is corrupt.
+func TestLedgerResend(t *testing.T) {
+	st := ledgerState()
+	st.Deliveries[0].Recent = append(st.Deliveries[0].Recent, Try{N: 1, Outcome: "delivered", Status: 200, At: t0.Add(time.Hour), Resend: true})
+	b, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeChangelog(b); err != nil || !reflect.DeepEqual(got, st) {
+		t.Errorf("round trip: got %+v, %v, want %+v", got, err, st)
+	}
+	plain := ledgerState()
+	pb, _ := plain.MarshalBinary()
+	v5 := append([]byte{5}, pb[1:]...)
+	if got, err := DecodeChangelog(v5); err != nil || !reflect.DeepEqual(got, plain) {
+		t.Errorf("version 5: got %+v, %v, want %+v", got, err, plain)
+	}
+	if _, err := DecodeChangelog(append([]byte{5}, b[1:]...)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("version 5 with a resend mark: got %v, want ErrCorrupt", err)
 	}
 }
 

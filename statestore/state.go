@@ -98,7 +98,7 @@ func DecodeChangelog(b []byte) (State, error) {
 }
 
 // The stored value of a key, also the changelog value, is a binary form:
-// Get and Apply decode it on every call. Version 5, the fixed part of 38
+// Get and Apply decode it on every call. Version 6, the fixed part of 38
 // bytes and then the ledger (appendLedger), which ends with the trace:
 //
 //	[0] version  [1] status  [2:6] partition  [6:14] offset
@@ -106,11 +106,12 @@ func DecodeChangelog(b []byte) (State, error) {
 //	[26:34] expires Unix seconds     [34:38] nanoseconds
 //
 // all big-endian. Seconds and nanoseconds keep every time.Time exactly,
-// including the zero time. Version 4, the same without the trace, still
-// reads; the forms written before it (JSON, versions 1 to 3) never left
-// development and do not.
+// including the zero time. Version 5, the same without a resend mark on
+// an attempt (its outcome code's high bit), and version 4, without the
+// trace either, still read; the forms written before them (JSON,
+// versions 1 to 3) never left development and do not.
 const (
-	valueVersion = 5
+	valueVersion = 6
 	valueLen     = 38 // the fixed part
 )
 
@@ -126,7 +127,7 @@ func appendValue(b []byte, s *State) []byte {
 }
 
 func decodeValue(b []byte) (State, error) {
-	if len(b) < valueLen || b[0] != valueVersion && b[0] != 4 {
+	if len(b) < valueLen || b[0] < 4 || b[0] > valueVersion {
 		return State{}, fmt.Errorf("%w: stored value: %d bytes, version %d", ErrCorrupt, len(b), firstByte(b))
 	}
 	st := State{

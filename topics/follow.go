@@ -168,3 +168,38 @@ func (f *Follower) CatchUp(ctx context.Context, cl *kgo.Client) error {
 		}
 	}
 }
+
+// Progress says how far the follower has read of its topics' records as
+// cl lists them now: read of total, over every partition from its start
+// offset (the retention's) to its end.
+func (f *Follower) Progress(ctx context.Context, cl *kgo.Client) (read, total int64, err error) {
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, f.topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("start offsets of %v: %w", f.topics, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, f.topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("end offsets of %v: %w", f.topics, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ends.Each(func(o kadm.ListedOffset) {
+		start := int64(0)
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok {
+			start = s.Offset
+		}
+		if o.Offset <= start {
+			return
+		}
+		total += o.Offset - start
+		read += min(max(f.next[o.Topic][o.Partition], start), o.Offset) - start
+	})
+	return read, total, nil
+}

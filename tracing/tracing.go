@@ -104,7 +104,8 @@ func (h *Headers) Keys() []string {
 
 // Setup builds the process's Tracing from the standard variables:
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (none:
-// nothing is exported), OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+// nothing is exported, and the spans are Carrier's, which record nothing
+// and carry the context), OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
 // OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf, the default, or grpc),
 // OTEL_SERVICE_NAME (default hookstream), OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_TRACES_SAMPLER and its argument, OTEL_SDK_DISABLED, and the rest of
@@ -118,6 +119,12 @@ func Setup(ctx context.Context) (t Tracing, shutdown func(context.Context) error
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return t, none, nil
 	}
+	if !endpoint() {
+		// Nothing to export to: spans that record nothing, each with an id
+		// of its own, carry the context (see Carrier).
+		t.Provider = Carrier{}
+		return t, none, nil
+	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName("hookstream")),
 		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
@@ -126,18 +133,13 @@ func Setup(ctx context.Context) (t Tracing, shutdown func(context.Context) error
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return t, nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	if endpoint() {
-		exp, err := exporter(ctx)
-		if err != nil {
-			return t, nil, err
-		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+	exp, err := exporter(ctx)
+	if err != nil {
+		return t, nil, err
 	}
 	// The sampler is the SDK's from OTEL_TRACES_SAMPLER (default parent
-	// based, always on). Without an exporter spans get ids and carry the
-	// context, and go nowhere.
-	tp := sdktrace.NewTracerProvider(opts...)
+	// based, always on).
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp))
 	t.Provider = tp
 	return t, tp.Shutdown, nil
 }

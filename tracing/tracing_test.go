@@ -122,3 +122,31 @@ func TestTraceIDLogs(t *testing.T) {
 		t.Errorf("line without a trace: got %s, want no trace_id and no empty key", lines[1])
 	}
 }
+
+// TestCarrier: without an endpoint, a span records nothing; one without a
+// parent starts a sampled trace; a child continues its parent's trace
+// with an id of its own, the parent's flags and trace state.
+func TestCarrier(t *testing.T) {
+	tr := otlptest.Tracing(t, "")
+	if _, ok := tr.Provider.(tracing.Carrier); !ok {
+		t.Fatalf("provider without an endpoint: got %T, want tracing.Carrier", tr.Provider)
+	}
+	_, root := tr.Tracer().Start(context.Background(), "root")
+	if sc := root.SpanContext(); !sc.IsValid() || !sc.IsSampled() || root.IsRecording() {
+		t.Errorf("root: got %v, sampled %v, recording %v; want a valid sampled context, not recording", sc, sc.IsSampled(), root.IsRecording())
+	}
+	for _, flags := range []string{"01", "00"} {
+		headers := []kgo.RecordHeader{
+			{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-" + flags)},
+			{Key: "tracestate", Value: []byte("vendor=1")},
+		}
+		ctx, child := tr.Tracer().Start(tr.Extract(context.Background(), headers), "child")
+		r := &kgo.Record{}
+		tr.Inject(ctx, r)
+		h := (*tracing.Headers)(&r.Headers)
+		want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + child.SpanContext().SpanID().String() + "-" + flags
+		if got := h.Get("traceparent"); got != want || child.SpanContext().SpanID().String() == "00f067aa0ba902b7" || h.Get("tracestate") != "vendor=1" {
+			t.Errorf("child of flags %s: got %q, tracestate %q; want %q with a span id of its own, vendor=1", flags, got, h.Get("tracestate"), want)
+		}
+	}
+}

@@ -102,6 +102,7 @@ func startConsoleNode(t *testing.T) *consoleNode {
 		"HOOKSTREAM_ADMIN_TOKEN":            consoleToken,
 		"HOOKSTREAM_DELIVERY_SCHEDULE":      "100ms,100ms",
 		"HOOKSTREAM_DELIVERY_DISABLE_AFTER": "1h",
+		"HOOKSTREAM_TRACE_URL":              "http://127.0.0.1:16686/trace/{trace_id}",
 	}
 	if kafkatest.Real() {
 		d.kafka = kafkatest.New(t, 3, 1<<20)
@@ -304,6 +305,35 @@ func (b *tab) has(role, name string) bool {
 	return len(ids) > 0
 }
 
+// unnamedControls lists the page's controls that have no accessible
+// name, as a screen reader sees them: their role and HTML.
+func (b *tab) unnamedControls() []string {
+	b.t.Helper()
+	tree, err := within(b, func(ctx context.Context, t *chromedp.Target) (accessibility.GetFullAXTreeResult, error) {
+		return cdp.Call(ctx, t, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+	})
+	if err != nil {
+		b.t.Fatalf("accessibility tree: %v", err)
+	}
+	text := func(v *accessibility.Value) string {
+		var s string
+		if v != nil {
+			_ = json.Unmarshal([]byte(v.Value), &s) // not a string: none
+		}
+		return strings.TrimSpace(s)
+	}
+	var out []string
+	for _, n := range tree.Nodes {
+		switch role := text(n.Role); role {
+		case "button", "link", "textbox", "searchbox", "combobox", "radio", "checkbox", "listbox", "DisclosureTriangle":
+			if !n.Ignored && text(n.Name) == "" {
+				out = append(out, fmt.Sprintf("%s (backend node %d)", role, n.BackendDOMNodeID))
+			}
+		}
+	}
+	return out
+}
+
 // tab presses the Tab key and returns the focused element's role and
 // accessible name.
 func (b *tab) tab() (role, name string) {
@@ -426,7 +456,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		b := newTab(t, browser)
 		b.signIn(n)
 		b.waitPage(n.base+"/ui/", "Traffic, last 15 minutes", "github")
-		b.screenshot("overview")
 	})
 
 	t.Run("DisableEnable", func(t *testing.T) {
@@ -454,7 +483,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b := newTab(t, browser)
 		b.signIn(n)
 		b.open(n.base + "/ui/groups")
-		b.waitText("hookstream-processor", "hookstream-retry", "Committed")
+		b.waitText(string(n.kafka.Names.ProcessorGroup()), string(n.kafka.Names.RetryGroup()), "Committed")
 		b.follow("Plan a replay of processor")
 		b.do("choose the target earliest", chromedp.Click("", named("radio", "earliest"), chromedp.NodeVisible))
 		b.press("Plan")
@@ -504,7 +533,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			return nil
 		})
 		b.press("Execute")
-		b.waitText("Committed: hookstream-sub-" + id)
+		b.waitText("Committed: " + string(n.kafka.Names.SubscriptionGroup(id)))
 		out, _, _ := n.cli(t, "lag", "--group", "sub:"+id, "--output", "json")
 		var lags []groups.GroupLag
 		if json.Unmarshal([]byte(out), &lags) != nil || len(lags) != 1 || lags[0].Total == 0 {
@@ -596,6 +625,87 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("EventStory", func(t *testing.T) {
+		sub := n.subscribe(t, sink.URL+"/story")
+		// A payload that would run script if it were rendered as HTML.
+		n.mustAccept(t, "story-1", `{"note":"<script>window.hacked=1;alert(1)</script><img src=x onerror=\"window.hacked=2\">"}`)
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/events")
+		b.fill("Event id", "github:story-1")
+		b.press("Open")
+		story := n.base + "/ui/events/github:story-1"
+		b.waitPage(story, "received by ingest", "processed: emitted", sub+": attempt 1 delivered")
+
+		// The same facts as hookstream events get.
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			out, errOut, code := n.cli(t, "events", "get", "github:story-1")
+			if code != 0 {
+				return fmt.Errorf("events get: exit %d: %s", code, errOut)
+			}
+			if _, err := within(b, chromedp.Steps(chromedp.Reload())); err != nil {
+				return err
+			}
+			text := b.text()
+			table, _, _ := strings.Cut(out[strings.Index(out, "TIME"):], "\n\n")
+			for _, line := range strings.Split(table, "\n")[1:] {
+				_, what, _ := strings.Cut(strings.TrimSpace(line), "  ")
+				if !strings.Contains(text, strings.TrimSpace(what)) {
+					return fmt.Errorf("the page does not show %q of events get:\n%s", strings.TrimSpace(what), out)
+				}
+			}
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) < 2 || f[0] != "TRACE" {
+					continue
+				}
+				if !strings.Contains(text, f[1]) {
+					return fmt.Errorf("the page does not show the trace id %s", f[1])
+				}
+				if len(f) > 2 && !b.has("link", f[1]) {
+					return fmt.Errorf("the trace id %s is no link, though events get gives its URL %s", f[1], f[2])
+				}
+			}
+			return nil
+		})
+
+		// The payload is text: no script ran, no element was injected.
+		b.do("unfold the envelope", chromedp.Click("", named("DisclosureTriangle", "The event as subscribers receive it"), chromedp.NodeVisible))
+		b.waitText(`<script>window.hacked=1;alert(1)</script>`)
+		injected, err := within(b, chromedp.Evaluate[[]any](`[typeof window.hacked, document.querySelectorAll("main script, main img").length]`))
+		if err != nil || fmt.Sprint(injected) != "[undefined 0]" {
+			t.Errorf("after showing a payload with <script> and <img onerror>: got %v (%v), want no script run and no element injected", injected, err)
+		}
+		b.screenshot("event")
+
+		b.press("Resend to " + sub)
+		b.waitText("Resent github:story-1 to " + sub)
+		b.waitPage(story, sub+": resend, attempt 1 delivered")
+	})
+
+	t.Run("NarrowScreen", func(t *testing.T) {
+		// At 390×844 (a phone) no page is wider than the screen: tables
+		// and long text scroll or wrap inside it. Every control has an
+		// accessible name.
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.do("set a phone's viewport", chromedp.EmulateViewport(390, 844))
+		for _, path := range []string{"/ui/", "/ui/events", "/ui/events?search=1&since=1h", "/ui/events/github:overview-0", "/ui/events/tail",
+			"/ui/subscriptions", "/ui/subscriptions/new", "/ui/dlq", "/ui/dlq/redrive?kind=delivery", "/ui/groups", "/ui/replay?group=processor&target=earliest"} {
+			b.open(n.base + path)
+			width, err := within(b, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if width[0] > width[1] {
+				t.Errorf("%s at 390×844: the page is %dpx wide, wider than the screen (%dpx)", path, width[0], width[1])
+			}
+			if unnamed := b.unnamedControls(); len(unnamed) > 0 {
+				t.Errorf("%s: controls without an accessible name: %s", path, strings.Join(unnamed, ", "))
+			}
+		}
+	})
+
 	t.Run("CrossOriginFormChangesNothing", func(t *testing.T) {
 		id := n.subscribe(t, sink.URL+"/csrf")
 		// Another origin: the same host, another port. Its page posts a
@@ -623,6 +733,31 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			b.open(n.base + "/ui/subscriptions/" + id)
 			b.waitText("delivering")
+		}
+	})
+
+	t.Run("OverviewAfterTraffic", func(t *testing.T) {
+		// After the subtests above: subscriptions delivering and disabled,
+		// dead letters, traffic from one source.
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.waitPage(n.base+"/ui/", "github", "delivering", "disabled", "in the delivery DLQ")
+		b.screenshot("overview")
+	})
+
+	t.Run("StopEndsTheTail", func(t *testing.T) {
+		// Last: it stops the node. A live tail ends when hookstream stops,
+		// and does not hold up the admin listener's shutdown.
+		b := newTab(t, browser)
+		b.signIn(n)
+		b.open(n.base + "/ui/events/tail")
+		b.waitText("Following")
+		if code := n.proc.stop(t, 30*time.Second); code != 0 {
+			t.Errorf("hookstream run exit code after SIGTERM: got %d, want 0", code)
+		}
+		b.waitText("This instance is stopping")
+		if log := n.proc.output.String(); strings.Contains(log, "failed to shut down") {
+			t.Errorf("the admin listener's shutdown waited for the live tail:\n%s", n.proc.output.tail(5))
 		}
 	})
 }

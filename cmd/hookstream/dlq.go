@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/deadletter"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -82,14 +83,11 @@ func (s *dlqSelection) filter(cmd *cobra.Command, now time.Time) (deadletter.Fil
 // timeFlag reads a time flag (--since, --until): an RFC 3339 time, or a
 // duration back from now.
 func timeFlag(flag, v string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
+	t, err := events.ParseTime(v, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--%s: %w", flag, err)
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("--%s: %q is neither an RFC 3339 time nor a positive duration (2h, 30m)", flag, v)
-	}
-	return now.Add(-d), nil
+	return t, nil
 }
 
 // dlqRef reads PARTITION/OFFSET as list prints it.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -32,15 +33,16 @@ func newEventsCommand() *cobra.Command {
 		Use:   "events",
 		Short: "Follow an event: its whole story from the ledger",
 	}
-	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand())
+	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand(), newEventsResendCommand())
 	return cmd
 }
 
 // eventFilter selects events records by the source and type headers the
-// processor writes, as a subscription's filters do.
+// processor writes, as a subscription's globs do, and with --subscription
+// as that subscription decides (its globs, then its filter).
 type eventFilter struct {
-	flags subscriptions.Subscription  // --source and --type
-	sub   *subscriptions.Subscription // --subscription, if any
+	flags subscriptions.Subscription // --source and --type
+	sub   *subscriptions.Compiled    // --subscription, if any
 }
 
 // addFilterFlags adds --source, --type and, when sub is not nil,
@@ -49,7 +51,7 @@ func addFilterFlags(cmd *cobra.Command, source, typ, sub *string) {
 	cmd.Flags().StringVar(source, "source", "", "only events of this source (a glob)")
 	cmd.Flags().StringVar(typ, "type", "", "only events of this type (a glob: 'push', 'checkout.*')")
 	if sub != nil {
-		cmd.Flags().StringVar(sub, "subscription", "", "only events this subscription receives (its source and type filters)")
+		cmd.Flags().StringVar(sub, "subscription", "", "only events this subscription receives (its source and type globs, then its filter)")
 	}
 }
 
@@ -72,7 +74,7 @@ func newEventFilter(ctx context.Context, c cluster, source, typ, sub string) (*e
 		if err != nil {
 			return nil, fmt.Errorf("--subscription: %w", err)
 		}
-		f.sub = &s
+		f.sub = subscriptions.Compile(s)
 	}
 	return f, nil
 }
@@ -87,7 +89,7 @@ func (f *eventFilter) match(r *kgo.Record) bool {
 		return ""
 	}
 	source, typ := h(topics.HeaderSource), h(topics.HeaderEventType)
-	return f.flags.Matches(source, typ) && (f.sub == nil || f.sub.Matches(source, typ))
+	return f.flags.Matches(source, typ) && (f.sub == nil || f.sub.Match(subscriptions.NewEvent(r)).Match)
 }
 
 // printEvent prints one events record: a line of the table, or the
@@ -348,13 +350,31 @@ func runEventsGet(cmd *cobra.Command, output, id string) error {
 
 // adminGet asks the admin API of a running hookstream for path.
 func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, error) {
+	return adminCall(ctx, cfg, http.MethodGet, path, nil)
+}
+
+// adminCall sends method path with body, JSON when not nil, to the admin
+// API of a running hookstream and returns its answer, an error unless it
+// is a 2xx.
+func adminCall(ctx context.Context, cfg *config.Config, method, path string, body any) ([]byte, error) {
 	addr := cfg.AdminAddr
 	if strings.HasPrefix(addr, ":") {
 		addr = "127.0.0.1" + addr
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if cfg.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
@@ -368,7 +388,7 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, err
 	if err != nil {
 		return nil, fmt.Errorf("admin API at %s: %w", addr, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		var e struct{ Message, Error string }
 		_ = json.Unmarshal(raw, &e)
 		return nil, fmt.Errorf("admin API at %s: %s", addr, cmp.Or(e.Error, e.Message, resp.Status))
@@ -376,50 +396,90 @@ func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, err
 	return raw, nil
 }
 
-// position is ", offset O" of an events record, when known and wanted.
-func position(p *processor.Position, want bool) string {
-	if p == nil || !want {
-		return ""
+func newEventsResendCommand() *cobra.Command {
+	var (
+		output, sub string
+		force       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resend <source>:<event-id> --subscription ID",
+		Short: "Deliver one event to one subscription again, now, with fresh attempts",
+		Long: `Delivers the event to the subscription again, now: its record is read where
+its story says it is on the events topic and handed to the dispatcher through
+the delivery-retry topic, due at once, as a new delivery (attempt 1, then the
+subscription's retry schedule and, at its end, the delivery DLQ). The
+subscriber receives it with its usual webhook-id, so it can recognise it; the
+event's story (events get) shows the attempts as a resend's.
+
+Refused: an event the ledger no longer holds (HOOKSTREAM_DEDUP_TTL), one that
+failed processing (redrive it from the DLQ), one whose record is past the
+events topic's retention, and an unknown subscription; and, unless --force,
+a subscription that would not receive the event (its sources, event types or
+filter) or that is disabled (with --force the resend waits until it is
+enabled).
+
+It asks the admin API of a running hookstream (--admin-addr, with
+--admin-token when it has one), which finds the event's story as events get
+does.`,
+		Example: `  hookstream events resend github:72d3162e --subscription sub_abc
+  hookstream events resend stripe:evt_1Nq --subscription sub_ops --force --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runEventsResend(cmd, output, args[0], events.ResendRequest{Subscription: sub, Force: force})
+		},
 	}
-	return fmt.Sprintf(", offset %d", p.Offset)
+	cmd.Flags().StringVar(&sub, "subscription", "", "the subscription to deliver the event to (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "resend even to a subscription that would not receive the event, or is disabled")
+	addOutputFlag(cmd, &output)
+	config.RegisterFlags(cmd.Flags(), config.Admin)
+	return cmd
+}
+
+// runEventsResend asks the admin API to resend event id to a subscription.
+func runEventsResend(cmd *cobra.Command, output, id string, req events.ResendRequest) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	if !strings.Contains(id, ":") {
+		return fmt.Errorf("event %q: want <source>:<event-id>, as ingest answered it (\"id\")", id)
+	}
+	if req.Subscription == "" {
+		return errors.New("--subscription: required (the id of the subscription to resend to)")
+	}
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
+	defer cancel()
+	raw, err := adminCall(ctx, cfg, http.MethodPost, "/api/events/"+url.PathEscape(id)+"/resend", req)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		_, err := cmd.OutOrStdout().Write(raw)
+		return err
+	}
+	var r events.Resent
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("admin API answered something other than a resend: %w", err)
+	}
+	w := cmd.OutOrStdout()
+	for _, f := range r.Forced {
+		fmt.Fprintf(w, "forced: %s\n", f)
+	}
+	if r.Waiting {
+		_, err = fmt.Fprintf(w, "resend of %s to %s written: it waits until the subscription is enabled\n", r.Event, r.Subscription)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "resend of %s to %s written, due now as attempt 1 (events record %d/%d); hookstream events get %s follows it\n",
+		r.Event, r.Subscription, r.Partition, r.Offset, r.Event)
+	return err
 }
 
 // printStory prints a story as a time-ordered table, then where each
 // delivery stands.
 func printStory(w io.Writer, s processor.Story) error {
-	type line struct {
-		at   time.Time
-		what string
-	}
-	var lines []line
-	add := func(at *time.Time, format string, args ...any) {
-		if at != nil {
-			lines = append(lines, line{*at, fmt.Sprintf(format, args...)})
-		}
-	}
-	add(s.ReceivedAt, "received by ingest (ingest partition %d, offset %d)", s.Partition, s.Offset)
-	if s.Failure != nil {
-		add(&s.ProcessedAt, "processing failed at stage %s: %s (dead-lettered to the DLQ)", s.Failure.Stage, s.Failure.Error)
-	} else {
-		add(&s.ProcessedAt, "processed: emitted to the events topic (partition %d%s)", s.Partition, position(s.Events, s.Replays.LastAt == nil))
-	}
-	add(s.Duplicates.LastAt, "duplicate dropped (%d in all, this the last)", s.Duplicates.Count)
-	add(s.Replays.LastAt, "replayed: emitted again after an offset reset (%d in all, this the last%s)", s.Replays.Count, position(s.Events, true))
-	for _, d := range s.Deliveries {
-		for _, a := range d.Recent {
-			what := fmt.Sprintf("%s: attempt %d %s", d.Subscription, a.Attempt, a.Outcome)
-			if a.Status != 0 {
-				what += fmt.Sprintf(", status %d", a.Status)
-			}
-			what += fmt.Sprintf(", %.1f ms", a.LatencyMS)
-			if a.Error != "" {
-				what += ": " + a.Error
-			}
-			lines = append(lines, line{a.At, what})
-		}
-		add(d.DeadLetteredAt, "%s: dead-lettered after %d attempts", d.Subscription, d.Attempts)
-	}
-	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "EVENT %s  status %s, remembered until %s\n", s.ID, s.Status, s.ExpiresAt.Format(time.RFC3339))
 	if s.TraceID != "" {
@@ -427,8 +487,8 @@ func printStory(w io.Writer, s processor.Story) error {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "TIME\tWHAT")
-	for _, l := range lines {
-		fmt.Fprintf(tw, "%s\t%s\n", l.at.UTC().Format(topics.TimeFormat), l.what)
+	for _, step := range s.Timeline() {
+		fmt.Fprintf(tw, "%s\t%s\n", step.At.UTC().Format(topics.TimeFormat), step.What)
 	}
 	fmt.Fprintln(tw, "\nSUBSCRIPTION\tNOW\tATTEMPTS\tLAST STATUS")
 	for _, d := range s.Deliveries {

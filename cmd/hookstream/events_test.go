@@ -18,7 +18,9 @@ import (
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestEventStory follows one event through everything the ledger tells:
@@ -301,6 +303,34 @@ func TestEventIDsKeepTheirEscapes(t *testing.T) {
 		var s processor.Story
 		if err != nil || json.Unmarshal(out.Bytes(), &s) != nil || s.ID != id {
 			t.Errorf("events get %s: got %v %s, want its story", id, err, out.String())
+		}
+	}
+}
+
+// TestEventFilterAppliesTheSubscriptionsFilter: events tail --subscription
+// shows what that subscription receives, its CEL filter included, not
+// only what its globs let through.
+func TestEventFilterAppliesTheSubscriptionsFilter(t *testing.T) {
+	f := &eventFilter{sub: subscriptions.Compile(subscriptions.Subscription{
+		ID: "sub_f", Sources: []string{"github"}, Filter: `has(data.action) && data.action == "opened"`,
+	})}
+	rec := func(source, body string) *kgo.Record {
+		return &kgo.Record{
+			Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte(source)}, {Key: topics.HeaderEventType, Value: []byte("pull_request")}},
+			Value:   []byte(`{"schema_version":"1","id":"` + source + `:1","source":"` + source + `","event_id":"1","type":"pull_request","data":` + body + `}`),
+		}
+	}
+	for _, tc := range []struct {
+		source, body string
+		want         bool
+	}{
+		{"github", `{"action":"opened"}`, true},
+		{"github", `{"action":"closed"}`, false},
+		{"github", `{}`, false},
+		{"stripe", `{"action":"opened"}`, false},
+	} {
+		if got := f.match(rec(tc.source, tc.body)); got != tc.want {
+			t.Errorf("%s %s: match %v, want %v", tc.source, tc.body, got, tc.want)
 		}
 	}
 }

@@ -157,9 +157,9 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		}
 		g.Go(func() error { return d.Run(ctx) })
 	}
-	n.mount(rejected, local)
+	stories := n.mount(rejected, local)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, UserAgent: deliveryClientConfig(cfg).UserAgent, Log: log})
+		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, Stories: stories.Story, UserAgent: deliveryClientConfig(cfg).UserAgent, Log: log})
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 		}
 		return ids, nil
 	}, log))
-	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles}, reg, log)
+	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles, TrustedProxies: cfg.TrustedProxies}, reg, log)
 	srv.AddCheck("broker", brokerCheck(kadm.NewClient(cl)))
 	return &node{
 		cfg: cfg, log: log, reg: reg, tr: tr, names: names, cl: cl, registry: registry, srv: srv,
@@ -342,16 +342,18 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 
 // mount mounts each component's routes on the admin server; rejected and
 // local are this instance's receiver's counts and processor, when it runs
-// them.
-func (n *node) mount(rejected func() map[string]int64, local *processor.Processor) {
+// them. It returns the story query, which the console asks too.
+func (n *node) mount(rejected func() map[string]int64, local *processor.Processor) *processor.StoryQuery {
 	opts := kafkaOpts(n.cfg, n.log)
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
-	events.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	instances.API{Kafka: n.cl, Names: n.names}.Mount(n.srv)
-	processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log).Mount(n.srv)
+	stories := processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log)
+	stories.Mount(n.srv)
+	events.API{Kafka: n.cl, Opts: opts, Names: n.names, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
+	return stories
 }
 
 // processorConfig is the processor's part of cfg. Its transactional id

@@ -49,22 +49,27 @@ type Span struct {
 type Receiver struct {
 	// URL is its base URL, the value of OTEL_EXPORTER_OTLP_ENDPOINT.
 	URL string
+	// CountOnly keeps no span: each export request is decoded and its
+	// spans counted (Count), for a receiver under load.
+	CountOnly bool
 
 	mu    sync.Mutex
 	spans []Span
+	count int64
 }
 
 // New starts a receiver, closed at cleanup.
 func New(t testing.TB) *Receiver {
 	t.Helper()
 	r := &Receiver{}
-	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	r.URL = srv.URL
 	return r
 }
 
-func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+// ServeHTTP serves POST /v1/traces, the OTLP/HTTP protobuf export.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
 		http.NotFound(w, req)
 		return
@@ -91,6 +96,18 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 
 // take keeps the spans of an export request.
 func (r *Receiver) take(er *coltrace.ExportTraceServiceRequest) {
+	if r.CountOnly {
+		n := 0
+		for _, rs := range er.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				n += len(ss.GetSpans())
+			}
+		}
+		r.mu.Lock()
+		r.count += int64(n)
+		r.mu.Unlock()
+		return
+	}
 	var got []Span
 	for _, rs := range er.GetResourceSpans() {
 		service := attrs(rs.GetResource().GetAttributes())["service.name"]
@@ -114,7 +131,15 @@ func (r *Receiver) take(er *coltrace.ExportTraceServiceRequest) {
 	}
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
+	r.count += int64(len(got))
 	r.mu.Unlock()
+}
+
+// Count returns how many spans were received so far.
+func (r *Receiver) Count() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
 }
 
 // NewGRPC starts a receiver of OTLP over gRPC, stopped at cleanup; its URL

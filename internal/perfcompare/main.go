@@ -1,7 +1,7 @@
 // Perfcompare measures hookstream's receiver against its durable ceiling on
 // this machine, in one command run from the repository root:
 //
-//	go run ./internal/perfcompare [--duration 10s] [--rounds 3] [--json]
+//	go run ./internal/perfcompare [--duration 10s] [--rounds 3] [--tracing] [--json]
 //
 // It builds hookstream and internal/thinreceiver once, then, one server at
 // a time and in alternating rounds, starts each server as its own process
@@ -17,8 +17,18 @@
 //     over the round, read from the ingest topic's end offsets and the
 //     processor group's committed offsets before and after.
 //
+// With --tracing, the last two also run exporting their spans over
+// OTLP/HTTP to a receiver in this process (internal/otlptest, decoding and
+// counting them), once sampling every trace and once 1% of them
+// (parentbased_traceidratio 0.01), and once with OTEL_SDK_DISABLED=true,
+// making no span at all, as before hookstream traced; without it, and for
+// the first two, no OTEL_* variable reaches the servers, so tracing is off
+// as by default: spans are made for the context they carry, and none is
+// exported.
+//
 // It prints the median of the rounds for each server and its ratio to the
-// thin durable receiver's, with the load average of the machine.
+// thin durable receiver's, with the load average of the machine, and for
+// the traced servers their ratio to the same server with tracing off.
 package main
 
 import (
@@ -46,6 +56,7 @@ import (
 
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/internal/otlptest"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -65,6 +76,8 @@ type server struct {
 	command func(bin string, a addrs) *exec.Cmd
 	// pipeline: the figure is the processor's sustained rate.
 	pipeline bool
+	// off names the same server with tracing off, for a traced one.
+	off string
 }
 
 type addrs struct{ http, broker, admin, dataDir, config string }
@@ -85,10 +98,44 @@ var servers = []server{
 		pipeline: true},
 }
 
+// tracedServers are the receiver and the whole pipeline exporting their
+// spans to the OTLP/HTTP receiver at endpoint, sampling every trace and
+// 1%, and making no span at all.
+func tracedServers(endpoint string) []server {
+	var out []server
+	for _, s := range []struct {
+		name, label, roles string
+		pipeline           bool
+	}{
+		{"ingest", "hookstream run --roles ingest", "ingest", false},
+		{"all", "hookstream run (every role), sustained", "ingest,processor,dispatcher", true},
+	} {
+		for _, sampling := range []struct {
+			suffix, label string
+			env           []string
+		}{
+			{"-t100", ", traces exported, all sampled", nil},
+			{"-t1", ", traces exported, 1% sampled", []string{"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.01"}},
+			{"-nospans", ", no span made (OTEL_SDK_DISABLED)", []string{"OTEL_SDK_DISABLED=true"}},
+		} {
+			out = append(out, server{name: s.name + sampling.suffix, label: s.label + sampling.label, pipeline: s.pipeline, off: s.name,
+				command: func(bin string, a addrs) *exec.Cmd {
+					cmd := hookstream(bin, a, s.roles)
+					cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint, "OTEL_SERVICE_NAME=hookstream-perfcompare")
+					cmd.Env = append(cmd.Env, sampling.env...)
+					return cmd
+				}})
+		}
+	}
+	return out
+}
+
+// hookstream runs `hookstream run --roles roles` on a's addresses, with
+// this process's environment less its HOOKSTREAM_* and OTEL_* variables.
 func hookstream(bin string, a addrs, roles string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(bin, "hookstream"), "run", "--roles", roles)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKSTREAM_") {
+		if !strings.HasPrefix(kv, "HOOKSTREAM_") && !strings.HasPrefix(kv, "OTEL_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -110,6 +157,14 @@ type Round struct {
 	Report loadgen.Report `json:"report"`
 	// Pipeline is the processor's keeping up, for the server with every role.
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	// SpansPerSecond are the spans the OTLP receiver got per second of
+	// the measured load.
+	SpansPerSecond float64 `json:"spans_per_second,omitempty"`
+	// CPUPerRequest is the server process's CPU time (user and system)
+	// over the measured load per request answered, or for the whole
+	// pipeline per event accepted: steadier than the rates when other
+	// work shares the machine.
+	CPUPerRequest time.Duration `json:"cpu_per_request,omitempty"`
 }
 
 // rate is the round's figure: requests answered per second, or for the
@@ -138,17 +193,18 @@ func main() {
 		rounds      = flag.Int("rounds", 3, "rounds; each server's figures are the median of its rounds")
 		concurrency = flag.Int("concurrency", 64, "connections (requests in flight)")
 		asJSON      = flag.Bool("json", false, "print the results as JSON")
+		traced      = flag.Bool("tracing", false, "also run the receiver and every role exporting traces, all and 1% sampled")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *duration, *rounds, *concurrency, *asJSON); err != nil {
+	if err := run(ctx, *duration, *rounds, *concurrency, *traced, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "perfcompare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, duration time.Duration, rounds, concurrency int, asJSON bool) error {
+func run(ctx context.Context, duration time.Duration, rounds, concurrency int, traced, asJSON bool) error {
 	if rounds < 1 || duration <= 0 {
 		return errors.New("--rounds and --duration must be positive")
 	}
@@ -168,10 +224,19 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, a
 	}
 	load := loadgen.Config{Source: source, Concurrency: concurrency, Duration: duration, BodySize: 1024,
 		Scheme: ingest.SchemeGitHub, Secret: secret}
-	c := comparison{Duration: duration, Concurrency: concurrency, LoadBefore: loadAverage()}
+	c := comparison{Duration: duration, Concurrency: concurrency, LoadBefore: loadAverage(), servers: servers}
+	var spans *otlptest.Receiver
+	if traced {
+		var stop func()
+		if spans, stop, err = serveSpans(); err != nil {
+			return err
+		}
+		defer stop()
+		c.servers = append(slices.Clone(servers), tracedServers(spans.URL)...)
+	}
 	for i := range rounds {
-		for _, s := range servers {
-			r, err := measure(ctx, s, work, filepath.Join(work, fmt.Sprintf("%s-%d", s.name, i)), config, load)
+		for _, s := range c.servers {
+			r, err := measure(ctx, s, work, filepath.Join(work, fmt.Sprintf("%s-%d", s.name, i)), config, load, spans)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", i+1, s.name, err)
 			}
@@ -190,9 +255,22 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, a
 	return c.print(os.Stdout)
 }
 
+// serveSpans starts an OTLP/HTTP receiver that counts the spans it gets.
+func serveSpans() (*otlptest.Receiver, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &otlptest.Receiver{URL: "http://" + ln.Addr().String(), CountOnly: true}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return r, func() { _ = srv.Close() }, nil
+}
+
 // measure starts s, waits until it accepts a signed POST, warms it up and
-// runs the measured load against it, then stops it.
-func measure(ctx context.Context, s server, bin, dataDir, config string, load loadgen.Config) (Round, error) {
+// runs the measured load against it, then stops it; spans, when not nil,
+// counts the spans exported during the measured load.
+func measure(ctx context.Context, s server, bin, dataDir, config string, load loadgen.Config, spans *otlptest.Receiver) (Round, error) {
 	var a addrs
 	for _, p := range []*string{&a.http, &a.broker, &a.admin} {
 		addr, err := freeAddr()
@@ -226,8 +304,11 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	}
 	r := Round{Server: s.name}
 	if !s.pipeline {
+		from, cpu := spanCount(spans), cpuTime(cmd.Process.Pid)
 		var err error
 		r.Report, err = loadgen.Run(ctx, load, client, nil, nil)
+		r.SpansPerSecond = float64(spanCount(spans)-from) / load.Duration.Seconds()
+		r.CPUPerRequest = perEvent(cpuTime(cmd.Process.Pid)-cpu, r.Report.Completed)
 		return r, err
 	}
 
@@ -243,17 +324,57 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	if err != nil {
 		return Round{}, err
 	}
-	start := time.Now()
+	start, from, cpu := time.Now(), spanCount(spans), cpuTime(cmd.Process.Pid)
 	if r.Report, err = loadgen.Run(ctx, load, client, nil, nil); err != nil {
 		return Round{}, err
 	}
+	r.SpansPerSecond = float64(spanCount(spans)-from) / time.Since(start).Seconds()
 	after, err := readOffsets(ctx, adm, names)
 	if err != nil {
 		return Round{}, err
 	}
 	p := pipelineOf(before, after, time.Since(start))
 	r.Pipeline = &p
+	r.CPUPerRequest = perEvent(cpuTime(cmd.Process.Pid)-cpu, p.Accepted)
 	return r, nil
+}
+
+// cpuTime is the CPU time (user and system) process pid has used, read
+// from /proc/<pid>/stat; 0 where it cannot be read.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the 3rd field, utime the 14th, stime the 15th.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const clockTicks = 100 // USER_HZ: 100 on every Linux hookstream runs on
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// perEvent is cpu per one of n events; 0 for none.
+func perEvent(cpu time.Duration, n int64) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return cpu / time.Duration(n)
+}
+
+func spanCount(r *otlptest.Receiver) int64 {
+	if r == nil {
+		return 0
+	}
+	return r.Count()
 }
 
 // waitReady polls with signed POSTs until one is answered 202.
@@ -409,6 +530,8 @@ type comparison struct {
 	LoadBefore  string        `json:"loadavg_before"`
 	LoadAfter   string        `json:"loadavg_after"`
 	Servers     []summary     `json:"servers"`
+	// servers are the servers measured, in the order of each round.
+	servers []server
 }
 
 // summary is one server's medians over the rounds.
@@ -427,13 +550,22 @@ type summary struct {
 	AcceptedPerSecond  float64 `json:"accepted_per_second,omitempty"`
 	ProcessedPerSecond float64 `json:"processed_per_second,omitempty"`
 	Flat               *bool   `json:"lag_flat,omitempty"`
+	// CPUPerRequest is the median of the rounds'.
+	CPUPerRequest time.Duration `json:"cpu_per_request"`
+	// Of a traced server: its tracing-off counterpart, Rate and
+	// CPUPerRequest over that one's, and the median of the spans received
+	// per second.
+	Off            string  `json:"off,omitempty"`
+	RatioToOff     float64 `json:"ratio_to_off,omitempty"`
+	CPURatioToOff  float64 `json:"cpu_ratio_to_off,omitempty"`
+	SpansPerSecond float64 `json:"spans_per_second,omitempty"`
 }
 
 func (c *comparison) summarize() {
 	c.Servers = nil
-	for _, s := range servers {
-		var rates, p50, p99, accepted, processed []float64
-		sum := summary{Name: s.name, Label: s.label}
+	for _, s := range c.servers {
+		var rates, p50, p99, accepted, processed, spans, cpu []float64
+		sum := summary{Name: s.name, Label: s.label, Off: s.off}
 		flat := true
 		for _, r := range c.Rounds {
 			if r.Server != s.name {
@@ -442,6 +574,8 @@ func (c *comparison) summarize() {
 			rates = append(rates, r.rate())
 			p50 = append(p50, float64(r.Report.Latency.P50))
 			p99 = append(p99, float64(r.Report.Latency.P99))
+			spans = append(spans, r.SpansPerSecond)
+			cpu = append(cpu, float64(r.CPUPerRequest))
 			sum.Errors += r.errors()
 			if r.Pipeline != nil {
 				accepted = append(accepted, r.Pipeline.AcceptedPerSecond)
@@ -450,15 +584,28 @@ func (c *comparison) summarize() {
 			}
 		}
 		sum.Rate, sum.P50, sum.P99 = median(rates), time.Duration(median(p50)), time.Duration(median(p99))
+		sum.CPUPerRequest = time.Duration(median(cpu))
+		if s.off != "" {
+			sum.SpansPerSecond = median(spans)
+		}
 		if s.pipeline {
 			sum.AcceptedPerSecond, sum.ProcessedPerSecond, sum.Flat = median(accepted), median(processed), &flat
 		}
 		c.Servers = append(c.Servers, sum)
 	}
 	thin := c.server("thin").Rate
-	for i := range c.Servers {
+	for i, s := range c.Servers {
 		if thin > 0 {
-			c.Servers[i].Ratio = c.Servers[i].Rate / thin
+			c.Servers[i].Ratio = s.Rate / thin
+		}
+		if s.Off != "" {
+			off := c.server(s.Off)
+			if off.Rate > 0 {
+				c.Servers[i].RatioToOff = s.Rate / off.Rate
+			}
+			if off.CPUPerRequest > 0 {
+				c.Servers[i].CPURatioToOff = float64(s.CPUPerRequest) / float64(off.CPUPerRequest)
+			}
 		}
 	}
 }
@@ -489,13 +636,16 @@ const (
 
 func (c *comparison) print(w io.Writer) error {
 	fmt.Fprintf(w, "%d rounds of %v per server, %d connections, closed loop, 1 KiB GitHub-signed JSON; medians of the rounds\n",
-		len(c.Rounds)/len(servers), c.Duration, c.Concurrency)
+		len(c.Rounds)/len(c.servers), c.Duration, c.Concurrency)
 	fmt.Fprintf(w, "load average (/proc/loadavg) before: %s; after: %s\n\n", c.LoadBefore, c.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "server\treq/s\tp50\tp99\terrors\tvs thin")
+	fmt.Fprintln(tw, "server\treq/s\tp50\tp99\terrors\tvs thin\tCPU per request")
 	for _, s := range c.Servers {
-		fmt.Fprintf(tw, "%s: %s\t%.0f\t%v\t%v\t%d\t%.2f\n", s.Name, s.Label, s.Rate,
-			s.P50.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Errors, s.Ratio)
+		if s.Off != "" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s: %s\t%.0f\t%v\t%v\t%d\t%.2f\t%v\n", s.Name, s.Label, s.Rate,
+			s.P50.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Errors, s.Ratio, s.CPUPerRequest.Round(100*time.Nanosecond))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -507,7 +657,27 @@ func (c *comparison) print(w io.Writer) error {
 		met(ingestS.Ratio >= ingestTarget && ingestS.P99 <= ingestP99Target), ingestS.Ratio, ingestS.P99.Round(10*time.Microsecond))
 	fmt.Fprintf(w, "target every role sustained, lag flat, >= %.1f of thin: %s (%.2f)\n", allTarget,
 		met(*all.Flat && all.Ratio >= allTarget), all.Ratio)
-	return nil
+	return c.printTraced(w)
+}
+
+// printTraced prints the traced servers against the same servers with
+// tracing off, if any ran.
+func (c *comparison) printTraced(w io.Writer) error {
+	if !slices.ContainsFunc(c.Servers, func(s summary) bool { return s.Off != "" }) {
+		return nil
+	}
+	fmt.Fprintln(w, "\ntracing: spans exported over OTLP/HTTP to a receiver in this process, against the same server with tracing off")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "server\treq/s\tp50\tp99\terrors\tvs off\tvs thin\tCPU per request\tCPU vs off\tspans/s received")
+	for _, s := range c.Servers {
+		if s.Off == "" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s: %s\t%.0f\t%v\t%v\t%d\t%.2f\t%.2f\t%v\t%.2f\t%.0f\n", s.Name, s.Label, s.Rate,
+			s.P50.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Errors, s.RatioToOff, s.Ratio,
+			s.CPUPerRequest.Round(100*time.Nanosecond), s.CPURatioToOff, s.SpansPerSecond)
+	}
+	return tw.Flush()
 }
 
 func met(ok bool) string {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +42,7 @@ func TestPipelineOf(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	c := comparison{}
+	c := comparison{servers: servers}
 	for i, rate := range []float64{300, 100, 200} {
 		c.Rounds = append(c.Rounds,
 			Round{Server: "thin", Report: loadgen.Report{PerSecond: 2 * rate, Latency: loadgen.Percentiles{P99: time.Duration(rate) * time.Millisecond}}},
@@ -62,6 +65,48 @@ func TestSummarize(t *testing.T) {
 	}
 	if median([]float64{4, 1, 3, 2}) != 2.5 {
 		t.Errorf("median of 1 to 4: got %v, want 2.5", median([]float64{4, 1, 3, 2}))
+	}
+}
+
+// TestSummarizeTraced: a traced server's ratio is to the same server
+// with tracing off, and its spans are the median of its rounds'.
+func TestSummarizeTraced(t *testing.T) {
+	c := comparison{servers: append(slices.Clone(servers), tracedServers("http://127.0.0.1:4318")...)}
+	for _, rate := range []float64{100, 300, 200} {
+		c.Rounds = append(c.Rounds,
+			Round{Server: "thin", Report: loadgen.Report{PerSecond: 4 * rate}},
+			Round{Server: "ingest", Report: loadgen.Report{PerSecond: 2 * rate}, CPUPerRequest: 40 * time.Microsecond},
+			Round{Server: "ingest-t100", Report: loadgen.Report{PerSecond: rate}, SpansPerSecond: 3 * rate, CPUPerRequest: time.Duration(rate) * 300 * time.Nanosecond},
+			Round{Server: "all", Report: loadgen.Report{PerSecond: 999}, Pipeline: &Pipeline{AcceptedPerSecond: rate, ProcessedPerSecond: rate, Flat: true}},
+		)
+	}
+	c.summarize()
+	traced := c.server("ingest-t100")
+	if traced.Off != "ingest" || traced.RatioToOff != 0.5 || traced.Ratio != 0.25 || traced.SpansPerSecond != 600 || traced.CPURatioToOff != 1.5 {
+		t.Errorf("ingest-t100: got off %q, ratio to off %v, to thin %v, spans/s %v, CPU to off %v; want ingest, 0.5, 0.25, 600, 1.5",
+			traced.Off, traced.RatioToOff, traced.Ratio, traced.SpansPerSecond, traced.CPURatioToOff)
+	}
+	if off := c.server("ingest"); off.RatioToOff != 0 || off.SpansPerSecond != 0 {
+		t.Errorf("ingest: got ratio to off %v, spans/s %v; want neither", off.RatioToOff, off.SpansPerSecond)
+	}
+	var out strings.Builder
+	if err := c.printTraced(&out); err != nil || !strings.Contains(out.String(), "ingest-t100") || strings.Contains(out.String(), "ingest: ") {
+		t.Errorf("printTraced: got %v\n%s\nwant the traced servers only", err, out.String())
+	}
+}
+
+// TestCPUTime: the CPU time of this process grows as it works, and is
+// shared out per event.
+func TestCPUTime(t *testing.T) {
+	before := cpuTime(os.Getpid())
+	for x, start := 0, time.Now(); time.Since(start) < 100*time.Millisecond; x++ {
+		_ = x * x
+	}
+	if after := cpuTime(os.Getpid()); after <= before {
+		t.Errorf("CPU time: got %v after %v of work, want more", after, before)
+	}
+	if cpuTime(-1) != 0 || perEvent(time.Second, 0) != 0 || perEvent(time.Second, 4) != 250*time.Millisecond {
+		t.Errorf("no process, no events, 4 events: got %v, %v, %v; want 0, 0, 250ms", cpuTime(-1), perEvent(time.Second, 0), perEvent(time.Second, 4))
 	}
 }
 
