@@ -173,3 +173,60 @@ func TestSubscriptionBehindCatchesUp(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReplayWhileRunning: a subscription's replay executed while the
+// dispatcher runs is handed to it and applied before the replay returns:
+// the subscriber gets the replayed range again, exactly once more, and
+// the dispatcher goes on from there.
+func TestReplayWhileRunning(t *testing.T) {
+	h := newHarness(t, true)
+	sink := newFanSink(t, func(string) int { return http.StatusOK })
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/r"})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/other"})
+	var ids []string
+	for range 12 {
+		ids = append(ids, h.event(t, "shop", "order"))
+	}
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if n, example := sink.missing([]string{"r", "other"}, ids); n > 0 {
+			return fmt.Errorf("%d missing, %s among them", n, example)
+		}
+		return nil
+	})
+	h.caughtUp(t, sub.ID)
+	target, err := groups.ParseTarget("earliest", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := groups.API{Kafka: h.cl, Names: h.env.Names, Registry: h.registry}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, target, true)
+	if err != nil {
+		t.Fatalf("replay while running: %v", err)
+	}
+	if !r.Executed {
+		t.Fatal("replay not executed")
+	}
+	after := h.event(t, "shop", "order")
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for _, id := range ids {
+			if n := sink.got["r"][id]; n != 2 {
+				return fmt.Errorf("%s delivered %d times, want twice", id, n)
+			}
+		}
+		if sink.got["r"][after] != 1 || sink.got["other"][after] != 1 {
+			return fmt.Errorf("the event after the replay delivered %d and %d times, want once to each", sink.got["r"][after], sink.got["other"][after])
+		}
+		return nil
+	})
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, id := range ids {
+		if n := sink.got["other"][id]; n != 1 {
+			t.Errorf("%s delivered %d times to the other subscription, want once", id, n)
+		}
+	}
+}

@@ -2,9 +2,12 @@ package groups
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -121,11 +124,82 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 	if !execute {
 		return r, nil
 	}
+	if id, ok := SubscriptionID(a.Names, g); ok {
+		handed, err := a.rewind(ctx, id, plan)
+		if err != nil {
+			return Replay{}, err
+		}
+		if handed {
+			r.Executed = true
+			return r, nil
+		}
+	}
 	if err := Execute(ctx, kadm.NewClient(a.Kafka), plan); err != nil {
 		return Replay{}, err
 	}
 	r.Executed = true
 	return r, nil
+}
+
+// rewindWait bounds how long a replay handed to running dispatchers waits
+// for them to apply it.
+const rewindWait = time.Minute
+
+// rewind hands the replay of subscription id to the running dispatchers
+// (members of the dispatch group) through the subscriptions topic: each
+// moves the cursor of the partitions it owns, and commits it tagged
+// (subscriptions.Rewind). It waits until every partition of the plan
+// carries the tag. With no dispatcher running it does nothing and says
+// so: the plan is committed directly.
+func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
+	if err := plan.Refusal(); err != nil {
+		return false, err
+	}
+	adm := kadm.NewClient(a.Kafka)
+	dispatch := string(a.Names.DispatchGroup())
+	infos, err := describe(ctx, adm, dispatch)
+	if err != nil {
+		return false, err
+	}
+	if len(infos[dispatch].members) == 0 {
+		return false, nil
+	}
+	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
+	for _, m := range plan.Moves {
+		if m.Topic != string(a.Names.Events) {
+			return false, refused{fmt.Errorf("dispatchers are running (%s): a subscription's replay while they run moves only its cursor on %s, not %s",
+				strings.Join(infos[dispatch].members, ", "), a.Names.Events, m.Topic)}
+		}
+		rw.Offsets[m.Partition] = m.Target
+	}
+	if _, err := a.Registry.Update(ctx, id, func(s *subscriptions.Subscription) error {
+		s.Rewind = rw
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("groups: hand the replay of %s to the dispatchers: %w", id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, rewindWait)
+	defer cancel()
+	group := string(a.Names.SubscriptionGroup(id))
+	for {
+		fetched, err := adm.FetchOffsets(ctx, group)
+		if err == nil {
+			applied := true
+			for _, m := range plan.Moves {
+				if o, ok := fetched.Lookup(m.Topic, m.Partition); !ok || o.Metadata != rw.Tag() {
+					applied = false
+				}
+			}
+			if applied {
+				return true, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("groups: the replay of %s was handed to the running dispatchers, which have not applied it within %v; they apply it when they own its partitions", id, rewindWait)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ReplayRequest is the body of POST /api/replay/plan and
