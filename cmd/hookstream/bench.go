@@ -151,9 +151,9 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 			return err
 		}
 		id = sub.ID
-		// Events sent before a dispatcher consumes the subscription would
-		// wait for its group to form (seconds on a cluster) and count that
-		// wait as latency.
+		// Events sent before a dispatcher reads the events topic would
+		// wait for the dispatch group to form (seconds on a cluster) and
+		// count that wait as latency.
 		return waitSubscriptionGroup(cmd.Context(), c.adm, c.names, id, joinTimeout)
 	})
 	stop = func() {
@@ -176,13 +176,13 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 	return stop, nil
 }
 
-// waitSubscriptionGroup waits until subscription id's group is stable with
-// every partition of the events topic assigned to a member: until a
-// dispatcher consumes all of the subscription's events.
+// waitSubscriptionGroup waits until the dispatch group is stable with
+// every partition of the events topic assigned to a member: until
+// dispatchers read all of subscription id's events.
 func waitSubscriptionGroup(ctx context.Context, adm *kadm.Client, names topics.Names, id string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	group := string(names.SubscriptionGroup(id))
+	group := string(names.DispatchGroup())
 	var last string
 	for {
 		parts, err := adm.ListTopics(ctx, string(names.Events))
@@ -201,7 +201,7 @@ func waitSubscriptionGroup(ctx context.Context, adm *kadm.Client, names topics.N
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("--sink: the subscription's group %s did not form within %v (%s); is a dispatcher running?", group, timeout, last)
+			return fmt.Errorf("--sink: the dispatch group %s did not form within %v (%s); is a dispatcher running? (subscription %s)", group, timeout, last, id)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
