@@ -149,8 +149,9 @@ const rewindWait = time.Minute
 // (members of the dispatch group) through the subscriptions topic: each
 // moves the cursor of the partitions it owns, and commits it tagged
 // (subscriptions.Rewind). It waits until every partition of the plan
-// carries the tag. With no dispatcher running it does nothing and says
-// so: the plan is committed directly.
+// carries the tag. With no dispatcher running, or the subscription
+// disabled, it clears any earlier rewind and says it did not hand the
+// replay on: the plan is committed directly.
 func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	if err := plan.Refusal(); err != nil {
 		return false, err
@@ -161,7 +162,21 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(infos[dispatch].members) == 0 {
+	sub, err := a.Registry.Get(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if len(infos[dispatch].members) == 0 || !sub.Enabled {
+		// No dispatcher holds the cursor: it is committed directly, and
+		// an earlier rewind must not apply again over it.
+		if sub.Rewind != nil {
+			if _, err := a.Registry.Update(ctx, id, func(s *subscriptions.Subscription) error {
+				s.Rewind = nil
+				return nil
+			}); err != nil {
+				return false, fmt.Errorf("groups: clear the earlier replay of %s: %w", id, err)
+			}
+		}
 		return false, nil
 	}
 	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
