@@ -1,13 +1,53 @@
-// Package dispatch delivers events to subscribers: one consumer group per
-// subscription on the events topic, signed HTTP POSTs (Standard Webhooks)
-// of one event or of a batch of one partition's events through an
-// SSRF-guarded client, retries through the delivery-retry topic on a
-// schedule, a circuit breaker per subscription, and the delivery DLQ.
-// Offsets are committed only once an event is delivered, handed to the
-// retry topic, or dead-lettered: delivery is at least once, never zero.
+// Package dispatch delivers events to subscribers: signed HTTP POSTs
+// (Standard Webhooks) of one event or of a batch of one partition's events
+// through an SSRF-guarded client, retries through the delivery-retry topic
+// on a schedule, a circuit breaker per subscription, and the delivery DLQ.
 // It also emits the operational events of deliveries and circuits
 // (operational.go), and verifies a subscriber endpoint before it is
 // subscribed (verify.go).
+//
+// # Fan-out (fanout.go)
+//
+// A dispatcher's cost does not grow by a consumer group per subscription.
+// Dispatchers share the events partitions in one group, <prefix>-dispatch,
+// which commits nothing. The head reads each owned partition once and
+// hands every record to the lane of each subscription at the head: the
+// record is parsed once (subscriptions.Event) and each subscription's
+// compiled filter and transform judge it once. A lane (one subscription on
+// one partition) queues what its subscription receives, plus the last
+// record read so its cursor passes the others, and its drain delivers the
+// queue as before: events or batches, ordered or not, retries, circuit,
+// dead letters.
+//
+// Each subscription's cursor is the committed offset of <prefix>-sub-<id>,
+// a group with no members: a lane's cursor moves only past records whose
+// messages are done (delivered, handed to the retry topic or
+// dead-lettered), and moved cursors are committed every second, on
+// revocation and when a lane stops. At least once holds: a partition lost
+// is not committed, its new owner delivers again from the last commit.
+// lag and replay --group sub:<id> read and write these offsets as before.
+//
+// Isolation: the head never waits. A lane holding laneHigh records falls
+// behind; so does a lane whose cursor is behind the head when it starts (a
+// subscription re-enabled, replayed, new with --from earliest, or far
+// behind when the partition is taken: the head starts at the furthest
+// cursor but for those within headWindow records of it). Lanes behind read
+// through the catch-up path: CatchUpReaders clients, each reading one
+// fetch for one lane from its own offset per turn, the lanes taking turns
+// in order (fair), a lane queued only while it holds fewer than laneLow
+// records (bounded memory). A lane that reaches the head joins it.
+//
+// Subscriptions created, changed or deleted while running start or stop
+// their lanes without a rebalance; a lane reads its cursor once the lanes
+// of the version it replaces have committed theirs. A replay executed
+// while dispatchers run (groups.API.Replay) is handed to them as the
+// subscription's Rewind in the subscriptions topic: each dispatcher moves
+// the lanes of the partitions it owns to the rewind's offsets once and
+// commits every cursor after with the rewind's tag as metadata, which is
+// how the replay knows it applied and how a restart knows not to apply it
+// again. Migration: the old dispatcher's per-subscription groups hold the
+// same offsets, so a new dispatcher starts every subscription where the
+// old one left it.
 //
 // It owns delivery; it does not own the subscriptions themselves (package
 // subscriptions: the record, its validation, the registry and its topic,
