@@ -230,3 +230,42 @@ func TestReplayWhileRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestKillAndRebalanceLoseNothing: two dispatchers share 20
+// subscriptions; one is killed with -9 mid-delivery and restarted, a third
+// joins and leaves under load: every subscription receives every event
+// (at least once).
+func TestKillAndRebalanceLoseNothing(t *testing.T) {
+	h := newHarness(t, true)
+	h.stop()
+	sink := newFanSink(t, func(string) int { return http.StatusOK })
+	var paths []string
+	for i := range 20 {
+		path := fmt.Sprintf("k%d", i)
+		h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/" + path})
+		paths = append(paths, path)
+	}
+	h.proc(t, "a")
+	b := h.proc(t, "b")
+	var ids []string
+	send := func(n int) {
+		for range n {
+			ids = append(ids, h.event(t, "shop", "order"))
+		}
+	}
+	send(40)
+	b.plug.Pull() // kill -9
+	send(20)
+	h.proc(t, "b")
+	send(20)
+	c := h.proc(t, "c")
+	send(20)
+	c.stop()
+	send(20)
+	kafkatest.WaitFor(t, 90*time.Second, func() error {
+		if n, example := sink.missing(paths, ids); n > 0 {
+			return fmt.Errorf("%d deliveries missing, %s among them", n, example)
+		}
+		return nil
+	})
+}
