@@ -225,6 +225,12 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range parts {
+		if ph := r.parts[p]; ph != nil { // still owned: the head reads on
+			ph.mu.Lock()
+			starts[p] = ph.pos
+			ph.mu.Unlock()
+			continue
+		}
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		ph := &partHead{id: p, r: r, pos: starts[p], lanes: make(map[string]*lane), ctx: pctx, cancel: cancel}
 		r.parts[p] = ph
