@@ -80,7 +80,7 @@ func BenchmarkDelivery(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
 	})
-	for _, c := range []struct{ subs, batchMax int }{{1, 1}, {10, 1}, {1, 100}} {
+	for _, c := range []struct{ subs, batchMax int }{{1, 1}, {10, 1}, {100, 1}, {1000, 1}, {1, 100}} {
 		name := fmt.Sprintf("dispatcher-%d-subscriptions", c.subs)
 		if c.batchMax > 1 {
 			name += fmt.Sprintf("-batch-%d", c.batchMax)
