@@ -36,7 +36,9 @@ type worker struct {
 // startWorker starts a worker for subscription id, replacing prev (nil
 // for none), and gives it a lane on every partition owned.
 func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState, prev *worker) *worker {
-	ctx, cancel := context.WithCancel(ctx)
+	// Stopped by stop (stopAll once the head has let its partitions go
+	// and committed their cursors in bulk), not by ctx ending.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.mu.Lock()
 	sub := st.sub
 	st.mu.Unlock()
