@@ -104,7 +104,9 @@ that subscriber; replaying retry reads the pending retries again.
 
 --execute refuses while the group has active members, and names them: a
 running consumer would overwrite the new offsets with its own. Stop the
-roles that consume with the group, execute, then start them again.`,
+roles that consume with the group, execute, then start them again. A
+subscription's group has no members: while dispatchers run, --execute
+hands the replay to them and returns once they applied it.`,
 		Example: `  hookstream replay --group processor --to-earliest
   hookstream replay --group sub:sub_abc --to-time 2026-11-21T10:00:00Z --execute
   hookstream replay --group sub:sub_abc --by-duration 2h --partition 0,3
