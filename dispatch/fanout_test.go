@@ -245,8 +245,18 @@ func TestKillAndRebalanceLoseNothing(t *testing.T) {
 		h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/" + path})
 		paths = append(paths, path)
 	}
+	group := h.env.Names.DispatchGroup()
+	members := func(n int) {
+		kafkatest.WaitFor(t, 60*time.Second, func() error {
+			if m := h.members(t, group); len(m) != n {
+				return fmt.Errorf("members %v, want %d", m, n)
+			}
+			return nil
+		})
+	}
 	h.proc(t, "a")
 	b := h.proc(t, "b")
+	members(2)
 	var ids []string
 	send := func(n int) {
 		for range n {
@@ -259,6 +269,15 @@ func TestKillAndRebalanceLoseNothing(t *testing.T) {
 	h.proc(t, "b")
 	send(20)
 	c := h.proc(t, "c")
+	members(3)
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		for m, parts := range h.assignment(t, group, h.env.Names.Events) {
+			if len(parts) != 1 {
+				return fmt.Errorf("member %s holds %v, want one partition each", m, parts)
+			}
+		}
+		return nil
+	})
 	send(20)
 	c.stop()
 	send(20)
