@@ -267,36 +267,11 @@ func formOf(s subscriptions.Subscription) subscriptionForm {
 	return f
 }
 
-// headerChange is what a form changes of a subscription's headers: the
-// values it sets, replacing those of the same names, and the names it
-// removes; the others stay, as subscriptions update --header and
-// --unset-header do.
-type headerChange struct {
-	set   map[string]string
-	unset []string
-}
-
-// apply changes the headers of s, leaving the map s had untouched.
-func (h headerChange) apply(s *subscriptions.Subscription) {
-	if len(h.set) == 0 && len(h.unset) == 0 {
-		return
-	}
-	headers := maps.Clone(s.Headers)
-	if headers == nil {
-		headers = make(map[string]string, len(h.set))
-	}
-	maps.Copy(headers, h.set)
-	for _, name := range h.unset {
-		delete(headers, name)
-	}
-	subscriptions.Patch{Headers: &headers}.Apply(s)
-}
-
 // readSubscriptionForm reads the form of a subscription: what was typed
 // (f), the patch of its fields and the change of its headers, and the
 // lines of what cannot be read (numbers, durations, header rows).
 // headers are the subscription's header names (edit; nil: new).
-func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p subscriptions.Patch, hc headerChange, problems []string) {
+func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p subscriptions.Patch, hc subscriptions.HeaderChange, problems []string) {
 	form := r.Request().PostForm
 	text := func(name string) string { return strings.ReplaceAll(form.Get(name), "\r\n", "\n") }
 	f = subscriptionForm{
@@ -354,7 +329,7 @@ func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p s
 	}
 	p.Schedule = &schedule
 
-	hc.set = make(map[string]string)
+	hc.Set = make(map[string]string)
 	removed := form[removeHeaderField]
 	for _, name := range headers {
 		row := headerRow{Name: name, Remove: slices.Contains(removed, name)}
@@ -364,9 +339,9 @@ func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p s
 		case row.Remove && v != "":
 			problems = append(problems, fmt.Sprintf("headers: %s both given a value and removed", name))
 		case row.Remove:
-			hc.unset = append(hc.unset, name)
+			hc.Unset = append(hc.Unset, name)
 		case v != "":
-			hc.set[name] = v
+			hc.Set[name] = v
 		}
 	}
 	names, values := form[newHeaderNameField], form[newHeaderValueField]
@@ -379,15 +354,15 @@ func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p s
 			value = values[i]
 		}
 		f.NewHeaders = append(f.NewHeaders, name)
-		_, twice := hc.set[name]
+		_, twice := hc.Set[name]
 		switch {
 		case name == "" && value == "":
 		case name == "":
 			problems = append(problems, "headers: a value without a name (new header row "+strconv.Itoa(i+1)+")")
-		case twice || slices.Contains(hc.unset, name):
+		case twice || slices.Contains(hc.Unset, name):
 			problems = append(problems, fmt.Sprintf("headers: %s given twice", name))
 		default:
-			hc.set[name] = value
+			hc.Set[name] = value
 		}
 	}
 	for len(f.NewHeaders) < newHeaderRows {
@@ -415,9 +390,9 @@ func splitList(s string) *[]string {
 
 // checkForm validates a form's patch and header change as PATCH
 // /api/subscriptions/{id} validates its body: nothing is read before.
-func checkForm(p subscriptions.Patch, hc headerChange, problems []string) error {
+func checkForm(p subscriptions.Patch, hc subscriptions.HeaderChange, problems []string) error {
 	check := p
-	check.Headers = &hc.set
+	check.Headers = &hc.Set
 	err := check.Validate()
 	if len(problems) == 0 {
 		return err
@@ -439,7 +414,7 @@ func (u *Console) createSubscription(r *Request) error {
 	err := checkForm(p, hc, problems)
 	if err == nil {
 		p.Apply(&s)
-		hc.apply(&s)
+		hc.Apply(&s)
 		ctx, cancel := admin.Timeout(r.Context)
 		defer cancel()
 		err = u.cfg.Registry.Create(ctx, &s, from)
@@ -502,7 +477,7 @@ func (u *Console) saveSubscription(r *Request) error {
 				return fmt.Errorf("%s %w (at %s): reload the page to edit it as it is now", id, errStale, when(s.UpdatedAt))
 			}
 			p.Apply(s)
-			hc.apply(s)
+			hc.Apply(s)
 			return nil
 		})
 	}

@@ -261,7 +261,9 @@ func TestResend(t *testing.T) {
 		t.Fatal(err)
 	}
 	var deleted kadm.Offsets
-	ends.Each(func(o kadm.ListedOffset) { deleted.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1}) })
+	ends.Each(func(o kadm.ListedOffset) {
+		deleted.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	})
 	if _, err := adm.DeleteRecords(testContext(t), deleted); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}

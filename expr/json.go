@@ -8,11 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+
+	"github.com/hookstream/hookstream/topics"
 )
 
 // appendJSON appends v as compact JSON to b, the JSON so far: it charges m
@@ -39,7 +40,7 @@ func (m *meter) appendValue(b []byte, v ref.Val) ([]byte, error) {
 	case types.Double:
 		return appendFloat(b, float64(v))
 	case types.String:
-		return appendString(b, string(v)), nil
+		return topics.AppendJSONText(b, string(v)), nil
 	case types.Bytes:
 		b = append(b, '"')
 		b = base64.StdEncoding.AppendEncode(b, []byte(v))
@@ -101,7 +102,7 @@ func (m *meter) appendValue(b []byte, v ref.Val) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, e.name)
+			b = topics.AppendJSONText(b, e.name)
 			b = append(b, ':')
 			if b, err = m.appendJSON(b, v.Get(e.key)); err != nil {
 				return nil, err
@@ -133,55 +134,4 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// appendString appends s as a JSON string, invalid UTF-8 replaced; unlike
-// encoding/json it leaves <, > and & alone (a Slack message's links).
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

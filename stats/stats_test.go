@@ -158,7 +158,7 @@ func TestTallyRecentMinutes(t *testing.T) {
 		at(names.Events, "shop:1", now.Add(-3*time.Minute)),
 		at(names.Ingest, "shop:2", now),
 		at(names.DLQ, "shop:2", now, topics.HeaderErrorStage, topics.StageProcess),
-		at(names.Ingest, "shop:future", now.Add(24*time.Hour)),
+		at(names.Ingest, "shop:future", now.Add(30*time.Minute)),
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

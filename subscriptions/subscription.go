@@ -475,3 +475,27 @@ func set[T any](dst *T, v *T) {
 		*dst = *v
 	}
 }
+
+// HeaderChange sets some of a subscription's static headers and removes
+// others, keeping the rest: what subscriptions update --header and
+// --unset-header, and the console's form, change.
+type HeaderChange struct {
+	Set   map[string]string
+	Unset []string
+}
+
+// Apply changes the headers of s, leaving the map s had untouched.
+func (h HeaderChange) Apply(s *Subscription) {
+	if len(h.Set) == 0 && len(h.Unset) == 0 {
+		return
+	}
+	headers := maps.Clone(s.Headers)
+	if headers == nil {
+		headers = make(map[string]string, len(h.Set))
+	}
+	maps.Copy(headers, h.Set)
+	for _, name := range h.Unset {
+		delete(headers, name)
+	}
+	s.Headers = headers
+}

@@ -152,14 +152,21 @@ func (e *Envelope) Marshal() ([]byte, error) {
 
 // AppendJSONString appends s as a JSON string, escaped as encoding/json does
 // (HTML characters included, invalid UTF-8 replaced).
-func AppendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
+
+// AppendJSONText appends s as a JSON string, escaped as encoding/json does
+// with SetEscapeHTML(false): <, > and & stay as they are, so a link in a
+// message a subscriber reads stays readable.
+func AppendJSONText(b []byte, s string) []byte { return appendJSONString(b, s, false) }
+
+func appendJSONString(b []byte, s string, escapeHTML bool) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookstream/hookstream/expr"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestDocumentedSubscriptionExamples runs the `subscriptions add`
@@ -96,18 +96,14 @@ func TestDocumentedSubscriptionExamples(t *testing.T) {
 		{"push, to finance", finance, github("push", push), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := takes(tt.sub, tt.event)
+			got, err := takes(t, tt.sub, tt.event)
 			if err != nil || got != tt.want {
 				t.Errorf("filter %q: got %v, %v; want %v without error", tt.sub.Filter, got, err, tt.want)
 			}
 		})
 	}
 
-	tr, err := expr.CompileTransform(slack.Transform)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := tr.Apply(expr.NewInput(github("push", push)))
+	body, err := subscriptions.Compile(slack).Render(event(t, github("push", push)), 0)
 	want := `{"text":"octocat pushed 2 commit(s) to octocat/hello-world (refs/heads/main): https://github.com/octocat/hello-world/compare/6113728f27ae...0d1a26e67d8f"}`
 	if err != nil || string(body) != want {
 		t.Errorf("Slack transform of a push: got %s, %v; want %s", body, err, want)
@@ -119,19 +115,21 @@ func TestDocumentedSubscriptionExamples(t *testing.T) {
 	}
 }
 
-// takes reports whether s takes event: its globs, then its filter.
-func takes(s subscriptions.Subscription, event *topics.Envelope) (bool, error) {
-	if !s.Matches(event.Source, event.Type) {
-		return false, nil
-	}
-	if s.Filter == "" {
-		return true, nil
-	}
-	f, err := expr.CompileFilter(s.Filter)
+// takes reports whether s takes event, as a dispatcher judges it
+// (subscriptions.Compile): its globs, then its filter.
+func takes(t *testing.T, s subscriptions.Subscription, ev *topics.Envelope) (bool, error) {
+	d := subscriptions.Compile(s).Match(event(t, ev))
+	return d.Match, d.Err
+}
+
+// event is env as the record a dispatcher reads.
+func event(t *testing.T, env *topics.Envelope) *subscriptions.Event {
+	t.Helper()
+	value, err := env.Marshal()
 	if err != nil {
-		return false, err
+		t.Fatal(err)
 	}
-	return f.Match(expr.NewInput(event))
+	return subscriptions.NewEvent(&kgo.Record{Value: value})
 }
 
 // github is the envelope of a GitHub delivery of eventType, with the

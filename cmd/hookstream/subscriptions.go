@@ -54,7 +54,7 @@ func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.timeout, "timeout", 0, "timeout of one delivery attempt, at most 60s (0: HOOKSTREAM_DELIVERY_TIMEOUT)")
 }
 
-// patch holds the flags that were set, --header aside (headerChange).
+// patch holds the flags that were set, --header aside (subscriptions.HeaderChange).
 func (f *subscriptionFlags) patch(cmd *cobra.Command) (subscriptions.Patch, error) {
 	var p subscriptions.Patch
 	var schedule []subscriptions.Duration
@@ -95,53 +95,29 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) (subscriptions.Patch, erro
 	return p, nil
 }
 
-// headerChange is what --header and --unset-header change: the headers
-// they set, replacing those of the same names, and those they remove;
-// the others stay.
-type headerChange struct {
-	set   map[string]string
-	unset []string
-}
-
 // headerChange reads --header 'Name: value' and unset (--unset-header
 // Name); a name given twice is refused.
-func (f *subscriptionFlags) headerChange(unset []string) (headerChange, error) {
-	h := headerChange{set: make(map[string]string, len(f.headers))}
+func (f *subscriptionFlags) headerChange(unset []string) (subscriptions.HeaderChange, error) {
+	h := subscriptions.HeaderChange{Set: make(map[string]string, len(f.headers))}
 	for _, kv := range f.headers {
 		name, value, ok := strings.Cut(kv, ":")
 		name, value = http.CanonicalHeaderKey(strings.TrimSpace(name)), strings.TrimSpace(value)
 		if !ok || name == "" {
 			return h, fmt.Errorf("--header: %q is not 'Name: value'", kv)
 		}
-		if _, dup := h.set[name]; dup {
+		if _, dup := h.Set[name]; dup {
 			return h, fmt.Errorf("--header: %s given twice", name)
 		}
-		h.set[name] = value
+		h.Set[name] = value
 	}
 	for _, name := range unset {
 		name = http.CanonicalHeaderKey(strings.TrimSpace(name))
-		if _, both := h.set[name]; both {
+		if _, both := h.Set[name]; both {
 			return h, fmt.Errorf("--header and --unset-header both name %s", name)
 		}
-		h.unset = append(h.unset, name)
+		h.Unset = append(h.Unset, name)
 	}
 	return h, nil
-}
-
-// apply changes the headers of s, leaving the map s had untouched.
-func (h headerChange) apply(s *subscriptions.Subscription) {
-	if len(h.set) == 0 && len(h.unset) == 0 {
-		return
-	}
-	headers := maps.Clone(s.Headers)
-	if headers == nil {
-		headers = make(map[string]string, len(h.set))
-	}
-	maps.Copy(headers, h.set)
-	for _, name := range h.unset {
-		delete(headers, name)
-	}
-	s.Headers = headers
 }
 
 // withRegistry runs fn with a registry on the configured cluster.
@@ -281,8 +257,8 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 	if err != nil {
 		return err
 	}
-	if len(headers.set) > 0 {
-		p.Headers = &headers.set
+	if len(headers.Set) > 0 {
+		p.Headers = &headers.Set
 	}
 	if err := p.Validate(); err != nil {
 		return err
@@ -385,10 +361,10 @@ go back to every event, the envelope and the global settings.`,
 				return err
 			}
 			check := p
-			check.Headers = &headers.set // refused alone, refused merged
+			check.Headers = &headers.Set // refused alone, refused merged
 			edit := func(s *subscriptions.Subscription) {
 				p.Apply(s)
-				headers.apply(s)
+				headers.Apply(s)
 			}
 			return runSubscriptionsChange(cmd, *output, args[0], check, edit, false)
 		},

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
-	"io"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/hookstream/hookstream/internal/otlptest"
 )
 
 // Span kinds, as OTLP numbers them.
@@ -29,14 +26,13 @@ type span struct {
 	start, end uint64
 }
 
-// receiver is an OTLP/HTTP trace receiver (POST /v1/traces, protobuf).
+// receiver serves otlptest's OTLP/HTTP trace receiver (POST /v1/traces)
+// on a port of its own, for hookstream's exporters.
 type receiver struct {
-	url string
-	srv *http.Server
-
-	mu    sync.Mutex
-	spans []span
-	last  time.Time // of the last export received
+	url  string
+	srv  *http.Server
+	recv *otlptest.Receiver
+	seen int // spans already handed out by since
 }
 
 func newReceiver() (*receiver, error) {
@@ -44,79 +40,46 @@ func newReceiver() (*receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &receiver{url: "http://" + ln.Addr().String()}
-	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 10 * time.Second}
+	r := &receiver{url: "http://" + ln.Addr().String(), recv: &otlptest.Receiver{}}
+	r.srv = &http.Server{Handler: r.recv, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
 }
 
 func (r *receiver) close() { _ = r.srv.Close() }
 
-func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
-		http.NotFound(w, req)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var er coltrace.ExportTraceServiceRequest
-	if err := proto.Unmarshal(body, &er); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var got []span
-	for _, rs := range er.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				got = append(got, span{traceID: hex.EncodeToString(s.GetTraceId()), kind: int32(s.GetKind()),
-					ok: s.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR, start: s.GetStartTimeUnixNano(), end: s.GetEndTimeUnixNano()})
-			}
-		}
-	}
-	r.mu.Lock()
-	r.spans = append(r.spans, got...)
-	r.last = time.Now()
-	r.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	_, _ = w.Write(out)
-}
-
 // settle waits until no span has arrived for a second (at most 30s).
 func (r *receiver) settle(ctx context.Context) {
 	deadline := time.Now().Add(30 * time.Second)
+	last := r.recv.Count()
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		r.mu.Lock()
-		quiet := time.Since(r.last) > time.Second
-		r.mu.Unlock()
-		if quiet {
+		time.Sleep(time.Second)
+		n := r.recv.Count()
+		if n == last {
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		last = n
 	}
 }
 
-// since returns the spans of the traces whose receiver span started at t
-// or later, and forgets the others.
+// since returns the spans received since the last call of the traces
+// whose receiver span started at t or later.
 func (r *receiver) since(t time.Time) []span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	all := r.recv.Spans()
+	fresh := all[r.seen:]
+	r.seen = len(all)
 	from := uint64(t.UnixNano())
 	keep := map[string]bool{}
-	for _, s := range r.spans {
-		if s.kind == kindServer && s.start >= from {
-			keep[s.traceID] = true
+	for _, s := range fresh {
+		if s.Kind == kindServer && s.Start >= from {
+			keep[s.TraceID] = true
 		}
 	}
 	var out []span
-	for _, s := range r.spans {
-		if keep[s.traceID] {
-			out = append(out, s)
+	for _, s := range fresh {
+		if keep[s.TraceID] {
+			out = append(out, span{traceID: s.TraceID, kind: s.Kind, ok: s.StatusCode != int32(tracepb.Status_STATUS_CODE_ERROR), start: s.Start, end: s.End})
 		}
 	}
-	r.spans = nil
 	return out
 }
