@@ -34,11 +34,20 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// Subscription is a subscriber URL and what it receives.
+// Subscription is a subscriber and what it receives. Its Kind is set by
+// which of URL, Topic and Pull it has: exactly one.
 type Subscription struct {
-	ID          string `json:"id"`
-	URL         string `json:"url"`
-	Secret      string `json:"secret"`
+	ID string `json:"id"`
+	// URL is a webhook subscription's endpoint.
+	URL string `json:"url,omitempty"`
+	// Topic is a topic subscription's Kafka topic: matching events are
+	// written to it exactly once.
+	Topic string `json:"topic,omitempty"`
+	// Pull subscriptions are read by their consumers over HTTP.
+	Pull bool `json:"pull,omitempty"`
+	// Secret signs a webhook subscription's deliveries; a pull
+	// subscription's is its pull token; a topic subscription has none.
+	Secret      string `json:"secret,omitempty"`
 	Description string `json:"description,omitempty"`
 	// Sources and EventTypes filter events by glob; empty means all.
 	Sources    []string `json:"sources,omitempty"`
@@ -107,6 +116,26 @@ func (r *Rewind) Tag() string {
 	return "rewind:" + r.ID
 }
 
+// Kinds of subscription, as Kind names them.
+const (
+	KindWebhook = "webhook"
+	KindTopic   = "topic"
+	KindPull    = "pull"
+)
+
+// Kind is the subscription's kind: KindTopic with a Topic, KindPull when
+// Pull, else KindWebhook.
+func (s *Subscription) Kind() string {
+	switch {
+	case s.Topic != "":
+		return KindTopic
+	case s.Pull:
+		return KindPull
+	default:
+		return KindWebhook
+	}
+}
+
 // DefaultMaxInFlight bounds a subscription's concurrent deliveries.
 const DefaultMaxInFlight = 16
 
@@ -153,12 +182,7 @@ func (s *Subscription) validate(exprs bool) error {
 	if s.ID == "" || len(s.ID) > 100 || strings.ContainsAny(s.ID, " /:\t\n") {
 		errs = append(errs, fmt.Errorf("id: %q is not a valid id", s.ID))
 	}
-	if err := ValidateURL(s.URL); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := signature.DecodeSecret(s.Secret); err != nil {
-		errs = append(errs, fmt.Errorf("secret: %w", err))
-	}
+	errs = append(errs, s.validateKind()...)
 	for _, g := range s.Sources {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
 			errs = append(errs, fmt.Errorf("sources: invalid glob %q", g))
@@ -183,6 +207,56 @@ func (s *Subscription) validate(exprs bool) error {
 	errs = append(errs, validateSchedule(s.Schedule)...)
 	errs = append(errs, validateTimeout(s.Timeout)...)
 	return invalid(errs)
+}
+
+// validateKind checks that s is one kind and has what that kind needs.
+func (s *Subscription) validateKind() []error {
+	kinds := 0
+	for _, set := range []bool{s.URL != "", s.Topic != "", s.Pull} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return []error{errors.New("kind: a subscription has exactly one of url, topic and pull")}
+	}
+	var errs []error
+	switch s.Kind() {
+	case KindWebhook:
+		if err := ValidateURL(s.URL); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := signature.DecodeSecret(s.Secret); err != nil {
+			errs = append(errs, fmt.Errorf("secret: %w", err))
+		}
+	case KindTopic:
+		if err := ValidateTopic(s.Topic); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Secret != "" {
+			errs = append(errs, errors.New("secret: a topic subscription has none"))
+		}
+	case KindPull:
+		if _, err := signature.DecodeSecret(s.Secret); err != nil {
+			errs = append(errs, fmt.Errorf("secret (pull token): %w", err))
+		}
+	}
+	return errs
+}
+
+// ValidateTopic checks a topic subscription's topic name as Kafka does:
+// 1 to 249 characters of [a-zA-Z0-9._-], not "." or "..".
+func ValidateTopic(name string) error {
+	ok := name != "" && len(name) <= 249 && name != "." && name != ".."
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("topic: %.64q is not a Kafka topic name (1 to 249 of a-z A-Z 0-9 . _ -)", name)
+	}
+	return nil
 }
 
 func validateTimeout(timeout Duration) []error {

@@ -244,3 +244,43 @@ func TestRedactedHidesHeaderValues(t *testing.T) {
 		t.Errorf("subscription after Redacted: headers %v, want them unchanged", s.Headers)
 	}
 }
+
+func TestKindValidated(t *testing.T) {
+	secret := signature.NewSecret()
+	base := Subscription{ID: "sub_a", MaxInFlight: 16, BatchMax: 1}
+	tests := []struct {
+		name     string
+		set      func(*Subscription)
+		kind     string
+		problems []string
+	}{
+		{"webhook", func(s *Subscription) { s.URL, s.Secret = "https://a.example/hook", secret }, KindWebhook, nil},
+		{"topic", func(s *Subscription) { s.Topic = "team.payments" }, KindTopic, nil},
+		{"pull", func(s *Subscription) { s.Pull, s.Secret = true, secret }, KindPull, nil},
+		{"none", func(s *Subscription) {}, KindWebhook, []string{"exactly one of url, topic and pull"}},
+		{"two", func(s *Subscription) { s.URL, s.Topic, s.Secret = "https://a.example/hook", "t", secret }, KindTopic,
+			[]string{"exactly one of url, topic and pull"}},
+		{"topic with a secret", func(s *Subscription) { s.Topic, s.Secret = "t", secret }, KindTopic, []string{"a topic subscription has none"}},
+		{"bad topic name", func(s *Subscription) { s.Topic = "a/b" }, KindTopic, []string{"is not a Kafka topic name"}},
+		{"topic name too long", func(s *Subscription) { s.Topic = strings.Repeat("t", 250) }, KindTopic, []string{"is not a Kafka topic name"}},
+		{"pull without a token", func(s *Subscription) { s.Pull = true }, KindPull, []string{"pull token"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := base
+			tt.set(&s)
+			if got := s.Kind(); got != tt.kind {
+				t.Errorf("Kind() = %q, want %q", got, tt.kind)
+			}
+			err := s.Validate()
+			if len(tt.problems) == 0 && err != nil {
+				t.Fatalf("Validate() = %v, want nil", err)
+			}
+			for _, p := range tt.problems {
+				if err == nil || !strings.Contains(err.Error(), p) {
+					t.Errorf("Validate() = %v, want it to say %q", err, p)
+				}
+			}
+		})
+	}
+}
