@@ -422,8 +422,10 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	if err := r.CheckURL(s.URL); err != nil {
-		return err
+	if s.Kind() == KindWebhook {
+		if err := r.CheckURL(s.URL); err != nil {
+			return err
+		}
 	}
 	if _, err := r.Get(ctx, s.ID); err == nil {
 		return fmt.Errorf("%w: %s", ErrExists, s.ID)
