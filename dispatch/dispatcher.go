@@ -60,6 +60,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -292,6 +293,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // in a stopping one's place waits for it.
 func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscriptions.Subscription) {
 	defer d.loadedOnce.Do(func() { close(d.loaded) })
+	// Pull subscriptions are read by their consumers, who move their
+	// cursors: a dispatcher neither delivers nor commits for them.
+	maps.DeleteFunc(subs, func(_ string, s subscriptions.Subscription) bool { return s.Kind() == subscriptions.KindPull })
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id := range d.subs {
