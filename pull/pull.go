@@ -1,0 +1,900 @@
+// Package pull serves pull subscriptions: GET /subscriptions/{id}/events
+// on the ingest listener, where a consumer that cannot receive webhooks
+// reads what its subscription matches with its pull token. The cursor a
+// consumer presents is its acknowledgment: it is committed as the
+// subscription's cursor (the offsets of group <prefix>-sub-<id>, which
+// lag and replay read) before the events after it are read, so repeating
+// a request returns the same events and a lost answer loses nothing.
+//
+// It owns the cursor's format and authentication, reading the events
+// topic at a cursor (read_committed, with Fetch requests of its own), the
+// long-poll, the bounds on requests and answers, and the pull
+// acknowledgments written to the attempts topic for the ledger. Which
+// events a subscription receives and what it receives of them is
+// subscriptions' (Compiled.Match and Render); the listener, its
+// connections and timeouts are ingest's; dispatchers leave pull
+// subscriptions alone.
+package pull
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/backoff"
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// Path is the route of the endpoint, in Echo's syntax.
+const Path = "/subscriptions/:id/events"
+
+// Limits of a request.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+	MaxWait      = 30 * time.Second
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxRequests bounds the pull requests served at once, long
+	// polls included.
+	DefaultMaxRequests = 512
+	// DefaultMaxRequestsPerSubscription bounds them per subscription.
+	DefaultMaxRequestsPerSubscription = 8
+	// DefaultMaxAnswerBytes bounds an answer's events, but for its first:
+	// one event is always served, however large.
+	DefaultMaxAnswerBytes = 4 << 20
+	// DefaultMaxScan bounds the records one answer reads: a filter that
+	// matches little over a long backlog answers with what it found so
+	// far (maybe nothing) and a cursor past what it read.
+	DefaultMaxScan = 10_000
+)
+
+// endsEvery is how often the last stable offsets are listed while a
+// long poll waits: an answer comes this long at most after its event is
+// committed.
+const endsEvery = 50 * time.Millisecond
+
+// maxRounds bounds the fetches of one answer.
+const maxRounds = 64
+
+// Config configures the server.
+type Config struct {
+	Names topics.Names
+	// MaxRequests and MaxRequestsPerSubscription bound the requests
+	// served at once; past them a request gets 429. Defaults
+	// DefaultMaxRequests and DefaultMaxRequestsPerSubscription.
+	MaxRequests, MaxRequestsPerSubscription int
+	// MaxAnswerBytes bounds an answer's events but its first. Default
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
+	// MaxScan bounds the records one answer reads. Default
+	// DefaultMaxScan.
+	MaxScan int
+}
+
+// Server serves pull subscriptions. Run follows the subscriptions and
+// lists the events topic's ends for waiting requests; Events answers.
+type Server struct {
+	cfg      Config
+	cl       *kgo.Client
+	registry *subscriptions.Registry
+	log      *slog.Logger
+	fetch    *fetcher
+	metrics  *metrics
+	now      func() time.Time
+
+	mu    sync.Mutex
+	subs  map[string]*compiled // from Run's watch; nil before it loaded
+	busy  map[string]int       // requests in progress per subscription
+	total int
+
+	ends *ends
+}
+
+// compiled is a subscription as the server uses it.
+type compiled struct {
+	sub    subscriptions.Subscription
+	render *subscriptions.Compiled
+}
+
+// New builds the server. cl reads and writes Kafka (the events topic, the
+// subscriptions' cursors, the attempts topic); registry is the
+// subscriptions'. It does no I/O.
+func New(cfg Config, cl *kgo.Client, registry *subscriptions.Registry, log *slog.Logger, reg prometheus.Registerer) *Server {
+	cfg.MaxRequests = cmp.Or(cfg.MaxRequests, DefaultMaxRequests)
+	cfg.MaxRequestsPerSubscription = cmp.Or(cfg.MaxRequestsPerSubscription, DefaultMaxRequestsPerSubscription)
+	cfg.MaxAnswerBytes = cmp.Or(cfg.MaxAnswerBytes, DefaultMaxAnswerBytes)
+	cfg.MaxScan = cmp.Or(cfg.MaxScan, DefaultMaxScan)
+	s := &Server{
+		cfg:      cfg,
+		cl:       cl,
+		registry: registry,
+		log:      log.With("component", "pull"),
+		fetch:    &fetcher{cl: cl, topic: string(cfg.Names.Events)},
+		now:      time.Now,
+		busy:     make(map[string]int),
+		ends:     newEnds(),
+	}
+	s.metrics = newMetrics(reg, s)
+	return s
+}
+
+// Run follows the subscriptions, and lists the events topic's ends while
+// requests wait, until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { s.ends.run(ctx, s.cl, s.cfg.Names.Events, s.log) })
+	return s.registry.Watch(ctx, s.reconcile)
+}
+
+func (s *Server) reconcile(subs map[string]subscriptions.Subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.subs
+	s.subs = make(map[string]*compiled, len(subs))
+	for id, sub := range subs {
+		if sub.Kind() != subscriptions.KindPull {
+			continue
+		}
+		c := old[id]
+		if c == nil || !c.render.Of(sub) {
+			c = &compiled{sub: sub, render: subscriptions.Compile(sub)}
+		}
+		s.subs[id] = c
+	}
+	for id := range old {
+		if _, ok := s.subs[id]; !ok {
+			s.metrics.forget(id)
+		}
+	}
+}
+
+// subscription returns subscription id as last watched, or as the
+// registry has it when the watch has not seen it yet (just created).
+func (s *Server) subscription(ctx context.Context, id string) (*compiled, error) {
+	s.mu.Lock()
+	c, ok := s.subs[id]
+	s.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	sub, err := s.registry.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &compiled{sub: sub, render: subscriptions.Compile(sub)}, nil
+}
+
+// problem is a refused request: its status and message.
+type problem struct {
+	status int
+	msg    string
+}
+
+func (p *problem) Error() string { return p.msg }
+
+func refuse(status int, format string, args ...any) *problem {
+	return &problem{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// Events answers GET /subscriptions/{id}/events.
+func (s *Server) Events(c *echo.Context) error {
+	code, err := s.events(c)
+	s.metrics.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+	return err
+}
+
+func (s *Server) events(c *echo.Context) (int, error) {
+	var p *problem
+	code, err := s.serve(c)
+	switch {
+	case err == nil:
+		return code, nil
+	case errors.As(err, &p):
+		code = p.status
+	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+		return 499, nil // the consumer left
+	default:
+		s.log.Error("pull request failed", "subscription", c.Param("id"), "err", err)
+		p = &problem{status: http.StatusServiceUnavailable, msg: "temporarily unavailable"}
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	if p.status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hookstream pull"`)
+	}
+	if p.status == http.StatusTooManyRequests {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	return p.status, c.JSON(p.status, map[string]string{"error": p.msg})
+}
+
+// request is a pull request's parameters.
+type request struct {
+	limit  int
+	wait   time.Duration
+	cursor string
+	given  bool // a cursor was given
+}
+
+func parseRequest(c *echo.Context) (request, error) {
+	q := c.Request().URL.Query()
+	r := request{limit: DefaultLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return r, refuse(http.StatusBadRequest, "limit: %.32q is not a number from 1 to %d", v, MaxLimit)
+		}
+		r.limit = min(n, MaxLimit)
+	}
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			secs, serr := strconv.Atoi(v)
+			d, err = time.Duration(secs)*time.Second, serr
+		}
+		if err != nil || d < 0 {
+			return r, refuse(http.StatusBadRequest, "wait: %.32q is not a duration such as 30s (at most %v)", v, MaxWait)
+		}
+		r.wait = min(d, MaxWait)
+	}
+	r.cursor, r.given = q.Get("cursor"), q.Has("cursor")
+	return r, nil
+}
+
+// serve answers a request, or returns why not.
+func (s *Server) serve(c *echo.Context) (int, error) {
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	sc, err := s.subscription(ctx, id)
+	if errors.Is(err, subscriptions.ErrNotFound) {
+		return 0, refuse(http.StatusNotFound, "unknown subscription %.100q", id)
+	}
+	if err != nil {
+		return 0, err
+	}
+	sub := sc.sub
+	if kind := sub.Kind(); kind != subscriptions.KindPull {
+		return 0, refuse(http.StatusConflict, "subscription %s is a %s subscription: it is delivered, not pulled", id, kind)
+	}
+	now := s.now()
+	if !authorized(c.Request(), sub, now) {
+		return 0, refuse(http.StatusUnauthorized, "invalid pull token")
+	}
+	if !sub.Enabled {
+		reason := cmp.Or(sub.DisabledReason, "disabled by an operator")
+		return 0, refuse(http.StatusForbidden, "subscription %s is disabled (%s): enable it to pull", id, reason)
+	}
+	req, err := parseRequest(c)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.fetch.partitions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var cur *cursor
+	if req.given {
+		got, err := decodeCursor(req.cursor, id, cursorKeys(sub, now))
+		if err != nil {
+			return 0, refuse(http.StatusBadRequest, "%v", err)
+		}
+		if len(got.to) != n {
+			return 0, refuse(http.StatusBadRequest, "%v: %d partitions, the events topic has %d", errMalformed, len(got.to), n)
+		}
+		cur = &got
+	}
+	release, ok := s.admit(id)
+	if !ok {
+		return 0, refuse(http.StatusTooManyRequests, "too many pull requests at once (%d per subscription, %d in all): try again", s.cfg.MaxRequestsPerSubscription, s.cfg.MaxRequests)
+	}
+	defer release()
+
+	committed, err := s.committed(ctx, sub, n)
+	if err != nil {
+		return 0, err
+	}
+	pos, replayed := committed, false
+	if cur != nil {
+		rewind := ""
+		if sub.Rewind != nil {
+			rewind = sub.Rewind.ID
+		}
+		if cur.rewind == rewind {
+			pos = cur.to
+			if err := s.acknowledge(ctx, sc, committed, *cur); err != nil {
+				return 0, err
+			}
+		} else {
+			// Minted before the subscription's last replay: committing
+			// it would undo the replay. It acknowledges nothing; the
+			// answer starts where the replay put the subscription.
+			replayed = true
+		}
+	}
+	a, err := s.read(ctx, sc, pos, req)
+	if err != nil {
+		return 0, err
+	}
+	a.replayed = replayed
+	s.metrics.events(id).Add(float64(len(a.bodies)))
+	return http.StatusOK, c.Blob(http.StatusOK, echo.MIMEApplicationJSON, a.json(sub, now))
+}
+
+// authorized reports whether the request carries a pull token of sub in
+// force at now (the token, or the previous one during its overlap),
+// compared in constant time.
+func authorized(r *http.Request, sub subscriptions.Subscription, now time.Time) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return false
+	}
+	good := 0
+	good |= subtle.ConstantTimeCompare([]byte(token), []byte(sub.Secret))
+	if sub.PreviousSecret != "" && now.Before(sub.PreviousSecretUntil) {
+		good |= subtle.ConstantTimeCompare([]byte(token), []byte(sub.PreviousSecret))
+	}
+	return good == 1 && sub.Secret != ""
+}
+
+// cursorKeys are the keys of sub's cursors in force at now: the current
+// token's first, which signs new cursors.
+func cursorKeys(sub subscriptions.Subscription, now time.Time) [][]byte {
+	var keys [][]byte
+	for _, k := range sub.Keys(now) {
+		keys = append(keys, cursorKey(k))
+	}
+	return keys
+}
+
+// admit takes a place for a request of subscription id, false past the
+// bounds; release gives it back.
+func (s *Server) admit(id string) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.total >= s.cfg.MaxRequests || s.busy[id] >= s.cfg.MaxRequestsPerSubscription {
+		return nil, false
+	}
+	s.total++
+	s.busy[id]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.total--
+		if s.busy[id]--; s.busy[id] == 0 {
+			delete(s.busy, id)
+		}
+	}, true
+}
+
+// committed reads sub's committed cursor on each of the n partitions,
+// with its last replay applied where the commit does not carry the
+// replay's tag yet; a partition without a commit is at its end.
+func (s *Server) committed(ctx context.Context, sub subscriptions.Subscription, n int) ([]int64, error) {
+	adm := kadm.NewClient(s.cl)
+	topic := string(s.cfg.Names.Events)
+	fetched, err := adm.FetchOffsets(ctx, string(s.cfg.Names.SubscriptionGroup(sub.ID)))
+	if err == nil {
+		err = fetched.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pull: cursor of %s: %w", sub.ID, err)
+	}
+	pos := make([]int64, n)
+	var missing bool
+	for p := range pos {
+		pos[p] = -1
+		if o, ok := fetched.Lookup(topic, int32(p)); ok && o.At >= 0 {
+			pos[p] = o.At
+			if rw := sub.Rewind; rw != nil && o.Metadata != rw.Tag() {
+				if at, ok := rw.Offsets[int32(p)]; ok {
+					pos[p] = at
+				}
+			}
+		}
+		missing = missing || pos[p] < 0
+	}
+	if missing {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pull: end offsets: %w", err)
+		}
+		for p := range pos {
+			if o, ok := ends.Lookup(topic, int32(p)); ok && pos[p] < 0 {
+				pos[p] = o.Offset
+			}
+		}
+	}
+	return pos, nil
+}
+
+// commit commits pos as sub's cursor, tagged with its last replay.
+func (s *Server) commit(ctx context.Context, sub subscriptions.Subscription, pos []int64) error {
+	var offs kadm.Offsets
+	for p, at := range pos {
+		offs.Add(kadm.Offset{Topic: string(s.cfg.Names.Events), Partition: int32(p), At: at, LeaderEpoch: -1, Metadata: sub.Rewind.Tag()})
+	}
+	resp, err := kadm.NewClient(s.cl).CommitOffsets(ctx, string(s.cfg.Names.SubscriptionGroup(sub.ID)), offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("pull: commit the cursor of %s: %w", sub.ID, err)
+	}
+	return nil
+}
+
+// answer is what a request gets.
+type answer struct {
+	bodies   [][]byte
+	errs     []entryError
+	to       []int64 // where the next answer begins
+	from     []int64
+	replayed bool
+}
+
+// entryError is an event whose transform failed: served as an error, its
+// body never.
+type entryError struct {
+	id        string
+	partition int32
+	offset    int64
+	err       string
+}
+
+// json writes the answer, its cursor signed with sub's current token.
+func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
+	size := 64
+	for _, b := range a.bodies {
+		size += len(b) + 1
+	}
+	b := bytes.NewBuffer(make([]byte, 0, size))
+	b.WriteString(`{"events":[`)
+	for i, body := range a.bodies {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(body)
+	}
+	rewind := ""
+	if sub.Rewind != nil {
+		rewind = sub.Rewind.ID
+	}
+	keys := cursorKeys(sub, now)
+	b.WriteString(`],"cursor":`)
+	b.Write(topics.AppendJSONString(nil, cursor{rewind: rewind, from: a.from, to: a.to}.encode(sub.ID, keys[0])))
+	if len(a.errs) > 0 {
+		b.WriteString(`,"errors":[`)
+		for i, e := range a.errs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(b, `{"id":%s,"partition":%d,"offset":%d,"error":%s}`,
+				topics.AppendJSONString(nil, e.id), e.partition, e.offset, topics.AppendJSONString(nil, e.err))
+		}
+		b.WriteByte(']')
+	}
+	if a.replayed {
+		b.WriteString(`,"replayed":true`)
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// read reads the events after pos for sub: at most req.limit, about
+// MaxAnswerBytes (at least one event), MaxScan records; with none yet
+// and req.wait, it waits for more until the wait ends.
+func (s *Server) read(ctx context.Context, sc *compiled, pos []int64, req request) (*answer, error) {
+	deadline := s.now().Add(req.wait)
+	for {
+		a, more, err := s.scan(ctx, sc, pos, req.limit)
+		if err != nil {
+			return nil, err
+		}
+		if len(a.bodies) > 0 || len(a.errs) > 0 || more || !s.now().Before(deadline) {
+			return a, nil
+		}
+		pos = a.to
+		if !s.ends.wait(ctx, pos, deadline, s.metrics.waiting) {
+			return a, nil
+		}
+	}
+}
+
+// scan reads from pos once: it returns the answer, and whether records
+// remained to be read when it stopped (limit, size, or MaxScan).
+func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int) (*answer, bool, error) {
+	n := len(from)
+	pos := append([]int64(nil), from...)
+	a := &answer{from: append([]int64(nil), from...)}
+	lso := make([]int64, n)
+	for p := range lso {
+		lso[p] = -1 // unknown: read
+	}
+	// The partitions in an order that depends only on the cursor, so
+	// that a repeated request reads the same, and no partition waits for
+	// the others' backlog at every request; a partition that got nothing
+	// while it had records (a response full before it) goes first next.
+	order := rotation(from)
+	var starved []int32
+	size, scanned := 0, 0
+	full := false
+	for rounds := 0; rounds < maxRounds; rounds++ {
+		var round []int32
+		round = append(round, starved...)
+		for _, p := range order {
+			if (lso[p] < 0 || pos[p] < lso[p]) && !containsPart(starved, p) {
+				round = append(round, p)
+			}
+		}
+		starved = starved[:0]
+		if len(round) == 0 || full || scanned >= s.cfg.MaxScan {
+			break
+		}
+		got, err := s.fetchRound(ctx, round, pos)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, p := range round {
+			f := got[p]
+			lso[p] = f.lso
+			if full || scanned >= s.cfg.MaxScan {
+				continue
+			}
+			if len(f.recs) == 0 && f.next == pos[p] && pos[p] < f.lso {
+				starved = append(starved, p)
+			}
+			taken := 0
+			for _, r := range f.recs {
+				if len(a.bodies)+len(a.errs) >= limit || scanned >= s.cfg.MaxScan {
+					full = len(a.bodies)+len(a.errs) >= limit
+					break
+				}
+				match, body, terr := judge(sc.render, r, s.cfg.MaxAnswerBytes)
+				if match && terr == nil && len(a.bodies) > 0 && size+len(body) > s.cfg.MaxAnswerBytes {
+					full = true
+					break
+				}
+				scanned++
+				taken++
+				pos[p] = r.Offset + 1
+				switch {
+				case !match:
+				case terr != nil:
+					a.errs = append(a.errs, entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error()})
+				default:
+					a.bodies = append(a.bodies, body)
+					size += len(body)
+				}
+			}
+			if taken == len(f.recs) {
+				pos[p] = f.next
+			}
+		}
+	}
+	a.to = pos
+	more := false
+	for p := range pos {
+		more = more || lso[p] >= 0 && pos[p] < lso[p]
+	}
+	return a, more, nil
+}
+
+// fetchRound fetches the round's partitions from pos, moving a position
+// out of the log (gone with retention, or past the end) to its start or
+// end first.
+func (s *Server) fetchRound(ctx context.Context, round []int32, pos []int64) (map[int32]fetched, error) {
+	got, err := s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+	if !errors.Is(err, errOutOfRange) {
+		return got, err
+	}
+	if err := s.clamp(ctx, pos); err != nil {
+		return nil, err
+	}
+	return s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+}
+
+// clamp moves each position into its partition's log.
+func (s *Server) clamp(ctx context.Context, pos []int64) error {
+	adm := kadm.NewClient(s.cl)
+	topic := string(s.cfg.Names.Events)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("pull: start offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("pull: end offsets: %w", err)
+	}
+	for p := range pos {
+		if o, ok := starts.Lookup(topic, int32(p)); ok {
+			pos[p] = max(pos[p], o.Offset)
+		}
+		if o, ok := ends.Lookup(topic, int32(p)); ok {
+			pos[p] = min(pos[p], o.Offset)
+		}
+	}
+	return nil
+}
+
+// judge is what sub's consumer receives of r: whether it matches, and its
+// body or the transform's failure.
+func judge(c *subscriptions.Compiled, r *kgo.Record, limit int) (bool, []byte, error) {
+	e := subscriptions.NewEvent(r)
+	if !c.Match(e).Match {
+		return false, nil, nil
+	}
+	body, err := c.Render(e, limit)
+	return true, body, err
+}
+
+// rotation is the partitions from one that depends on pos alone.
+func rotation(pos []int64) []int32 {
+	h := fnv.New32a()
+	for _, o := range pos {
+		h.Write(strconv.AppendInt(nil, o, 10))
+	}
+	n := len(pos)
+	start := int(h.Sum32() % uint32(max(n, 1)))
+	order := make([]int32, 0, n)
+	for i := range n {
+		order = append(order, int32((start+i)%n))
+	}
+	return order
+}
+
+func containsPart(ps []int32, p int32) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// acknowledge commits the cursor cur presents, when it moves the
+// committed one, and records the events of the answer it came with that
+// it acknowledges for the first time (those after the committed cursor)
+// in the attempts topic: the ledger shows them delivered, or failed with
+// their transform's error.
+func (s *Server) acknowledge(ctx context.Context, sc *compiled, committed []int64, cur cursor) error {
+	moved := false
+	for p := range committed {
+		moved = moved || cur.to[p] != committed[p]
+	}
+	if !moved {
+		return nil
+	}
+	if err := s.commit(ctx, sc.sub, cur.to); err != nil {
+		return err
+	}
+	from := make([]int64, len(committed))
+	var span int64
+	for p := range from {
+		from[p] = max(committed[p], cur.from[p])
+		span += max(cur.to[p]-from[p], 0)
+	}
+	if span == 0 || span > int64(s.cfg.MaxScan)*2 {
+		return nil // nothing newly acknowledged, or not one answer's
+	}
+	s.noteAcks(ctx, sc, from, cur.to)
+	return nil
+}
+
+// noteAcks writes an attempt for each event sc's consumer received in
+// [from, to), read again: one answer's records at most. A failure is
+// logged: the cursor is committed, and the ledger is a record, not a
+// guarantee.
+func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64) {
+	now := s.now().UTC()
+	pos := append([]int64(nil), from...)
+	wait := backoff.New(10*time.Millisecond, 100*time.Millisecond)
+	for rounds := 0; rounds < 100; rounds++ {
+		var round []int32
+		for p := range pos {
+			if pos[p] < to[p] {
+				round = append(round, int32(p))
+			}
+		}
+		if len(round) == 0 {
+			return
+		}
+		got, err := s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+		if err != nil {
+			s.log.Warn("pull acknowledgments not recorded", "subscription", sc.sub.ID, "err", err)
+			return
+		}
+		progressed := false
+		for _, p := range round {
+			f := got[p]
+			for _, r := range f.recs {
+				if r.Offset >= to[p] {
+					break
+				}
+				match, _, terr := judge(sc.render, r, s.cfg.MaxAnswerBytes)
+				if match {
+					a := topics.Attempt{Subscription: sc.sub.ID, EventID: string(r.Key), N: 1, Outcome: topics.OutcomeDelivered, At: now}
+					if terr != nil {
+						a.Outcome, a.Error = topics.OutcomeFailed, terr.Error()
+					}
+					s.note(a)
+				}
+			}
+			next := min(f.next, to[p])
+			progressed = progressed || next > pos[p]
+			pos[p] = next
+		}
+		if !progressed && !wait.Wait(ctx) {
+			return
+		}
+	}
+}
+
+// note writes a to the attempts topic without waiting for it.
+func (s *Server) note(a topics.Attempt) {
+	s.cl.Produce(context.Background(), a.Record(s.cfg.Names.DeliveryAttempts), func(_ *kgo.Record, err error) {
+		if err != nil {
+			s.log.Warn("pull acknowledgment not recorded", "subscription", a.Subscription, "event_id", a.EventID, "err", err)
+		}
+	})
+}
+
+// metrics are the server's collectors.
+type metrics struct {
+	requests *prometheus.CounterVec
+	served   *prometheus.CounterVec
+	waiting  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_pull_requests_total",
+			Help: "Pull requests answered, by status code (499: the consumer left first).",
+		}, []string{"code"}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_pull_events_total",
+			Help: "Events served to pull consumers, by subscription (a repeated request serves its events again).",
+		}, []string{"subscription"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookstream_pull_waiting",
+			Help: "Pull requests waiting for events (long polls).",
+		}),
+	}
+	reg.MustRegister(m.requests, m.served, m.waiting, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookstream_pull_requests_in_progress",
+		Help: "Pull requests being served, long polls included; past the bound a request gets 429.",
+	}, func() float64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return float64(s.total)
+	}))
+	return m
+}
+
+func (m *metrics) events(id string) prometheus.Counter { return m.served.WithLabelValues(id) }
+
+func (m *metrics) forget(id string) { m.served.DeleteLabelValues(id) }
+
+// ends lists the last stable offsets of the events topic every endsEvery
+// while requests wait for them to move, once for all of them.
+type ends struct {
+	mu      sync.Mutex
+	waiters int
+	lso     map[int32]int64
+	moved   chan struct{} // closed when lso changes
+	wake    chan struct{}
+}
+
+func newEnds() *ends {
+	return &ends{lso: make(map[int32]int64), moved: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+func (e *ends) run(ctx context.Context, cl *kgo.Client, topic topics.Topic, log *slog.Logger) {
+	adm := kadm.NewClient(cl)
+	t := time.NewTicker(endsEvery)
+	defer t.Stop()
+	for {
+		e.mu.Lock()
+		waiters := e.waiters
+		e.mu.Unlock()
+		if waiters == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.wake:
+			}
+		}
+		listed, err := adm.ListCommittedOffsets(ctx, string(topic))
+		if err == nil {
+			err = listed.Error()
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("pull: cannot list the events topic's ends", "err", err)
+		}
+		if err == nil {
+			lso := make(map[int32]int64)
+			listed.Each(func(o kadm.ListedOffset) { lso[o.Partition] = o.Offset })
+			e.mu.Lock()
+			if !maps.Equal(lso, e.lso) {
+				e.lso = lso
+				close(e.moved)
+				e.moved = make(chan struct{})
+			}
+			e.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// wait returns true once some partition's last stable offset is past
+// pos, false when deadline or ctx came first.
+func (e *ends) wait(ctx context.Context, pos []int64, deadline time.Time, gauge prometheus.Gauge) bool {
+	gauge.Inc()
+	defer gauge.Dec()
+	e.mu.Lock()
+	e.waiters++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.waiters--
+		e.mu.Unlock()
+	}()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		lso, moved := e.lso, e.moved
+		e.mu.Unlock()
+		for p, o := range pos {
+			if lso[int32(p)] > o {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return false
+		case <-moved:
+		}
+	}
+}
