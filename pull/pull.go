@@ -213,7 +213,6 @@ func (s *Server) events(c *echo.Context) (int, error) {
 	case err == nil:
 		return code, nil
 	case errors.As(err, &p):
-		code = p.status
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		return 499, nil // the consumer left
 	default:
