@@ -35,7 +35,7 @@ type topicMeta struct {
 type fetched struct {
 	recs []*kgo.Record // committed data records from the offset asked
 	next int64         // where to read on once every record is taken
-	lso  int64         // the last stable offset
+	lso  int64         // the last stable offset; -1 when the broker left the partition out
 }
 
 // errOutOfRange: an offset asked is before the partition's start (gone
@@ -182,8 +182,8 @@ func (f *fetcher) fetchFrom(ctx context.Context, leader int32, id [16]byte, part
 		}
 	}
 	for _, p := range parts {
-		if _, ok := out[p]; !ok {
-			return nil, fmt.Errorf("pull: broker %d did not answer for partition %d", leader, p)
+		if _, ok := out[p]; !ok { // left out of a full response
+			out[p] = fetched{next: pos[p], lso: -1}
 		}
 	}
 	return out, nil

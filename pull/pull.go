@@ -564,7 +564,7 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 			if full || scanned >= s.cfg.MaxScan {
 				continue
 			}
-			if len(f.recs) == 0 && f.next == pos[p] && pos[p] < f.lso {
+			if len(f.recs) == 0 && f.next == pos[p] && (f.lso < 0 || pos[p] < f.lso) {
 				starved = append(starved, p)
 			}
 			taken := 0

@@ -10,12 +10,14 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -268,5 +270,261 @@ func TestLostAnswersLoseNothing(t *testing.T) {
 	h.checkOrder(t, got, want)
 	if slices.Contains(got, "shop:aborted") {
 		t.Errorf("an aborted event was served")
+	}
+}
+
+// TestRestartResumesFromSavedCursor: a consumer that saved its cursor
+// resumes exactly after a restart of both ends; one that lost it resumes
+// from the subscription's committed cursor, the last it presented.
+func TestRestartResumesFromSavedCursor(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	var want []string
+	for range 30 {
+		want = append(want, h.event(t, nil, "shop", "order"))
+	}
+	first := h.pull(t, sub.ID, sub.Secret, cursorQuery("", 10))
+	second := h.pull(t, sub.ID, sub.Secret, cursorQuery(first.Cursor, 10))
+	got := append(first.ids(t), second.ids(t)...)
+	saved := second.Cursor
+
+	// Without a cursor: from the committed one, first's.
+	again := h.pull(t, sub.ID, sub.Secret, cursorQuery("", 10))
+	if !slices.Equal(again.ids(t), second.ids(t)) {
+		t.Errorf("without a cursor: got %v, want the answer after the last cursor presented %v", again.ids(t), second.ids(t))
+	}
+
+	// Another server (a restart, or another ingest instance).
+	h.start(t, pull.Config{})
+	for cursor := saved; ; {
+		a := h.pull(t, sub.ID, sub.Secret, cursorQuery(cursor, 10))
+		if a.status != http.StatusOK {
+			t.Fatalf("pull: %d %s", a.status, a.Error)
+		}
+		if len(a.Events) == 0 {
+			break
+		}
+		got, cursor = append(got, a.ids(t)...), a.Cursor
+	}
+	h.checkOrder(t, got, want)
+}
+
+// TestRefusals: each refused request gets its status, and a rotated
+// token works during its overlap only.
+func TestRefusals(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	other := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	webhook := h.subscribe(t, subscriptions.Subscription{URL: "https://example.com/hook"})
+	h.event(t, nil, "shop", "order")
+	mine := h.pull(t, sub.ID, sub.Secret, nil)
+	theirs := h.pull(t, other.ID, other.Secret, nil)
+	tampered := []byte(mine.Cursor)
+	tampered[len(tampered)/2] ^= 1
+	for _, tc := range []struct {
+		name, sub, token string
+		query            url.Values
+		want             int
+	}{
+		{"no token", sub.ID, "", nil, http.StatusUnauthorized},
+		{"wrong token", sub.ID, other.Secret, nil, http.StatusUnauthorized},
+		{"webhook secret", webhook.ID, webhook.Secret, nil, http.StatusConflict},
+		{"unknown subscription", "sub_nothere", sub.Secret, nil, http.StatusNotFound},
+		{"another subscription's cursor", sub.ID, sub.Secret, cursorQuery(theirs.Cursor, 0), http.StatusBadRequest},
+		{"tampered cursor", sub.ID, sub.Secret, cursorQuery(string(tampered), 0), http.StatusBadRequest},
+		{"malformed cursor", sub.ID, sub.Secret, cursorQuery("not a cursor", 0), http.StatusBadRequest},
+		{"empty cursor", sub.ID, sub.Secret, url.Values{"cursor": {""}}, http.StatusBadRequest},
+		{"limit 0", sub.ID, sub.Secret, url.Values{"limit": {"0"}}, http.StatusBadRequest},
+		{"limit not a number", sub.ID, sub.Secret, url.Values{"limit": {"ten"}}, http.StatusBadRequest},
+		{"negative wait", sub.ID, sub.Secret, url.Values{"wait": {"-1s"}}, http.StatusBadRequest},
+		{"own cursor", sub.ID, sub.Secret, cursorQuery(mine.Cursor, 0), http.StatusOK},
+		{"huge limit, clamped", sub.ID, sub.Secret, url.Values{"limit": {"1000000"}}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := h.pull(t, tc.sub, tc.token, tc.query)
+			if a.status != tc.want {
+				t.Errorf("got %d (%s), want %d", a.status, a.Error, tc.want)
+			}
+			if a.status == http.StatusUnauthorized && a.header.Get("WWW-Authenticate") == "" {
+				t.Errorf("401 without WWW-Authenticate")
+			}
+		})
+	}
+
+	// Rotated: both tokens work, and the old one's cursors.
+	ctx := context.Background()
+	rotated, err := h.registry.Update(ctx, sub.ID, func(s *subscriptions.Subscription) error {
+		s.Rotate("", time.Now())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(token, cursor string) func() error {
+		return func() error {
+			if a := h.pull(t, sub.ID, token, cursorQuery(cursor, 0)); a.status != http.StatusOK {
+				return fmt.Errorf("got %d %s", a.status, a.Error)
+			}
+			return nil
+		}
+	}
+	kafkatest.WaitFor(t, 10*time.Second, status(rotated.Secret, mine.Cursor))
+	kafkatest.WaitFor(t, 10*time.Second, status(sub.Secret, mine.Cursor))
+
+	// Past the overlap: the old token and its cursors are refused.
+	if _, err := h.registry.Update(ctx, sub.ID, func(s *subscriptions.Subscription) error {
+		s.PreviousSecretUntil = time.Now().Add(-time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if a := h.pull(t, sub.ID, sub.Secret, nil); a.status != http.StatusUnauthorized {
+			return fmt.Errorf("old token after the overlap: got %d, want 401", a.status)
+		}
+		return nil
+	})
+	if a := h.pull(t, sub.ID, rotated.Secret, cursorQuery(mine.Cursor, 0)); a.status != http.StatusBadRequest {
+		t.Errorf("old token's cursor after the overlap: got %d, want 400", a.status)
+	}
+
+	// Disabled: 403.
+	if _, err := h.registry.Update(ctx, sub.ID, func(s *subscriptions.Subscription) error {
+		s.Enabled = false
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if a := h.pull(t, sub.ID, rotated.Secret, nil); a.status != http.StatusForbidden {
+			return fmt.Errorf("disabled: got %d, want 403", a.status)
+		}
+		return nil
+	})
+}
+
+// waiting is the number of long polls waiting, as the metrics say.
+func (h *harness) waitingPolls(t *testing.T, want int) {
+	t.Helper()
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if got := testutil.ToFloat64(h.gauge(t, "hookstream_pull_waiting")); int(got) != want {
+			return fmt.Errorf("waiting long polls: got %v, want %d", got, want)
+		}
+		return nil
+	})
+}
+
+func (h *harness) gauge(t *testing.T, name string) prometheus.Collector {
+	t.Helper()
+	return gathered{h.metrics, name}
+}
+
+// gathered is one gathered metric family of a registry, as a collector
+// testutil reads.
+type gathered struct {
+	reg  *prometheus.Registry
+	name string
+}
+
+func (g gathered) Describe(chan<- *prometheus.Desc) {}
+
+func (g gathered) Collect(ch chan<- prometheus.Metric) {
+	families, _ := g.reg.Gather()
+	for _, f := range families {
+		if f.GetName() == g.name {
+			for _, m := range f.GetMetric() {
+				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, "", nil, nil), prometheus.GaugeValue, m.GetGauge().GetValue()+m.GetCounter().GetValue())
+			}
+		}
+	}
+}
+
+// TestLongPollAnswersWhenAnEventArrives: a request waiting up to 30 s
+// is answered with the event written while it waits, and the caps on
+// waiting requests answer 429 past them.
+func TestLongPollAnswersWhenAnEventArrives(t *testing.T) {
+	h := newHarness(t, pull.Config{MaxRequestsPerSubscription: 1, MaxRequests: 2})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	other := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	third := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	wait := url.Values{"wait": {"30s"}}
+	answers := make(chan answer, 2)
+	go func() { answers <- h.pull(t, sub.ID, sub.Secret, wait) }()
+	h.waitingPolls(t, 1)
+
+	// The subscription's one place is taken; the others' are not.
+	if a := h.pull(t, sub.ID, sub.Secret, wait); a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" {
+		t.Errorf("second long poll of one subscription: got %d (Retry-After %q), want 429 with Retry-After", a.status, a.header.Get("Retry-After"))
+	}
+	go func() { answers <- h.pull(t, other.ID, other.Secret, wait) }()
+	h.waitingPolls(t, 2)
+	if a := h.pull(t, third.ID, third.Secret, wait); a.status != http.StatusTooManyRequests {
+		t.Errorf("a third request past the global cap: got %d, want 429", a.status)
+	}
+
+	id := h.event(t, h.transactional(t), "shop", "order")
+	for range 2 {
+		a := <-answers
+		if a.status != http.StatusOK || !slices.Equal(a.ids(t), []string{id}) {
+			t.Errorf("long poll: got %d %v, want 200 with %s", a.status, a.ids(t), id)
+		}
+	}
+	h.waitingPolls(t, 0)
+	if a := h.pull(t, third.ID, third.Secret, nil); a.status != http.StatusOK || len(a.Events) != 1 {
+		t.Errorf("once the places are free: got %d with %d events", a.status, len(a.Events))
+	}
+}
+
+// TestAnswerBounds: a huge limit is clamped to 1000, an answer stays
+// within the size bound, and an event larger than the bound is served
+// alone rather than never.
+func TestAnswerBounds(t *testing.T) {
+	h := newHarness(t, pull.Config{MaxAnswerBytes: 2000})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	var recs []*kgo.Record
+	for i := range 1010 {
+		recs = append(recs, eventRecord(t, h.env.Names, "shop", "small-"+strconv.Itoa(i), "order", `{}`))
+	}
+	big := eventRecord(t, h.env.Names, "shop", "big", "order", `{"pad":"`+strings.Repeat("x", 5000)+`"}`)
+	recs = append(recs, big)
+	if err := h.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	seen, cursor := 0, ""
+	sawBig := false
+	for seen < len(recs) {
+		q := cursorQuery(cursor, 0)
+		q.Set("limit", "1000000")
+		a := h.pull(t, sub.ID, sub.Secret, q)
+		if a.status != http.StatusOK || len(a.Events) == 0 {
+			t.Fatalf("pull after %d events: %d %s with %d events", seen, a.status, a.Error, len(a.Events))
+		}
+		size := 0
+		for _, e := range a.Events {
+			size += len(e)
+		}
+		if len(a.Events) > 1 && size > 2000 {
+			t.Errorf("answer of %d events, %d bytes: over the 2000-byte bound", len(a.Events), size)
+		}
+		if slices.Contains(a.ids(t), "shop:big") {
+			sawBig = true
+		}
+		seen += len(a.Events)
+		cursor = a.Cursor
+	}
+	if !sawBig {
+		t.Errorf("the event larger than the bound was never served")
+	}
+
+	h2 := newHarness(t, pull.Config{})
+	sub2 := h2.subscribe(t, subscriptions.Subscription{Pull: true})
+	for _, r := range recs {
+		r.Topic = string(h2.env.Names.Events)
+	}
+	if err := h2.cl.ProduceSync(context.Background(), recs[:1010]...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if a := h2.pull(t, sub2.ID, sub2.Secret, url.Values{"limit": {"1000000"}}); len(a.Events) != pull.MaxLimit {
+		t.Errorf("limit 1000000: got %d events, want %d", len(a.Events), pull.MaxLimit)
 	}
 }
