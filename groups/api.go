@@ -151,7 +151,8 @@ const rewindWait = time.Minute
 // (subscriptions.Rewind). It waits until every partition of the plan
 // carries the tag. With no dispatcher running, or the subscription
 // disabled, it clears any earlier rewind and says it did not hand the
-// replay on: the plan is committed directly.
+// replay on: the plan is committed directly. A pull subscription's
+// replay is rewindPull's.
 func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	if err := plan.Refusal(); err != nil {
 		return false, err
@@ -165,6 +166,9 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	sub, err := a.Registry.Get(ctx, id)
 	if err != nil {
 		return false, err
+	}
+	if sub.Kind() == subscriptions.KindPull {
+		return true, a.rewindPull(ctx, sub, plan)
 	}
 	if len(infos[dispatch].members) == 0 || !sub.Enabled {
 		// No dispatcher holds the cursor: it is committed directly, and
@@ -215,6 +219,29 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// rewindPull replays a pull subscription, whose cursor its consumers
+// move (no dispatcher holds it): the replay becomes the subscription's
+// rewind and its targets are committed tagged with it. A cursor minted
+// before the replay, or a commit of one already under way, cannot undo
+// it: the pull endpoint commits no cursor of an earlier rewind, and reads
+// a commit without the rewind's tag as the rewind's targets.
+func (a API) rewindPull(ctx context.Context, sub subscriptions.Subscription, plan Plan) error {
+	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
+	for _, m := range plan.Moves {
+		if m.Topic != string(a.Names.Events) {
+			return refused{fmt.Errorf("the replay of a pull subscription moves only its cursor on %s, not %s", a.Names.Events, m.Topic)}
+		}
+		rw.Offsets[m.Partition] = m.Target
+	}
+	if _, err := a.Registry.Update(ctx, sub.ID, func(s *subscriptions.Subscription) error {
+		s.Rewind = rw
+		return nil
+	}); err != nil {
+		return fmt.Errorf("groups: replay of %s: %w", sub.ID, err)
+	}
+	return execute(ctx, kadm.NewClient(a.Kafka), plan, rw.Tag())
 }
 
 // ReplayRequest is the body of POST /api/replay/plan and

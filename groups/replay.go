@@ -423,6 +423,11 @@ func (t Target) move(topic string, p int32, c, start, end int64, byTime map[int3
 // would overwrite the replay. Every partition's commit is checked; when
 // some fail, the error names them and the others stay committed.
 func Execute(ctx context.Context, adm *kadm.Client, plan Plan) error {
+	return execute(ctx, adm, plan, "")
+}
+
+// execute is Execute, each offset committed with metadata meta.
+func execute(ctx context.Context, adm *kadm.Client, plan Plan, meta string) error {
 	infos, err := describe(ctx, adm, plan.Group)
 	if err != nil {
 		return err
@@ -434,7 +439,7 @@ func Execute(ctx context.Context, adm *kadm.Client, plan Plan) error {
 	}
 	var offsets kadm.Offsets
 	for _, m := range plan.Moves {
-		offsets.Add(kadm.Offset{Topic: m.Topic, Partition: m.Partition, At: m.Target, LeaderEpoch: -1})
+		offsets.Add(kadm.Offset{Topic: m.Topic, Partition: m.Partition, At: m.Target, LeaderEpoch: -1, Metadata: meta})
 	}
 	resps, err := adm.CommitOffsets(ctx, plan.Group, offsets)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/pull"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -526,5 +528,116 @@ func TestAnswerBounds(t *testing.T) {
 	}
 	if a := h2.pull(t, sub2.ID, sub2.Secret, url.Values{"limit": {"1000000"}}); len(a.Events) != pull.MaxLimit {
 		t.Errorf("limit 1000000: got %d events, want %d", len(a.Events), pull.MaxLimit)
+	}
+}
+
+// TestFiltersTransformsAndAcknowledgments: the globs and the filter skip
+// events (the cursor passes them), the transform's result is served, an
+// event whose transform fails is served as an error entry, and each
+// event a cursor acknowledges is recorded in the attempts topic for the
+// ledger: delivered, or failed with the transform's error.
+func TestFiltersTransformsAndAcknowledgments(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true, EventTypes: []string{"order*"},
+		Filter: `type != "order.ignored"`, Transform: `{"n": data.n}`})
+	put := func(id, typ, data string) string {
+		rec := eventRecord(t, h.env.Names, "shop", id, typ, data)
+		if err := h.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return string(rec.Key)
+	}
+	put("a", "order", `{"n":1}`)
+	put("b", "refund", `{"n":2}`)
+	put("c", "order.ignored", `{"n":3}`)
+	bad := put("d", "order", `{}`)
+	put("e", "order", `{"n":5}`)
+
+	var bodies []string
+	var errs []answerError
+	cursor := ""
+	for {
+		a := h.pull(t, sub.ID, sub.Secret, cursorQuery(cursor, 0))
+		if a.status != http.StatusOK {
+			t.Fatalf("pull: %d %s", a.status, a.Error)
+		}
+		if len(a.Events) == 0 && len(a.Errors) == 0 {
+			break
+		}
+		for _, e := range a.Events {
+			bodies = append(bodies, string(e))
+		}
+		errs, cursor = append(errs, a.Errors...), a.Cursor
+	}
+	slices.Sort(bodies)
+	if want := []string{`{"n":1}`, `{"n":5}`}; !slices.Equal(bodies, want) {
+		t.Errorf("bodies: got %v, want %v", bodies, want)
+	}
+	if len(errs) != 1 || errs[0].ID != bad || !strings.Contains(errs[0].Error, "transform") {
+		t.Errorf("errors: got %+v, want one transform error for %s", errs, bad)
+	}
+
+	// The last cursor was presented with the empty answer: every event
+	// served is acknowledged.
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		got := make(map[string]string)
+		for _, r := range h.env.Records(t, h.env.Names.DeliveryAttempts) {
+			a, err := topics.ParseAttempt(r)
+			if err != nil {
+				return err
+			}
+			if a.Subscription == sub.ID {
+				got[a.EventID] = a.Outcome
+			}
+		}
+		want := map[string]string{"shop:a": topics.OutcomeDelivered, "shop:e": topics.OutcomeDelivered, bad: topics.OutcomeFailed}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("acknowledgments: got %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// TestReplayIsServedAgain: a replay of a pull subscription serves the
+// replayed events again; a cursor minted before the replay acknowledges
+// nothing (it would undo the replay) and its answer, marked replayed,
+// starts where the replay put the subscription.
+func TestReplayIsServedAgain(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	var want []string
+	for range 9 {
+		want = append(want, h.event(t, nil, "shop", "order"))
+	}
+	first := h.pull(t, sub.ID, sub.Secret, nil)
+	done := h.pull(t, sub.ID, sub.Secret, cursorQuery(first.Cursor, 0)) // acknowledges all
+	if len(first.Events) != len(want) || len(done.Events) != 0 {
+		t.Fatalf("before the replay: %d then %d events, want %d then 0", len(first.Events), len(done.Events), len(want))
+	}
+	ctx := context.Background()
+	api := groups.API{Kafka: h.cl, Names: h.env.Names, Registry: h.registry}
+	if _, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, groups.Target{Earliest: true}, true); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	var a answer
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		a = h.pull(t, sub.ID, sub.Secret, cursorQuery(done.Cursor, 0))
+		if !a.Replayed {
+			return fmt.Errorf("a cursor from before the replay: got %d events, not marked replayed", len(a.Events))
+		}
+		return nil
+	})
+	h.checkOrder(t, a.ids(t), want)
+	// The stale cursor was not committed: without a cursor, the answer
+	// starts at the replay's targets too.
+	if again := h.pull(t, sub.ID, sub.Secret, nil); len(again.Events) != len(want) || again.Replayed {
+		t.Errorf("without a cursor after the replay: got %d events (replayed %v), want %d", len(again.Events), again.Replayed, len(want))
+	}
+	if next := h.pull(t, sub.ID, sub.Secret, cursorQuery(a.Cursor, 0)); next.status != http.StatusOK || len(next.Events) != 0 || next.Replayed {
+		t.Errorf("the replayed answer's cursor: got %d with %d events (replayed %v), want 200 and none", next.status, len(next.Events), next.Replayed)
+	}
+	lags, err := groups.Lag(ctx, h.cl, h.env.Names, "sub:"+sub.ID)
+	if err != nil || len(lags) != 1 || lags[0].Total != 0 {
+		t.Errorf("lag once the replayed events are acknowledged: %+v %v, want 0", lags, err)
 	}
 }
