@@ -184,6 +184,10 @@ func (h *Handler) routes() *echo.Echo {
 	return e
 }
 
+// Route serves fn at method and path on the ingest listener besides the
+// webhooks (the pull subscriptions' endpoint). Call it before Run.
+func (h *Handler) Route(method, path string, fn echo.HandlerFunc) { h.echo.Add(method, path, fn) }
+
 // ServeHTTP serves the ingest API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.echo.ServeHTTP(w, r) }
 

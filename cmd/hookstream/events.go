@@ -33,7 +33,7 @@ func newEventsCommand() *cobra.Command {
 		Use:   "events",
 		Short: "Follow an event: its whole story from the ledger",
 	}
-	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand(), newEventsResendCommand())
+	cmd.AddCommand(newEventsGetCommand(), newEventsTailCommand(), newEventsSearchCommand(), newEventsResendCommand(), newEventsPullCommand())
 	return cmd
 }
 

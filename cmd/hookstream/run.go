@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,7 @@ import (
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/pull"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -140,6 +142,9 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			return err
 		}
 		rejected, receiver = h.Rejected, h.Stats
+		puller := pull.New(pull.Config{Names: n.names}, n.cl, n.registry, n.log, n.reg)
+		h.Route(http.MethodGet, pull.Path, puller.Events)
+		g.Go(func() error { return puller.Run(ctx) })
 		g.Go(func() error { return h.Run(ctx) })
 	}
 	if slices.Contains(roles, "processor") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -200,6 +201,7 @@ type subscriptionsAddOptions struct {
 	fields subscriptionFlags
 	from   string
 	verify bool
+	pull   bool
 }
 
 func newSubscriptionsAddCommand(output *string) *cobra.Command {
@@ -224,7 +226,14 @@ docs/delivery.md, "Subscription controls".
 
 With HOOKSTREAM_SECRET_KEY set, the secret and the --header values are
 stored encrypted; with HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off
-the embedded broker), only https URLs are accepted.`,
+the embedded broker), only https URLs are accepted.
+
+--pull creates a pull subscription instead, for consumers that cannot
+receive webhooks: it has no URL, and its secret is its pull token, printed
+here (and by get) for its consumers to send as "Authorization: Bearer
+<token>" to GET /subscriptions/<id>/events on the ingest listener
+(hookstream events pull is such a consumer). rotate-secret rotates it,
+the old token valid 24 hours. See docs/delivery.md, "Pull subscriptions".`,
 		Example: `  hookstream subscriptions add --url https://example.com/hooks
   hookstream subscriptions add --url https://ci.example.com/hook --source github --event-type 'pull_request*' --from earliest
   hookstream subscriptions add --url https://example.com/hooks --batch-max 100 --batch-wait 1s
@@ -233,13 +242,15 @@ the embedded broker), only https URLs are accepted.`,
     --filter 'has(data.data.object.amount) && data.data.object.amount > 100000' \
     --header 'Authorization: Bearer s3cret' --schedule 10s,1m,10m --timeout 5s
   hookstream subscriptions add --url https://hooks.slack.com/services/T0/B0/XYZ --source github \
-    --transform '{"text": "push to " + data.repository.full_name + " by " + data.pusher.name}'`,
+    --transform '{"text": "push to " + data.repository.full_name + " by " + data.pusher.name}'
+  hookstream subscriptions add --pull --source stripe --from earliest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsAdd(cmd, *output, o) },
 	}
 	o.fields.register(cmd)
 	cmd.Flags().StringVar(&o.from, "from", "latest", "where delivery starts: latest, earliest or an RFC 3339 time")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "create it only if the URL answers a signed verification challenge")
+	cmd.Flags().BoolVar(&o.pull, "pull", false, "a pull subscription: no URL, its consumers read its events with its pull token")
 	return cmd
 }
 
@@ -264,10 +275,10 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 		return err
 	}
 	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
-		var s subscriptions.Subscription
+		s := subscriptions.Subscription{Pull: o.pull}
 		p.Apply(&s)
-		if s.URL == "" {
-			return fmt.Errorf("--url is required")
+		if s.URL == "" && !s.Pull {
+			return fmt.Errorf("--url or --pull is required")
 		}
 		if o.verify {
 			if err := verifyEndpoint(ctx, c.cfg, r, &s); err != nil {
@@ -497,7 +508,7 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tURL\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
+	fmt.Fprintln(tw, "ID\tKIND\tURL\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
 	for _, s := range subs {
 		enabled := fmt.Sprint(s.Enabled)
 		if s.DisabledReason != "" {
@@ -507,25 +518,29 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		if s.BatchMax > 1 {
 			batch = fmt.Sprintf("%d, wait %v", s.BatchMax, s.BatchWait)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.URL, enabled, s.Ordered, batch,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.Kind(), cmp.Or(s.URL, "-"), enabled, s.Ordered, batch,
 			orAll(s.Sources), orAll(s.EventTypes), s.Secret)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(subs) == 1 {
-		return printControls(w, subs[0])
+		return printControls(w, subs[0], withSecret)
 	}
 	return nil
 }
 
 // printControls prints the controls s has, one a line, below the table
-// of one subscription: its header values as s holds them (redacted or not).
-func printControls(w io.Writer, s subscriptions.Subscription) error {
+// of one subscription: its header values as s holds them (redacted or
+// not), and a pull subscription's token withSecret.
+func printControls(w io.Writer, s subscriptions.Subscription, withSecret bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// An expression may span lines: its next lines are indented under
 	// its first.
 	const indent = "\n\t"
+	if s.Kind() == subscriptions.KindPull && withSecret {
+		fmt.Fprintf(tw, "pull token:\t%s (send it as Authorization: Bearer; keep it secret)\n", s.Secret)
+	}
 	if s.Filter != "" {
 		fmt.Fprintf(tw, "filter:\t%s\n", strings.ReplaceAll(s.Filter, "\n", indent))
 	}

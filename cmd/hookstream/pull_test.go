@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/processor"
+)
+
+// TestPullEndToEnd: `subscriptions add --pull` prints the pull token,
+// list shows the kind, `events pull` prints the events as JSON lines and
+// keeps its cursor in a file, resuming after it; the ledger shows each
+// event acknowledged by the pull subscription; and the pull endpoint is
+// on the ingest listener.
+func TestPullEndToEnd(t *testing.T) {
+	t.Parallel()
+	d := newEmbedded(t)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr, "HOOKSTREAM_ADMIN_ADDR": d.adminAddr}, args...)
+		if code != 0 {
+			t.Fatalf("hookstream %s: exit %d, %s %s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	run := d.run(t, "hookstream run")
+	var sub struct {
+		ID, Secret string
+		Pull       bool
+	}
+	if err := json.Unmarshal([]byte(cli("subscriptions", "add", "--pull", "--from", "earliest", "--output", "json")), &sub); err != nil || !sub.Pull || sub.Secret == "" {
+		t.Fatalf("subscriptions add --pull: %+v %v, want a pull subscription with its token", sub, err)
+	}
+	if out := cli("subscriptions", "get", sub.ID); !strings.Contains(out, "pull token:  "+sub.Secret) {
+		t.Errorf("subscriptions get: %q lacks the pull token", out)
+	}
+	if out := cli("subscriptions", "list"); !strings.Contains(out, "KIND") || !strings.Contains(out, sub.ID+"  pull") || strings.Contains(out, sub.Secret) {
+		t.Errorf("subscriptions list: %q, want a KIND column saying pull and no token", out)
+	}
+
+	d.mustAccept(t, "p-1", `{"n":1}`)
+	d.mustAccept(t, "p-2", `{"n":2}`)
+	waitProcessed(t, d.kafka, run, 30*time.Second)
+	cursorFile := filepath.Join(t.TempDir(), "cursor")
+	pullArgs := []string{"events", "pull", sub.ID, "--token", sub.Secret, "--url", "http://" + d.httpAddr, "--cursor-file", cursorFile}
+	ids := func(out string) []string {
+		var got []string
+		for line := range strings.Lines(out) {
+			var e struct{ ID string }
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("events pull line %q: %v", line, err)
+			}
+			got = append(got, e.ID)
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := ids(cli(pullArgs...)); !slices.Equal(got, []string{"github:p-1", "github:p-2"}) {
+		t.Errorf("events pull: got %v, want both events", got)
+	}
+	if b, err := os.ReadFile(cursorFile); err != nil || len(b) < 10 {
+		t.Errorf("cursor file: %q %v", b, err)
+	}
+	d.mustAccept(t, "p-3", `{"n":3}`)
+	waitProcessed(t, d.kafka, run, 30*time.Second)
+	if got := ids(cli(pullArgs...)); !slices.Equal(got, []string{"github:p-3"}) {
+		t.Errorf("events pull from its cursor file: got %v, want the new event alone", got)
+	}
+
+	// The last pull presented the cursor past p-1 and p-2: their stories
+	// show them delivered to the pull subscription.
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr, "HOOKSTREAM_ADMIN_ADDR": d.adminAddr},
+			"events", "get", "github:p-1", "--output", "json")
+		var s processor.Story
+		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
+			return fmt.Errorf("events get: exit %d, %s %s", code, out, errOut)
+		}
+		for _, dl := range s.Deliveries {
+			if dl.Subscription == sub.ID && dl.State == "delivered" {
+				return nil
+			}
+		}
+		return fmt.Errorf("story deliveries %+v, want %s delivered", s.Deliveries, sub.ID)
+	})
+
+	// A wrong token: the command fails with the endpoint's answer.
+	_, errOut, code := lagReplayRun(t, nil, "events", "pull", sub.ID, "--token", "whsec_wrong", "--url", "http://"+d.httpAddr)
+	if code == 0 || !strings.Contains(errOut, "401") {
+		t.Errorf("events pull with a wrong token: exit %d, stderr %q; want a failure naming 401", code, errOut)
+	}
+	if status, _, err := httpGet("http://" + d.httpAddr + "/subscriptions/" + sub.ID + "/events"); err != nil || status != http.StatusUnauthorized {
+		t.Errorf("GET without a token: %d %v, want 401", status, err)
+	}
+}
