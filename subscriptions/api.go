@@ -63,12 +63,14 @@ func httpError(err error) error {
 // shows them), with its delivery totals from the attempts topic.
 type subscriptionView struct {
 	Subscription
+	// Kind is the subscription's kind (Subscription.Kind).
+	Kind string `json:"kind"`
 	attempts.Totals
 }
 
 // view is the API form of s, its totals read once the tally caught up.
 func (a API) view(s Subscription) subscriptionView {
-	return subscriptionView{Subscription: s.Redacted(), Totals: a.Attempts.Totals(s.ID)}
+	return subscriptionView{Subscription: s.Redacted(), Kind: s.Kind(), Totals: a.Attempts.Totals(s.ID)}
 }
 
 // catchUp waits until the tally has read every attempt written so far.
@@ -113,6 +115,8 @@ func (a API) getSubscription(c *echo.Context) error {
 type subscriptionInput struct {
 	ID   *string `json:"id"`
 	From *string `json:"from"`
+	// Pull makes a pull subscription; a kind is not changed once created.
+	Pull *bool `json:"pull"`
 	Patch
 }
 
@@ -132,10 +136,11 @@ func (a API) createSubscription(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if in.URL == nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "url: required")
+	pull := in.Pull != nil && *in.Pull
+	if in.URL == nil && !pull {
+		return echo.NewHTTPError(http.StatusBadRequest, "url or pull: required")
 	}
-	var s Subscription
+	s := Subscription{Pull: pull}
 	if in.ID != nil {
 		s.ID = *in.ID
 	}
@@ -157,8 +162,8 @@ func (a API) patchSubscription(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if in.ID != nil || in.From != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "id and from cannot be changed")
+	if in.ID != nil || in.From != nil || in.Pull != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "id, from and pull cannot be changed")
 	}
 	return a.update(c, func(s *Subscription) { in.Apply(s) }, false)
 }

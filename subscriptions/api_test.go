@@ -178,3 +178,37 @@ func dur(s string) subscriptions.Duration {
 	}
 	return d
 }
+
+// TestAPIPullSubscription: POST {"pull": true} creates a pull
+// subscription and answers its token once; GET shows its kind; rotating
+// its secret rotates the token; its kind cannot be patched.
+func TestAPIPullSubscription(t *testing.T) {
+	env := kafkatest.New(t, 1, 1<<20)
+	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	srv := apiServer(t, env, r)
+	var created subscriptions.Subscription
+	if status, msg := call(t, srv, "POST", "/api/subscriptions", map[string]any{"pull": true}, &created); status != http.StatusCreated {
+		t.Fatalf("create: got %d %q, want 201", status, msg)
+	}
+	if !created.Pull || created.URL != "" || !strings.HasPrefix(created.Secret, "whsec_") {
+		t.Fatalf("created: %+v, want a pull subscription with its token", created)
+	}
+	var got struct {
+		Kind   string `json:"kind"`
+		Secret string `json:"secret"`
+	}
+	if status, msg := call(t, srv, "GET", "/api/subscriptions/"+created.ID, nil, &got); status != http.StatusOK || got.Kind != "pull" || got.Secret != "whsec_…" {
+		t.Errorf("get: %d %q kind %q secret %q, want kind pull and the token hidden", status, msg, got.Kind, got.Secret)
+	}
+	var rotated subscriptions.Subscription
+	if status, msg := call(t, srv, "POST", "/api/subscriptions/"+created.ID+"/rotate-secret", nil, &rotated); status != http.StatusOK ||
+		rotated.Secret == created.Secret || rotated.PreviousSecret != created.Secret {
+		t.Errorf("rotate-secret: %d %q, got %+v; want a new token, the old one kept", status, msg, rotated)
+	}
+	if status, _ := call(t, srv, "PATCH", "/api/subscriptions/"+created.ID, map[string]any{"pull": false}, nil); status != http.StatusBadRequest {
+		t.Errorf("patch of pull: got %d, want 400", status)
+	}
+	if status, _ := call(t, srv, "POST", "/api/subscriptions", map[string]any{}, nil); status != http.StatusBadRequest {
+		t.Errorf("create with neither url nor pull: got %d, want 400", status)
+	}
+}
