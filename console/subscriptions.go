@@ -54,6 +54,7 @@ const (
 type subscriptionRow struct {
 	subscriptions.Subscription
 	attempts.Totals
+	Kind   string
 	Health badge
 	Lag    int64
 	HasLag bool
@@ -121,7 +122,7 @@ func (u *Console) subscriptionList(r *Request) error {
 		s := subs[id]
 		lag, ok := lags[id]
 		out.Rows = append(out.Rows, subscriptionRow{Subscription: s.Redacted(), Totals: u.cfg.Attempts.Totals(id),
-			Health: health(s, open), Lag: lag, HasLag: ok})
+			Kind: s.Kind(), Health: health(s, open), Lag: lag, HasLag: ok})
 	}
 	return r.Render(http.StatusOK, "subscriptions.html", "Subscriptions", "subscriptions", out)
 }
@@ -129,6 +130,7 @@ func (u *Console) subscriptionList(r *Request) error {
 // subscriptionData is one subscription's page.
 type subscriptionData struct {
 	Sub           subscriptions.Subscription
+	Kind          string
 	Totals        attempts.Totals
 	Health        badge
 	CircuitsKnown bool
@@ -175,7 +177,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if err != nil {
 		return err
 	}
-	out := subscriptionData{Sub: s.Redacted(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test,
+	out := subscriptionData{Sub: s.Redacted(), Kind: s.Kind(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test,
 		Counting: counting}
 	var open []string
 	open, out.CircuitsKnown = u.openCircuits(ctx)
@@ -192,6 +194,9 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 		out.Lag += g.Total
 	}
 	out.NoAttempts = "No delivery attempts yet: events matching this subscription are delivered as they arrive."
+	if s.Kind() == subscriptions.KindPull {
+		out.NoAttempts = "No acknowledgments yet: an event is recorded here once its consumer presents a cursor past it."
+	}
 	if out.Status != "" {
 		out.NoAttempts = "No attempts with status " + out.Status + " among the newest. Choose all to see every attempt."
 	}
@@ -210,6 +215,9 @@ type subscriptionForm struct {
 	ID, URL, Description, Sources, EventTypes, Filter, Transform, From string
 	MaxInFlight, RateLimit, BatchMax, BatchWait, Schedule, Timeout     string
 	Ordered                                                            bool
+	// Pull: a pull subscription, whose form has none of a webhook's
+	// fields (URL, ordering, concurrency, batching, retries, headers).
+	Pull bool
 	// Headers are the subscription's headers (edit), by name.
 	Headers []headerRow
 	// NewHeaders are the names typed in the rows for new headers, one
@@ -245,7 +253,7 @@ const (
 func formOf(s subscriptions.Subscription) subscriptionForm {
 	f := subscriptionForm{
 		ID: s.ID, URL: s.URL, Description: s.Description, Sources: strings.Join(s.Sources, ", "),
-		EventTypes: strings.Join(s.EventTypes, ", "), Filter: s.Filter, Transform: s.Transform, Ordered: s.Ordered,
+		EventTypes: strings.Join(s.EventTypes, ", "), Filter: s.Filter, Transform: s.Transform, Ordered: s.Ordered, Pull: s.Pull,
 		MaxInFlight: strconv.Itoa(s.MaxInFlight), RateLimit: strconv.FormatFloat(s.RateLimit, 'g', -1, 64),
 		BatchMax: strconv.Itoa(s.BatchMax), Version: s.UpdatedAt.Format(time.RFC3339Nano),
 	}
@@ -270,8 +278,11 @@ func formOf(s subscriptions.Subscription) subscriptionForm {
 // readSubscriptionForm reads the form of a subscription: what was typed
 // (f), the patch of its fields and the change of its headers, and the
 // lines of what cannot be read (numbers, durations, header rows).
-// headers are the subscription's header names (edit; nil: new).
-func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p subscriptions.Patch, hc subscriptions.HeaderChange, problems []string) {
+// headers are the subscription's header names (edit; nil: new); pull
+// says it is a pull subscription, whose patch sets only what such a
+// subscription has (description, sources, event types, filter,
+// transform).
+func readSubscriptionForm(r *Request, headers []string, pull bool) (f subscriptionForm, p subscriptions.Patch, hc subscriptions.HeaderChange, problems []string) {
 	form := r.Request().PostForm
 	text := func(name string) string { return strings.ReplaceAll(form.Get(name), "\r\n", "\n") }
 	f = subscriptionForm{
@@ -280,10 +291,14 @@ func readSubscriptionForm(r *Request, headers []string) (f subscriptionForm, p s
 		From: text("from"), MaxInFlight: strings.TrimSpace(text("max_in_flight")), RateLimit: strings.TrimSpace(text("rate_limit")),
 		BatchMax: strings.TrimSpace(text("batch_max")), BatchWait: strings.TrimSpace(text("batch_wait")),
 		Schedule: text("schedule"), Timeout: strings.TrimSpace(text("timeout")), Version: text("version"),
-		Ordered: form.Get("ordered") == "on",
+		Ordered: form.Get("ordered") == "on", Pull: pull,
 	}
-	p = subscriptions.Patch{URL: &f.URL, Description: &f.Description, Sources: splitList(f.Sources),
-		EventTypes: splitList(f.EventTypes), Ordered: &f.Ordered, Filter: &f.Filter, Transform: &f.Transform}
+	p = subscriptions.Patch{Description: &f.Description, Sources: splitList(f.Sources),
+		EventTypes: splitList(f.EventTypes), Filter: &f.Filter, Transform: &f.Transform}
+	if pull {
+		return f, p, hc, nil
+	}
+	p.URL, p.Ordered = &f.URL, &f.Ordered
 	number := func(field, v string, def int) *int {
 		n := def
 		if v != "" {
@@ -405,12 +420,12 @@ func checkForm(p subscriptions.Patch, hc subscriptions.HeaderChange, problems []
 }
 
 func (u *Console) createSubscription(r *Request) error {
-	f, p, hc, problems := readSubscriptionForm(r, nil)
+	f, p, hc, problems := readSubscriptionForm(r, nil, r.Request().PostForm.Get("pull") == "on")
 	from := f.From
 	if from == "latest" {
 		from = ""
 	}
-	s := subscriptions.Subscription{ID: f.ID}
+	s := subscriptions.Subscription{ID: f.ID, Pull: f.Pull}
 	err := checkForm(p, hc, problems)
 	if err == nil {
 		p.Apply(&s)
@@ -458,7 +473,7 @@ func (u *Console) saveSubscription(r *Request) error {
 	if err != nil {
 		return subscriptionError(err)
 	}
-	f, p, hc, problems := readSubscriptionForm(r, slices.Sorted(maps.Keys(cur.Headers)))
+	f, p, hc, problems := readSubscriptionForm(r, slices.Sorted(maps.Keys(cur.Headers)), cur.Kind() == subscriptions.KindPull)
 	f.ID = id
 	version, verr := time.Parse(time.RFC3339Nano, f.Version)
 	if verr != nil {

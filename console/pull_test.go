@@ -1,0 +1,58 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestPullSubscriptionPages: a pull subscription created in the form
+// shows its pull token once; its page and the list say its kind and
+// offer none of a webhook's things (URL, ordering, concurrency, the
+// delivery test); its edit form has none of a webhook's fields, and
+// saving it keeps it a pull subscription.
+func TestPullSubscriptionPages(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	csrf := b.signIn()
+
+	a := b.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "id": {"sub_pulled"}, "pull": {"on"},
+		"url": {"https://ignored.example.com/hook"}, "ordered": {"on"}, "sources": {"shop"}, "from": {"earliest"}})
+	if a.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", a.status, a.body)
+	}
+	s := getSub(t, h, "sub_pulled")
+	if !s.Pull || s.URL != "" || s.Ordered || shownSecret(a.body) != s.Secret || !strings.Contains(a.body, "Pull token") {
+		t.Fatalf("created: %+v; want a pull subscription without a webhook's fields, its token shown", s.Redacted())
+	}
+	page := b.get("/ui/subscriptions/sub_pulled")
+	for _, want := range []string{"<dt>Kind</dt><dd>pull", "GET /subscriptions/sub_pulled/events", ">Rotate pull token</button>"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("detail: missing %q", want)
+		}
+	}
+	for _, webhookOnly := range []string{"<dt>URL</dt>", "<dt>Ordered</dt>", "<dt>Concurrency</dt>", `id="test-h"`, s.Secret} {
+		if strings.Contains(page.body, webhookOnly) {
+			t.Errorf("detail: shows %q", webhookOnly)
+		}
+	}
+	if list := b.get("/ui/subscriptions"); !strings.Contains(list.body, `<td data-label="Kind">pull</td>`) {
+		t.Errorf("list: no kind pull")
+	}
+	edit := b.get("/ui/subscriptions/sub_pulled/edit")
+	for _, webhookOnly := range []string{`name="url"`, `name="ordered"`, `name="batch_max"`, `name="schedule"`, `name="new_header_name"`, `name="pull"`} {
+		if strings.Contains(edit.body, webhookOnly) {
+			t.Errorf("edit form: has %s", webhookOnly)
+		}
+	}
+	form := editForm(t, b, "sub_pulled")
+	form.Set("sources", "shop, crm")
+	form.Set("description", "orders for the warehouse")
+	if a := b.post("/ui/subscriptions/sub_pulled/edit", form); a.status != http.StatusSeeOther {
+		t.Fatalf("save: got %d %s", a.status, a.body)
+	}
+	if got := getSub(t, h, "sub_pulled"); !got.Pull || got.Secret != s.Secret || strings.Join(got.Sources, ",") != "shop,crm" {
+		t.Errorf("saved: %+v, want the sources changed, still pull with its token", got.Redacted())
+	}
+}
