@@ -258,7 +258,10 @@ func parseRequest(c *echo.Context) (request, error) {
 		}
 		r.wait = min(d, MaxWait)
 	}
-	r.cursor, r.given = q.Get("cursor"), q.Has("cursor")
+	// An empty cursor is none: a consumer's first request, or a loop
+	// whose cursor file is still empty.
+	r.cursor = q.Get("cursor")
+	r.given = r.cursor != ""
 	return r, nil
 }
 

@@ -335,7 +335,7 @@ func TestRefusals(t *testing.T) {
 		{"another subscription's cursor", sub.ID, sub.Secret, cursorQuery(theirs.Cursor, 0), http.StatusBadRequest},
 		{"tampered cursor", sub.ID, sub.Secret, cursorQuery(string(tampered), 0), http.StatusBadRequest},
 		{"malformed cursor", sub.ID, sub.Secret, cursorQuery("not a cursor", 0), http.StatusBadRequest},
-		{"empty cursor", sub.ID, sub.Secret, url.Values{"cursor": {""}}, http.StatusBadRequest},
+		{"empty cursor: none", sub.ID, sub.Secret, url.Values{"cursor": {""}}, http.StatusOK},
 		{"limit 0", sub.ID, sub.Secret, url.Values{"limit": {"0"}}, http.StatusBadRequest},
 		{"limit not a number", sub.ID, sub.Secret, url.Values{"limit": {"ten"}}, http.StatusBadRequest},
 		{"negative wait", sub.ID, sub.Secret, url.Values{"wait": {"-1s"}}, http.StatusBadRequest},
@@ -639,5 +639,49 @@ func TestReplayIsServedAgain(t *testing.T) {
 	lags, err := groups.Lag(ctx, h.cl, h.env.Names, "sub:"+sub.ID)
 	if err != nil || len(lags) != 1 || lags[0].Total != 0 {
 		t.Errorf("lag once the replayed events are acknowledged: %+v %v, want 0", lags, err)
+	}
+}
+
+// TestScanBound: an answer reads at most MaxScan records: over a backlog
+// its filter skips, it answers at once, with no event and a cursor past
+// what it read, even asked to wait; the consumer reads on to the event
+// after the backlog.
+func TestScanBound(t *testing.T) {
+	h := newHarness(t, pull.Config{MaxScan: 5})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true, EventTypes: []string{"wanted"}})
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, eventRecord(t, h.env.Names, "shop", "skipped-"+strconv.Itoa(i), "other", `{}`))
+	}
+	recs = append(recs, eventRecord(t, h.env.Names, "shop", "wanted", "wanted", `{}`))
+	for _, r := range recs {
+		r.Partition = 1 // one partition: 5 records an answer
+	}
+	producer := h.env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cursor, answers := "", 0
+	for {
+		q := cursorQuery(cursor, 0)
+		q.Set("wait", "30s")
+		a := h.pull(t, sub.ID, sub.Secret, q)
+		if a.status != http.StatusOK {
+			t.Fatalf("pull: %d %s", a.status, a.Error)
+		}
+		answers++
+		if len(a.Events) > 0 {
+			if ids := a.ids(t); !slices.Equal(ids, []string{"shop:wanted"}) {
+				t.Fatalf("got %v, want the one wanted event", ids)
+			}
+			break
+		}
+		if answers > len(recs) {
+			t.Fatalf("%d answers without the wanted event", answers)
+		}
+		cursor = a.Cursor
+	}
+	if answers != 30/5+1 {
+		t.Errorf("the wanted event came in answer %d, want %d: 5 records read by each answer", answers, 30/5+1)
 	}
 }
