@@ -506,6 +506,11 @@ func TestRunKeepsRecordsAcrossRestart(t *testing.T) {
 // processedRecords sums hookstream_processor_records_total over outcomes
 // from the process's /metrics.
 func processedRecords(adminAddr string) (float64, error) {
+	return metricSum(adminAddr, "hookstream_processor_records_total")
+}
+
+// metricSum sums metric name over its labels from the process's /metrics.
+func metricSum(adminAddr, name string) (float64, error) {
 	status, body, err := httpGet("http://" + adminAddr + "/metrics")
 	if err != nil {
 		return 0, err
@@ -515,7 +520,7 @@ func processedRecords(adminAddr string) (float64, error) {
 	}
 	var sum float64
 	for line := range strings.Lines(body) {
-		if !strings.HasPrefix(line, "hookstream_processor_records_total{") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		fields := strings.Fields(line)

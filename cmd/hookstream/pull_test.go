@@ -75,6 +75,27 @@ func TestPullEndToEnd(t *testing.T) {
 		t.Errorf("events pull from its cursor file: got %v, want the new event alone", got)
 	}
 
+	// --follow long-polls: an event posted while it waits is printed.
+	follower := startProcess(t, "events pull --follow", map[string]string{}, append(pullArgs, "--follow")...)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		follower.mustBeAlive(t)
+		if m, err := metricSum(d.adminAddr, "hookstream_pull_waiting"); err != nil || m != 1 {
+			return fmt.Errorf("waiting long polls: %v %v, want 1", m, err)
+		}
+		return nil
+	})
+	d.mustAccept(t, "p-4", `{"n":4}`)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		follower.mustBeAlive(t)
+		if !strings.Contains(follower.output.String(), `"id":"github:p-4"`) {
+			return fmt.Errorf("events pull --follow printed %q, want p-4", follower.output.String())
+		}
+		return nil
+	})
+	if code := follower.stop(t, 10*time.Second); code != 0 {
+		t.Errorf("events pull --follow after SIGTERM: exit %d, want 0", code)
+	}
+
 	// The last pull presented the cursor past p-1 and p-2: their stories
 	// show them delivered to the pull subscription.
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
