@@ -32,7 +32,8 @@ var (
 	// exist.
 	ErrNotFound = errors.New("events: not found")
 	// ErrRefused is a resend that is not made without force: the
-	// subscription would not receive the event, or is disabled.
+	// subscription would not receive the event, or is disabled; or not
+	// made at all: a pull subscription is sent nothing.
 	ErrRefused = errors.New("events: resend refused")
 )
 
@@ -95,6 +96,9 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 	}
 	if err != nil {
 		return Resent{}, err
+	}
+	if sub.Kind() == subscriptions.KindPull {
+		return Resent{}, refused{fmt.Errorf("subscription %s is a pull subscription: its consumer reads the events at its cursor, and nothing is sent to it; replay it (hookstream replay --group sub:%s) to serve events again", sub.ID, sub.ID)}
 	}
 	rec, err := a.record(ctx, key)
 	if err != nil {

@@ -192,6 +192,15 @@ func TestResend(t *testing.T) {
 		return nil
 	})
 
+	// Refused even forced: a pull subscription, sent nothing.
+	pulled := subscriptions.Subscription{Pull: true}
+	if err := registry.Create(testContext(t), &pulled, "earliest"); err != nil {
+		t.Fatalf("create a pull subscription: %v", err)
+	}
+	if status, msg := resend(key, events.ResendRequest{Subscription: pulled.ID, Force: true}); status != http.StatusConflict || !strings.Contains(msg, "pull subscription") {
+		t.Errorf("resend to a pull subscription: got %d %q, want 409 saying it is pulled", status, msg)
+	}
+
 	// Refused unless forced: a subscription that does not receive shop
 	// events, and a disabled one.
 	if status, msg := resend(key, events.ResendRequest{Subscription: crm.ID}); status != http.StatusConflict ||
