@@ -76,6 +76,11 @@ const endsEvery = 50 * time.Millisecond
 // maxRounds bounds the fetches of one answer.
 const maxRounds = 64
 
+// maxLookups bounds the registry reads under way for subscriptions the
+// watch has not seen (just created, or unknown): each costs Kafka a
+// request, and anyone reaching the listener can name any id.
+const maxLookups = 8
+
 // Config configures the server.
 type Config struct {
 	Names topics.Names
@@ -107,6 +112,8 @@ type Server struct {
 	busy  map[string]int       // requests in progress per subscription
 	total int
 
+	lookups chan struct{} // a place per registry read under way
+
 	ends *ends
 }
 
@@ -132,6 +139,7 @@ func New(cfg Config, cl *kgo.Client, registry *subscriptions.Registry, log *slog
 		fetch:    &fetcher{cl: cl, topic: string(cfg.Names.Events)},
 		now:      time.Now,
 		busy:     make(map[string]int),
+		lookups:  make(chan struct{}, maxLookups),
 		ends:     newEnds(),
 	}
 	s.metrics = newMetrics(reg, s)
@@ -172,13 +180,20 @@ func (s *Server) reconcile(subs map[string]subscriptions.Subscription) {
 }
 
 // subscription returns subscription id as last watched, or as the
-// registry has it when the watch has not seen it yet (just created).
+// registry has it when the watch has not seen it yet (just created): at
+// most maxLookups such reads at once, 429 past them.
 func (s *Server) subscription(ctx context.Context, id string) (*compiled, error) {
 	s.mu.Lock()
 	c, ok := s.subs[id]
 	s.mu.Unlock()
 	if ok {
 		return c, nil
+	}
+	select {
+	case s.lookups <- struct{}{}:
+		defer func() { <-s.lookups }()
+	default:
+		return nil, refuse(http.StatusTooManyRequests, "too many requests for subscriptions not known here yet: try again")
 	}
 	sub, err := s.registry.Get(ctx, id)
 	if err != nil {
