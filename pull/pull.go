@@ -120,7 +120,7 @@ type Server struct {
 // compiled is a subscription as the server uses it.
 type compiled struct {
 	sub    subscriptions.Subscription
-	render *subscriptions.Compiled
+	render *subscriptions.Compiled // nil but for a pull subscription
 }
 
 // New builds the server. cl reads and writes Kafka (the events topic, the
@@ -163,12 +163,9 @@ func (s *Server) reconcile(subs map[string]subscriptions.Subscription) {
 	old := s.subs
 	s.subs = make(map[string]*compiled, len(subs))
 	for id, sub := range subs {
-		if sub.Kind() != subscriptions.KindPull {
-			continue
-		}
 		c := old[id]
-		if c == nil || !c.render.Of(sub) {
-			c = &compiled{sub: sub, render: subscriptions.Compile(sub)}
+		if c == nil || !c.sub.UpdatedAt.Equal(sub.UpdatedAt) {
+			c = compile(sub)
 		}
 		s.subs[id] = c
 	}
@@ -199,7 +196,17 @@ func (s *Server) subscription(ctx context.Context, id string) (*compiled, error)
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{sub: sub, render: subscriptions.Compile(sub)}, nil
+	return compile(sub), nil
+}
+
+// compile is sub as the server keeps it: other kinds than pull are kept
+// to be refused, their expressions left alone.
+func compile(sub subscriptions.Subscription) *compiled {
+	c := &compiled{sub: sub}
+	if sub.Kind() == subscriptions.KindPull {
+		c.render = subscriptions.Compile(sub)
+	}
+	return c
 }
 
 // problem is a refused request: its status and message.
