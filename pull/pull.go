@@ -303,7 +303,7 @@ func (s *Server) serve(c *echo.Context) (int, error) {
 		return 0, refuse(http.StatusConflict, "subscription %s is a %s subscription: it is delivered, not pulled", id, kind)
 	}
 	now := s.now()
-	if !authorized(c.Request(), sub, now) {
+	if !authorized(c.Request(), sub, now) || len(cursorKeys(sub, now)) == 0 {
 		return 0, refuse(http.StatusUnauthorized, "invalid pull token")
 	}
 	if !sub.Enabled {
