@@ -104,7 +104,8 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 	if err := t.validate(); err != nil {
 		return Replay{}, err
 	}
-	if _, ok := SubscriptionID(a.Names, g); ok {
+	pulled := false
+	if id, ok := SubscriptionID(a.Names, g); ok {
 		subs, err := a.Registry.List(ctx)
 		if err != nil {
 			return Replay{}, err
@@ -112,10 +113,16 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 		if err := a.exists(g, subs); err != nil {
 			return Replay{}, err
 		}
+		sub := subs[id]
+		pulled = sub.Kind() == subscriptions.KindPull
 	}
 	plan, err := PlanReplay(ctx, a.Kafka, a.Names, string(g), topic, partitions, t)
 	if err != nil {
 		return Replay{}, err
+	}
+	if pulled {
+		plan.Effect = "these events are served again to the pull subscription's consumer, from its next request on; " +
+			"a cursor it holds from before the replay is not committed"
 	}
 	r := Replay{Plan: plan, Text: plan.Text(), Executable: true}
 	if err := plan.Refusal(); err != nil {

@@ -616,8 +616,12 @@ func TestReplayIsServedAgain(t *testing.T) {
 	}
 	ctx := context.Background()
 	api := groups.API{Kafka: h.cl, Names: h.env.Names, Registry: h.registry}
-	if _, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, groups.Target{Earliest: true}, true); err != nil {
+	r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, groups.Target{Earliest: true}, true)
+	if err != nil {
 		t.Fatalf("replay: %v", err)
+	}
+	if !r.Executed || !strings.Contains(r.Plan.Effect, "served again to the pull subscription's consumer") {
+		t.Errorf("replay: executed %v, effect %q; want executed and the effect of a pull subscription's replay", r.Executed, r.Plan.Effect)
 	}
 	var a answer
 	kafkatest.WaitFor(t, 10*time.Second, func() error {
