@@ -154,7 +154,17 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wg.Go(func() { s.ends.run(ctx, s.cl, s.cfg.Names.Events, s.log) })
+	defer s.flush()
 	return s.registry.Watch(ctx, s.reconcile)
+}
+
+// flush waits, a bounded time, for the acknowledgments noted so far.
+func (s *Server) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.cl.Flush(ctx); err != nil {
+		s.log.Warn("pull acknowledgments not all recorded at shutdown", "err", err)
+	}
 }
 
 func (s *Server) reconcile(subs map[string]subscriptions.Subscription) {
