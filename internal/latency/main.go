@@ -25,12 +25,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -45,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
 )
 
@@ -117,10 +115,10 @@ func run(ctx context.Context, o options) error {
 	bin := o.binary
 	if bin == "" {
 		fmt.Fprintln(os.Stderr, "building hookstream")
-		bin = filepath.Join(work, "hookstream")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/hookstream").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build (run from the repository root): %w\n%s", err, out)
+		if _, err := harness.Build(ctx, work, "./cmd/hookstream"); err != nil {
+			return err
 		}
+		bin = filepath.Join(work, "hookstream")
 	}
 	config := filepath.Join(work, "sources.yaml")
 	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
@@ -135,7 +133,7 @@ func run(ctx context.Context, o options) error {
 	if !o.keepTopic {
 		defer deleteTopics(o.brokers, o.prefix)
 	}
-	res := result{Brokers: o.brokers, Duration: o.duration, LoadBefore: loadAverage()}
+	res := result{Brokers: o.brokers, Duration: o.duration, LoadBefore: harness.LoadAverage()}
 	for round := 1; round <= o.rounds; round++ {
 		for _, rate := range o.rates {
 			m, err := measure(ctx, o, bin, work, config, spans, rate)
@@ -147,7 +145,7 @@ func run(ctx context.Context, o options) error {
 			res.Measurements = append(res.Measurements, m)
 		}
 	}
-	res.LoadAfter = loadAverage()
+	res.LoadAfter = harness.LoadAverage()
 	res.summarize(o.rates)
 	if o.asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -159,12 +157,19 @@ func run(ctx context.Context, o options) error {
 
 // measure runs hookstream on the cluster, warms it up and measures one rate.
 func measure(ctx context.Context, o options, bin, work, config string, spans *receiver, rate float64) (Measurement, error) {
-	httpAddr, adminAddr, sinkAddr := freeAddr(), freeAddr(), freeAddr()
+	var addrs [3]string
+	for i := range addrs {
+		var err error
+		if addrs[i], err = harness.FreeAddr(); err != nil {
+			return Measurement{}, err
+		}
+	}
+	httpAddr, adminAddr, sinkAddr := addrs[0], addrs[1], addrs[2]
 	dataDir, err := os.MkdirTemp(work, "data-")
 	if err != nil {
 		return Measurement{}, err
 	}
-	env := environ(map[string]string{
+	env := harness.Environ(map[string]string{
 		"HOOKSTREAM_BROKERS":      o.brokers,
 		"HOOKSTREAM_TOPIC_PREFIX": o.prefix,
 		"HOOKSTREAM_CONFIG":       config,
@@ -190,7 +195,7 @@ func measure(ctx context.Context, o options, bin, work, config string, spans *re
 	if err := srv.Start(); err != nil {
 		return Measurement{}, err
 	}
-	defer terminate(srv)
+	defer harness.Terminate(srv)
 
 	bench := func(d time.Duration, out io.Writer) error {
 		cmd := exec.CommandContext(ctx, bin, "bench", "--target", "http://"+httpAddr, "--source", source, "--scheme", "github",
@@ -203,7 +208,7 @@ func measure(ctx context.Context, o options, bin, work, config string, spans *re
 		}
 		return nil
 	}
-	if err := waitReady(ctx, adminAddr); err != nil {
+	if err := harness.WaitReady(ctx, adminAddr, 120*time.Second); err != nil {
 		b, _ := os.ReadFile(logFile.Name())
 		return Measurement{}, fmt.Errorf("%w\n%s", err, lastLine(string(b)))
 	}
@@ -421,60 +426,6 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 }
 
-// environ is this process's environment without HOOKSTREAM_ and OTEL_
-// variables, with set added.
-func environ(set map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKSTREAM_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range set {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-// waitReady polls the admin listener's /readyz until it answers 200.
-func waitReady(ctx context.Context, adminAddr string) error {
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("hookstream was not ready within 120s")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// terminate interrupts cmd and waits for it to exit, killing it after 30s.
-func terminate(cmd *exec.Cmd) {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // a server stopped by a signal exits as it may
-		close(exited)
-	}()
-	_ = cmd.Process.Signal(os.Interrupt) // fails only when it exited already
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
 // deleteTopics deletes the topics of prefix.
 func deleteTopics(brokers, prefix string) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
@@ -499,24 +450,6 @@ func deleteTopics(brokers, prefix string) {
 	if _, err := adm.DeleteTopics(ctx, names...); err != nil {
 		fmt.Fprintln(os.Stderr, "latency: delete topics:", err)
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return err.Error()
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func lastLine(s string) string {
