@@ -17,6 +17,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookstream/hookstream/topics"
 )
 
 // Build builds the packages (as `go build` names them, from the
@@ -214,4 +218,56 @@ func countConnections(table string, inodes map[string]bool, ports map[int]bool) 
 		}
 	}
 	return n
+}
+
+// Offsets are the ingest topic's end offsets and the processor group's
+// committed offsets on it, each summed over the partitions.
+type Offsets struct{ End, Committed int64 }
+
+// ReadOffsets reads the offsets of names' ingest topic and processor group.
+func ReadOffsets(ctx context.Context, adm *kadm.Client, names topics.Names) (Offsets, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, string(names.Ingest))
+	if err != nil {
+		return Offsets{}, err
+	}
+	if err := ends.Error(); err != nil {
+		return Offsets{}, err
+	}
+	committed, err := adm.FetchOffsets(ctx, string(names.ProcessorGroup()))
+	if err != nil {
+		return Offsets{}, err
+	}
+	if err := committed.Error(); err != nil {
+		return Offsets{}, err
+	}
+	var o Offsets
+	ends.Each(func(l kadm.ListedOffset) { o.End += l.Offset })
+	committed.Each(func(r kadm.OffsetResponse) {
+		if r.Topic == string(names.Ingest) && r.At > 0 {
+			o.Committed += r.At
+		}
+	})
+	return o, nil
+}
+
+// WaitDrained waits until the processor group has committed every record
+// of the ingest topic, and returns the offsets then.
+func WaitDrained(ctx context.Context, adm *kadm.Client, names topics.Names) (Offsets, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		o, err := ReadOffsets(ctx, adm, names)
+		if err == nil && o.End > 0 && o.Committed == o.End {
+			return o, nil
+		}
+		if time.Now().After(deadline) {
+			return o, fmt.Errorf("the processor did not catch up with the ingest topic within 60s (offsets %+v, %v)", o, err)
+		}
+		select {
+		case <-ctx.Done():
+			return o, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -1,11 +1,17 @@
 package harness
 
 import (
+	"context"
 	"net"
 	"os"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/internal/kafkatest"
 )
 
 func TestSocketsCountsConnectionsToThePorts(t *testing.T) {
@@ -67,5 +73,32 @@ func TestCPUTime(t *testing.T) {
 	}
 	if CPUTime(-1) != 0 {
 		t.Errorf("CPU time of no process: got %v, want 0", CPUTime(-1))
+	}
+}
+
+func TestReadOffsets(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<20)
+	ctx := context.Background()
+	cl := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	for i := range 10 {
+		r := &kgo.Record{Topic: string(env.Names.Ingest), Partition: int32(i % 3)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var commit kadm.Offsets
+	commit.AddOffset(string(env.Names.Ingest), 0, 2, -1)
+	commit.AddOffset(string(env.Names.Ingest), 1, 3, -1)
+	commit.AddOffset(string(env.Names.Events), 0, 50, -1) // not the ingest topic
+	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), commit); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadOffsets(ctx, adm, env.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Offsets{End: 10, Committed: 5}); got != want {
+		t.Errorf("after commits: got %+v, want %+v", got, want)
 	}
 }

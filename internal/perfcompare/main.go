@@ -321,7 +321,7 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	adm := kadm.NewClient(kc)
 	names := topics.NewNames("hookstream")
 	// The processor is running once it has caught up with the warm-up.
-	before, err := waitDrained(ctx, adm, names)
+	before, err := harness.WaitDrained(ctx, adm, names)
 	if err != nil {
 		return Round{}, err
 	}
@@ -330,7 +330,7 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 		return Round{}, err
 	}
 	r.SpansPerSecond = float64(spanCount(spans)-from) / time.Since(start).Seconds()
-	after, err := readOffsets(ctx, adm, names)
+	after, err := harness.ReadOffsets(ctx, adm, names)
 	if err != nil {
 		return Round{}, err
 	}
@@ -377,58 +377,6 @@ func waitReady(ctx context.Context, client *http.Client, load loadgen.Config) er
 	}
 }
 
-// offsets are the ingest topic's end offsets and the processor group's
-// committed offsets on it, each summed over the partitions.
-type offsets struct{ End, Committed int64 }
-
-// readOffsets reads the offsets of names' ingest topic and processor group.
-func readOffsets(ctx context.Context, adm *kadm.Client, names topics.Names) (offsets, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, string(names.Ingest))
-	if err != nil {
-		return offsets{}, err
-	}
-	if err := ends.Error(); err != nil {
-		return offsets{}, err
-	}
-	committed, err := adm.FetchOffsets(ctx, string(names.ProcessorGroup()))
-	if err != nil {
-		return offsets{}, err
-	}
-	if err := committed.Error(); err != nil {
-		return offsets{}, err
-	}
-	var o offsets
-	ends.Each(func(l kadm.ListedOffset) { o.End += l.Offset })
-	committed.Each(func(r kadm.OffsetResponse) {
-		if r.Topic == string(names.Ingest) && r.At > 0 {
-			o.Committed += r.At
-		}
-	})
-	return o, nil
-}
-
-// waitDrained waits until the processor group has committed every record
-// of the ingest topic, and returns the offsets then.
-func waitDrained(ctx context.Context, adm *kadm.Client, names topics.Names) (offsets, error) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		o, err := readOffsets(ctx, adm, names)
-		if err == nil && o.End > 0 && o.Committed == o.End {
-			return o, nil
-		}
-		if time.Now().After(deadline) {
-			return o, fmt.Errorf("the processor did not catch up with the ingest topic within 60s (offsets %+v, %v)", o, err)
-		}
-		select {
-		case <-ctx.Done():
-			return o, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // Pipeline is how the whole pipeline kept up over a round: events accepted
 // (written to the ingest topic) and processed (committed by the processor
 // group), per second, and the lag between them before and after.
@@ -448,7 +396,7 @@ type Pipeline struct {
 // the round ends.
 const flatShare = 0.05
 
-func pipelineOf(before, after offsets, elapsed time.Duration) Pipeline {
+func pipelineOf(before, after harness.Offsets, elapsed time.Duration) Pipeline {
 	p := Pipeline{
 		Accepted:  after.End - before.End,
 		Processed: after.Committed - before.Committed,
