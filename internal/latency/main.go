@@ -18,6 +18,11 @@
 //   - committed→delivered: to the end of the sink's 2xx answer;
 //   - end to end: from the POST to the delivery, over the traced events.
 //
+// After each measurement it measures the ceiling at the same rate (see
+// Ceiling; --ceiling=false skips it): the bare exactly-once pipeline on
+// the same cluster, a Kafka producer, a transactional copy and a
+// read_committed consumer, and prints hookstream's end to end against it.
+//
 // It prints each measurement and, per rate, the medians over the rounds,
 // then deletes the topics it created.
 package main
@@ -63,6 +68,7 @@ type options struct {
 	prefix    string
 	keepTopic bool
 	asJSON    bool
+	ceiling   bool
 }
 
 func main() {
@@ -79,6 +85,7 @@ func main() {
 	flag.StringVar(&o.binary, "hookstream", "", "hookstream binary to measure (default: build ./cmd/hookstream)")
 	flag.StringVar(&o.prefix, "prefix", "", "topic prefix (default: latency-<unix time>, its topics deleted at the end)")
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
+	flag.BoolVar(&o.ceiling, "ceiling", true, "after each measurement, measure the bare exactly-once pipeline at the same rate (Ceiling)")
 	flag.Parse()
 	for _, r := range strings.Split(rates, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
@@ -141,6 +148,13 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("round %d, %.0f/s: %w", round, rate, err)
 			}
 			m.Round = round
+			if o.ceiling {
+				c, err := ceiling(ctx, strings.Split(o.brokers, ","), fmt.Sprintf("%s-c%d-%.0f", o.prefix, round, rate), rate, o.warmUp, o.duration)
+				if err != nil {
+					return fmt.Errorf("round %d, %.0f/s, the bare pipeline: %w", round, rate, err)
+				}
+				m.Ceiling = &c
+			}
 			fmt.Fprintf(os.Stderr, "round %d  %5.0f/s  %s\n", round, rate, m.line())
 			res.Measurements = append(res.Measurements, m)
 		}
@@ -236,6 +250,9 @@ type Measurement struct {
 	SampleRatio float64        `json:"sample_ratio"`
 	Bench       loadgen.Report `json:"bench"`
 	Stages      Stages         `json:"stages"`
+	// Ceiling is the bare exactly-once pipeline at the same rate, right
+	// after.
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
 }
 
 // sustained reports whether the pipeline kept up: every request answered
@@ -250,9 +267,14 @@ func (m Measurement) line() string {
 	if m.Bench.EndToEnd != nil {
 		e2e = *m.Bench.EndToEnd
 	}
-	return fmt.Sprintf("%.0f req/s, %d errors, %d undelivered, ack p50/p99 %s/%s, end to end p50/p99 %s/%s (n=%d); traced %d: %s",
+	line := fmt.Sprintf("%.0f req/s, %d errors, %d undelivered, ack p50/p99 %s/%s, end to end p50/p99 %s/%s (n=%d); traced %d: %s",
 		m.Bench.PerSecond, m.Bench.Errors, m.Bench.Undelivered, ms(m.Bench.Latency.P50), ms(m.Bench.Latency.P99),
 		ms(e2e.P50), ms(e2e.P99), e2e.Count, m.Stages.Traced, m.Stages.String())
+	if c := m.Ceiling; c != nil {
+		line += fmt.Sprintf("; bare pipeline (n=%d): ack %s/%s, end to end %s/%s", c.Events, ms(c.Ack.P50), ms(c.Ack.P99),
+			ms(c.EndToEnd.P50), ms(c.EndToEnd.P99))
+	}
+	return line
 }
 
 // Stage is one stage's percentiles over the traced events.
@@ -381,9 +403,13 @@ func (r *result) summarize(rates []float64) {
 			for _, st := range m.Stages.Stages {
 				add(st.Name, st.P50, st.P99)
 			}
+			if c := m.Ceiling; c != nil {
+				add(c.Ack.Name, c.Ack.P50, c.Ack.P99)
+				add(c.EndToEnd.Name, c.EndToEnd.P50, c.EndToEnd.P99)
+			}
 		}
 		s.PerSecond = quantile(perSecond, 0.5)
-		for _, name := range append([]string{"ack (client, every event)", "end to end (client, every event)"}, stageNames...) {
+		for _, name := range append(append([]string{"ack (client, every event)", "end to end (client, every event)"}, stageNames...), "ceiling ack", "ceiling end to end") {
 			if v, ok := rows[name]; ok {
 				s.Rows = append(s.Rows, Stage{Name: name, P50: time.Duration(median(v[0])), P99: time.Duration(median(v[1]))})
 			}
@@ -416,6 +442,19 @@ func (r *result) print(w io.Writer) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		var e2e, ceil *Stage
+		for i := range s.Rows {
+			switch s.Rows[i].Name {
+			case "end to end (client, every event)":
+				e2e = &s.Rows[i]
+			case "ceiling end to end":
+				ceil = &s.Rows[i]
+			}
+		}
+		if e2e != nil && ceil != nil && ceil.P50 > 0 && ceil.P99 > 0 {
+			fmt.Fprintf(w, "end to end against the bare pipeline's: p50 %.2f×, p99 %.2f×\n",
+				float64(e2e.P50)/float64(ceil.P50), float64(e2e.P99)/float64(ceil.P99))
 		}
 	}
 	return nil
