@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,7 +67,9 @@ type ClientConfig struct {
 	// UserAgent is sent with every delivery, e.g. "hookstream/1.2.3";
 	// default none (Go's).
 	UserAgent string
-	// MaxConns bounds the connections per host, idle or active; default 64.
+	// MaxConns bounds the connections per host, idle or active, and the
+	// attempts in flight to it; default 64. An attempt waits for one of
+	// them before its timeout starts.
 	MaxConns int
 	// RequireHTTPS refuses targets that are not https, loopback aside (see
 	// subscriptions.Security.RequireHTTPS); default false.
@@ -114,6 +117,7 @@ func (r Result) Gone() bool { return r.Status == http.StatusGone }
 type Client struct {
 	http         *http.Client
 	transport    *http.Transport
+	hosts        hostGates
 	timeout      time.Duration
 	userAgent    string
 	requireHTTPS bool
@@ -167,6 +171,7 @@ func NewClient(cfg ClientConfig) *Client {
 			},
 		},
 		transport:    transport,
+		hosts:        hostGates{size: maxConns, gates: make(map[string]*hostGate)},
 		timeout:      timeout,
 		userAgent:    cfg.UserAgent,
 		requireHTTPS: cfg.RequireHTTPS,
@@ -180,18 +185,17 @@ func (c *Client) Close() { c.transport.CloseIdleConnections() }
 
 // Deliver makes one attempt: a POST of d.Body with d.Header to d.URL,
 // which succeeds on a 2xx response received in full within the timeout
-// (d.Timeout, else the client's). Redirects are not followed. Deliver
-// returns no later than the timeout after it is called, or when parent is
-// done.
+// (d.Timeout, else the client's). Redirects are not followed. The attempt
+// first waits for one of the MaxConns slots of its host, as long as
+// parent allows: the timeout is the subscriber's time to answer, not the
+// queue's. Deliver returns no later than the timeout after it has a slot,
+// or when parent is done.
 func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	timeout := c.timeout
 	if d.Timeout > 0 {
 		timeout = d.Timeout
 	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
-
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(d.Body))
+	req, err := http.NewRequestWithContext(parent, http.MethodPost, d.URL, bytes.NewReader(d.Body))
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) { // do not repeat the URL, which may hold secrets
@@ -206,6 +210,14 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	if d.Header.Get(signature.HeaderSignature) == "" {
 		return Result{Err: fmt.Errorf("post %s: unsigned", target)}
 	}
+	release, err := c.hosts.acquire(parent, req.URL.Scheme+"://"+req.URL.Host)
+	if err != nil {
+		return Result{Err: fmt.Errorf("post %s: waiting for a connection: %w", target, err)}
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	req = req.WithContext(ctx)
 
 	req.Header = d.Header // built for this attempt
 	c.propagator.Inject(parent, propagation.HeaderCarrier(req.Header))
@@ -244,6 +256,48 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return res
+}
+
+// hostGates bound the attempts in flight to each host (scheme, host and
+// port) to size, the transport's connections per host. A host's gate
+// exists while attempts hold or wait for it: the map is bounded by the
+// attempts in flight.
+type hostGates struct {
+	size  int
+	mu    sync.Mutex
+	gates map[string]*hostGate
+}
+
+type hostGate struct {
+	slots chan struct{}
+	users int // attempts holding or waiting for a slot
+}
+
+// acquire waits for a slot of host, or until ctx ends; release gives it
+// back.
+func (g *hostGates) acquire(ctx context.Context, host string) (release func(), err error) {
+	g.mu.Lock()
+	gate := g.gates[host]
+	if gate == nil {
+		gate = &hostGate{slots: make(chan struct{}, g.size)}
+		g.gates[host] = gate
+	}
+	gate.users++
+	g.mu.Unlock()
+	leave := func() {
+		g.mu.Lock()
+		if gate.users--; gate.users == 0 {
+			delete(g.gates, host)
+		}
+		g.mu.Unlock()
+	}
+	select {
+	case gate.slots <- struct{}{}:
+		return func() { <-gate.slots; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 // describeTransportError returns err, the failure of a request to target,

@@ -420,6 +420,43 @@ func TestClientDeliverTimeout(t *testing.T) {
 	}
 }
 
+// TestClientWaitForAHostIsNotTheTimeout: with every connection to a host
+// busy, an attempt waits for one without its timeout running: the time a
+// subscriber is given starts when its request can be sent, so many
+// subscriptions to one host fail no delivery by queueing for it.
+func TestClientWaitForAHostIsNotTheTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	release := make(chan struct{})
+	var served atomic.Int32
+	srv := newClientTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) <= 2 {
+			<-release
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	c := newClientForTest(t, ClientConfig{AllowPrivate: true, Timeout: time.Minute, MaxConns: 2})
+	results := make(chan Result, 3)
+	for range 2 {
+		go func() { results <- c.Deliver(t.Context(), clientTestDelivery(srv.URL)) }()
+	}
+	for served.Load() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	d := clientTestDelivery(srv.URL)
+	d.Timeout = timeout
+	go func() { results <- c.Deliver(t.Context(), d) }()
+	time.Sleep(3 * timeout) // the third waits for a connection past its timeout
+	if n := served.Load(); n != 2 {
+		t.Fatalf("requests the server got while both connections were busy: %d, want 2", n)
+	}
+	close(release)
+	for range 3 {
+		if res := <-results; !res.OK() {
+			t.Errorf("delivery: %v, want every one delivered", res.Err)
+		}
+	}
+}
+
 func TestClientDeliverCanceled(t *testing.T) {
 	srv := newClientTestServer(t, clientHang)
 	c := newClientForTest(t, ClientConfig{AllowPrivate: true, Timeout: time.Minute})

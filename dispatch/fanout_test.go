@@ -288,3 +288,41 @@ func TestKillAndRebalanceLoseNothing(t *testing.T) {
 		return nil
 	})
 }
+
+// TestUpgradeStartsFromTheOldGroupsOffsets: a subscription whose group
+// holds the offsets an earlier dispatcher committed (one consumer group
+// per subscription, plain commits) is delivered from those offsets by
+// the fan-out dispatcher: nothing before them again, everything after.
+func TestUpgradeStartsFromTheOldGroupsOffsets(t *testing.T) {
+	h := newHarness(t, true)
+	h.stop()
+	sink := newFanSink(t, func(string) int { return http.StatusOK })
+	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/upgraded"})
+	var delivered, fresh []string
+	for range 15 {
+		delivered = append(delivered, h.event(t, "shop", "order"))
+	}
+	ctx := context.Background()
+	adm := kadm.NewClient(h.cl)
+	ends, err := adm.ListEndOffsets(ctx, string(h.env.Names.Events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CommitAllOffsets(ctx, string(h.env.Names.SubscriptionGroup(sub.ID)), ends.Offsets()); err != nil {
+		t.Fatal(err)
+	}
+	for range 15 {
+		fresh = append(fresh, h.event(t, "shop", "order"))
+	}
+	h.start(t)
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if n, example := sink.missing([]string{"upgraded"}, fresh); n > 0 {
+			return fmt.Errorf("%d missing, %s among them", n, example)
+		}
+		return nil
+	})
+	h.stop() // every record read is judged before the cursors are committed
+	if n, _ := sink.missing([]string{"upgraded"}, delivered); n != len(delivered) {
+		t.Errorf("%d of the %d events the old dispatcher delivered came again, want none", len(delivered)-n, len(delivered))
+	}
+}

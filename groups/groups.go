@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -284,4 +285,59 @@ func WithoutDeleted[T any](names topics.Names, lags []GroupLag, subs map[string]
 		_, exists := subs[id]
 		return !exists
 	})
+}
+
+// WaitAssigned waits, for at most timeout, until group is stable with
+// every partition of topic assigned to a member: until its consumers
+// (the dispatchers of <prefix>-dispatch, say) read all of the topic.
+func WaitAssigned(ctx context.Context, adm *kadm.Client, group topics.Group, topic topics.Topic, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last string
+	for {
+		parts, err := adm.ListTopics(ctx, string(topic))
+		if err == nil {
+			var described kadm.DescribedGroups
+			described, err = adm.DescribeGroups(ctx, string(group))
+			if err == nil {
+				last = assigned(described[string(group)], string(topic), len(parts[string(topic)].Partitions))
+				if last == "" {
+					return nil
+				}
+			}
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the group %s did not form within %v (%s)", group, timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// assigned is "" when g is stable with n partitions of topic assigned,
+// else what it is still missing.
+func assigned(g kadm.DescribedGroup, topic string, n int) string {
+	if g.Err != nil {
+		return g.Err.Error()
+	}
+	if g.State != "Stable" {
+		return "state " + g.State
+	}
+	count := 0
+	for _, m := range g.Members {
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range a.Topics {
+				if t.Topic == topic {
+					count += len(t.Partitions)
+				}
+			}
+		}
+	}
+	if n == 0 || count < n {
+		return fmt.Sprintf("%d of %d partitions assigned", count, n)
+	}
+	return ""
 }

@@ -12,12 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/subscriptions"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // benchOptions are the flags of bench.
@@ -154,7 +153,10 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 		// Events sent before a dispatcher reads the events topic would
 		// wait for the dispatch group to form (seconds on a cluster) and
 		// count that wait as latency.
-		return waitSubscriptionGroup(cmd.Context(), c.adm, c.names, id, joinTimeout)
+		if err := groups.WaitAssigned(cmd.Context(), c.adm, c.names.DispatchGroup(), c.names.Events, joinTimeout); err != nil {
+			return fmt.Errorf("--sink: %w; is a dispatcher running? (subscription %s)", err, id)
+		}
+		return nil
 	})
 	stop = func() {
 		if id != "" {
@@ -174,62 +176,6 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 		return nil, err
 	}
 	return stop, nil
-}
-
-// waitSubscriptionGroup waits until the dispatch group is stable with
-// every partition of the events topic assigned to a member: until
-// dispatchers read all of subscription id's events.
-func waitSubscriptionGroup(ctx context.Context, adm *kadm.Client, names topics.Names, id string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	group := string(names.DispatchGroup())
-	var last string
-	for {
-		parts, err := adm.ListTopics(ctx, string(names.Events))
-		if err == nil {
-			var described kadm.DescribedGroups
-			described, err = adm.DescribeGroups(ctx, group)
-			if err == nil {
-				last = groupAssigned(described[group], string(names.Events), len(parts[string(names.Events)].Partitions))
-				if last == "" {
-					return nil
-				}
-			}
-		}
-		if err != nil {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("--sink: the dispatch group %s did not form within %v (%s); is a dispatcher running? (subscription %s)", group, timeout, last, id)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// groupAssigned is "" when g is stable with n partitions of topic assigned,
-// else what it is still missing.
-func groupAssigned(g kadm.DescribedGroup, topic string, n int) string {
-	if g.Err != nil {
-		return g.Err.Error()
-	}
-	if g.State != "Stable" {
-		return "state " + g.State
-	}
-	assigned := 0
-	for _, m := range g.Members {
-		if a, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range a.Topics {
-				if t.Topic == topic {
-					assigned += len(t.Partitions)
-				}
-			}
-		}
-	}
-	if n == 0 || assigned < n {
-		return fmt.Sprintf("%d of %d partitions assigned", assigned, n)
-	}
-	return ""
 }
 
 func printReport(w io.Writer, r loadgen.Report) error {

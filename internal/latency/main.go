@@ -18,6 +18,11 @@
 //   - committed→delivered: to the end of the sink's 2xx answer;
 //   - end to end: from the POST to the delivery, over the traced events.
 //
+// After each measurement it measures the ceiling at the same rate (see
+// Ceiling; --ceiling=false skips it): the bare exactly-once pipeline on
+// the same cluster, a Kafka producer, a transactional copy and a
+// read_committed consumer, and prints hookstream's end to end against it.
+//
 // It prints each measurement and, per rate, the medians over the rounds,
 // then deletes the topics it created.
 package main
@@ -25,12 +30,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -45,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
 )
 
@@ -65,6 +68,7 @@ type options struct {
 	prefix    string
 	keepTopic bool
 	asJSON    bool
+	ceiling   bool
 }
 
 func main() {
@@ -81,6 +85,7 @@ func main() {
 	flag.StringVar(&o.binary, "hookstream", "", "hookstream binary to measure (default: build ./cmd/hookstream)")
 	flag.StringVar(&o.prefix, "prefix", "", "topic prefix (default: latency-<unix time>, its topics deleted at the end)")
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
+	flag.BoolVar(&o.ceiling, "ceiling", true, "after each measurement, measure the bare exactly-once pipeline at the same rate (Ceiling)")
 	flag.Parse()
 	for _, r := range strings.Split(rates, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
@@ -117,10 +122,10 @@ func run(ctx context.Context, o options) error {
 	bin := o.binary
 	if bin == "" {
 		fmt.Fprintln(os.Stderr, "building hookstream")
-		bin = filepath.Join(work, "hookstream")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/hookstream").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build (run from the repository root): %w\n%s", err, out)
+		if _, err := harness.Build(ctx, work, "./cmd/hookstream"); err != nil {
+			return err
 		}
+		bin = filepath.Join(work, "hookstream")
 	}
 	config := filepath.Join(work, "sources.yaml")
 	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
@@ -135,7 +140,7 @@ func run(ctx context.Context, o options) error {
 	if !o.keepTopic {
 		defer deleteTopics(o.brokers, o.prefix)
 	}
-	res := result{Brokers: o.brokers, Duration: o.duration, LoadBefore: loadAverage()}
+	res := result{Brokers: o.brokers, Duration: o.duration, LoadBefore: harness.LoadAverage()}
 	for round := 1; round <= o.rounds; round++ {
 		for _, rate := range o.rates {
 			m, err := measure(ctx, o, bin, work, config, spans, rate)
@@ -143,11 +148,18 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("round %d, %.0f/s: %w", round, rate, err)
 			}
 			m.Round = round
+			if o.ceiling {
+				c, err := ceiling(ctx, strings.Split(o.brokers, ","), fmt.Sprintf("%s-c%d-%.0f", o.prefix, round, rate), rate, o.warmUp, o.duration)
+				if err != nil {
+					return fmt.Errorf("round %d, %.0f/s, the bare pipeline: %w", round, rate, err)
+				}
+				m.Ceiling = &c
+			}
 			fmt.Fprintf(os.Stderr, "round %d  %5.0f/s  %s\n", round, rate, m.line())
 			res.Measurements = append(res.Measurements, m)
 		}
 	}
-	res.LoadAfter = loadAverage()
+	res.LoadAfter = harness.LoadAverage()
 	res.summarize(o.rates)
 	if o.asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -159,12 +171,19 @@ func run(ctx context.Context, o options) error {
 
 // measure runs hookstream on the cluster, warms it up and measures one rate.
 func measure(ctx context.Context, o options, bin, work, config string, spans *receiver, rate float64) (Measurement, error) {
-	httpAddr, adminAddr, sinkAddr := freeAddr(), freeAddr(), freeAddr()
+	var addrs [3]string
+	for i := range addrs {
+		var err error
+		if addrs[i], err = harness.FreeAddr(); err != nil {
+			return Measurement{}, err
+		}
+	}
+	httpAddr, adminAddr, sinkAddr := addrs[0], addrs[1], addrs[2]
 	dataDir, err := os.MkdirTemp(work, "data-")
 	if err != nil {
 		return Measurement{}, err
 	}
-	env := environ(map[string]string{
+	env := harness.Environ(map[string]string{
 		"HOOKSTREAM_BROKERS":      o.brokers,
 		"HOOKSTREAM_TOPIC_PREFIX": o.prefix,
 		"HOOKSTREAM_CONFIG":       config,
@@ -190,7 +209,7 @@ func measure(ctx context.Context, o options, bin, work, config string, spans *re
 	if err := srv.Start(); err != nil {
 		return Measurement{}, err
 	}
-	defer terminate(srv)
+	defer harness.Terminate(srv)
 
 	bench := func(d time.Duration, out io.Writer) error {
 		cmd := exec.CommandContext(ctx, bin, "bench", "--target", "http://"+httpAddr, "--source", source, "--scheme", "github",
@@ -203,7 +222,7 @@ func measure(ctx context.Context, o options, bin, work, config string, spans *re
 		}
 		return nil
 	}
-	if err := waitReady(ctx, adminAddr); err != nil {
+	if err := harness.WaitReady(ctx, adminAddr, 120*time.Second); err != nil {
 		b, _ := os.ReadFile(logFile.Name())
 		return Measurement{}, fmt.Errorf("%w\n%s", err, lastLine(string(b)))
 	}
@@ -231,6 +250,9 @@ type Measurement struct {
 	SampleRatio float64        `json:"sample_ratio"`
 	Bench       loadgen.Report `json:"bench"`
 	Stages      Stages         `json:"stages"`
+	// Ceiling is the bare exactly-once pipeline at the same rate, right
+	// after.
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
 }
 
 // sustained reports whether the pipeline kept up: every request answered
@@ -245,9 +267,14 @@ func (m Measurement) line() string {
 	if m.Bench.EndToEnd != nil {
 		e2e = *m.Bench.EndToEnd
 	}
-	return fmt.Sprintf("%.0f req/s, %d errors, %d undelivered, ack p50/p99 %s/%s, end to end p50/p99 %s/%s (n=%d); traced %d: %s",
+	line := fmt.Sprintf("%.0f req/s, %d errors, %d undelivered, ack p50/p99 %s/%s, end to end p50/p99 %s/%s (n=%d); traced %d: %s",
 		m.Bench.PerSecond, m.Bench.Errors, m.Bench.Undelivered, ms(m.Bench.Latency.P50), ms(m.Bench.Latency.P99),
 		ms(e2e.P50), ms(e2e.P99), e2e.Count, m.Stages.Traced, m.Stages.String())
+	if c := m.Ceiling; c != nil {
+		line += fmt.Sprintf("; bare pipeline (n=%d): ack %s/%s, end to end %s/%s", c.Events, ms(c.Ack.P50), ms(c.Ack.P99),
+			ms(c.EndToEnd.P50), ms(c.EndToEnd.P99))
+	}
+	return line
 }
 
 // Stage is one stage's percentiles over the traced events.
@@ -376,9 +403,13 @@ func (r *result) summarize(rates []float64) {
 			for _, st := range m.Stages.Stages {
 				add(st.Name, st.P50, st.P99)
 			}
+			if c := m.Ceiling; c != nil {
+				add(c.Ack.Name, c.Ack.P50, c.Ack.P99)
+				add(c.EndToEnd.Name, c.EndToEnd.P50, c.EndToEnd.P99)
+			}
 		}
 		s.PerSecond = quantile(perSecond, 0.5)
-		for _, name := range append([]string{"ack (client, every event)", "end to end (client, every event)"}, stageNames...) {
+		for _, name := range append(append([]string{"ack (client, every event)", "end to end (client, every event)"}, stageNames...), "ceiling ack", "ceiling end to end") {
 			if v, ok := rows[name]; ok {
 				s.Rows = append(s.Rows, Stage{Name: name, P50: time.Duration(median(v[0])), P99: time.Duration(median(v[1]))})
 			}
@@ -412,6 +443,19 @@ func (r *result) print(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		var e2e, ceil *Stage
+		for i := range s.Rows {
+			switch s.Rows[i].Name {
+			case "end to end (client, every event)":
+				e2e = &s.Rows[i]
+			case "ceiling end to end":
+				ceil = &s.Rows[i]
+			}
+		}
+		if e2e != nil && ceil != nil && ceil.P50 > 0 && ceil.P99 > 0 {
+			fmt.Fprintf(w, "end to end against the bare pipeline's: p50 %.2f×, p99 %.2f×\n",
+				float64(e2e.P50)/float64(ceil.P50), float64(e2e.P99)/float64(ceil.P99))
+		}
 	}
 	return nil
 }
@@ -419,60 +463,6 @@ func (r *result) print(w io.Writer) error {
 // ms is d in milliseconds, one decimal.
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
-}
-
-// environ is this process's environment without HOOKSTREAM_ and OTEL_
-// variables, with set added.
-func environ(set map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKSTREAM_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range set {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-// waitReady polls the admin listener's /readyz until it answers 200.
-func waitReady(ctx context.Context, adminAddr string) error {
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("hookstream was not ready within 120s")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// terminate interrupts cmd and waits for it to exit, killing it after 30s.
-func terminate(cmd *exec.Cmd) {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // a server stopped by a signal exits as it may
-		close(exited)
-	}()
-	_ = cmd.Process.Signal(os.Interrupt) // fails only when it exited already
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
 }
 
 // deleteTopics deletes the topics of prefix.
@@ -499,24 +489,6 @@ func deleteTopics(brokers, prefix string) {
 	if _, err := adm.DeleteTopics(ctx, names...); err != nil {
 		fmt.Fprintln(os.Stderr, "latency: delete topics:", err)
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return err.Error()
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func lastLine(s string) string {

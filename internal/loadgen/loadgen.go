@@ -235,6 +235,7 @@ type Sink struct {
 	seen  map[string]bool
 	hist  *hdrhistogram.Histogram
 	count atomic.Int64
+	all   atomic.Int64
 }
 
 // NewSink returns an empty sink.
@@ -283,6 +284,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	s.all.Add(int64(len(ids)))
 	s.mu.Lock()
 	for _, id := range ids {
 		if at, ok := s.start[id]; ok && !s.seen[id] {
@@ -294,6 +296,10 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// Deliveries is how many events the sink received: each event of each
+// delivery, every subscription's and every repeat.
+func (s *Sink) Deliveries() int64 { return s.all.Load() }
 
 // Wait waits until every distinct event sent was delivered, or ctx ends,
 // and returns the end-to-end latencies.

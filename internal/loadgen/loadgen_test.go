@@ -128,4 +128,12 @@ func TestSinkCountsBatchedEvents(t *testing.T) {
 	if sink.Missing() != 0 || sink.delivered() != 3 {
 		t.Errorf("got %d missing, %d delivered; want every event of the batch and the single one counted", sink.Missing(), sink.delivered())
 	}
+	// Another subscription's delivery of the same event counts among the
+	// deliveries, not as a first delivery.
+	if code := deliver("bench:3", [][]byte{key}, `{"id":"bench:3","type":"t"}`); code != http.StatusNoContent {
+		t.Errorf("second delivery: got %d, want 204", code)
+	}
+	if sink.delivered() != 3 || sink.Deliveries() != 4 {
+		t.Errorf("after a second delivery: %d first deliveries, %d deliveries; want 3 and 4", sink.delivered(), sink.Deliveries())
+	}
 }

@@ -55,6 +55,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/internal/otlptest"
 	"github.com/hookstream/hookstream/topics"
@@ -214,8 +215,8 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, t
 	}
 	defer os.RemoveAll(work)
 	fmt.Fprintln(os.Stderr, "building hookstream and thinreceiver")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", work+"/", "./cmd/hookstream", "./internal/thinreceiver").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build (run from the repository root): %w\n%s", err, out)
+	if _, err := harness.Build(ctx, work, "./cmd/hookstream", "./internal/thinreceiver"); err != nil {
+		return err
 	}
 	config := filepath.Join(work, "sources.yaml")
 	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
@@ -224,7 +225,7 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, t
 	}
 	load := loadgen.Config{Source: source, Concurrency: concurrency, Duration: duration, BodySize: 1024,
 		Scheme: ingest.SchemeGitHub, Secret: secret}
-	c := comparison{Duration: duration, Concurrency: concurrency, LoadBefore: loadAverage(), servers: servers}
+	c := comparison{Duration: duration, Concurrency: concurrency, LoadBefore: harness.LoadAverage(), servers: servers}
 	var spans *otlptest.Receiver
 	if traced {
 		var stop func()
@@ -245,7 +246,7 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, t
 			c.Rounds = append(c.Rounds, r)
 		}
 	}
-	c.LoadAfter = loadAverage()
+	c.LoadAfter = harness.LoadAverage()
 	c.summarize()
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -273,7 +274,7 @@ func serveSpans() (*otlptest.Receiver, func(), error) {
 func measure(ctx context.Context, s server, bin, dataDir, config string, load loadgen.Config, spans *otlptest.Receiver) (Round, error) {
 	var a addrs
 	for _, p := range []*string{&a.http, &a.broker, &a.admin} {
-		addr, err := freeAddr()
+		addr, err := harness.FreeAddr()
 		if err != nil {
 			return Round{}, err
 		}
@@ -288,7 +289,7 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	if err := cmd.Start(); err != nil {
 		return Round{}, err
 	}
-	defer terminate(cmd)
+	defer harness.Terminate(cmd)
 
 	load.URL = "http://" + a.http + "/webhooks/" + source
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: load.Concurrency, MaxConnsPerHost: load.Concurrency},
@@ -304,11 +305,11 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	}
 	r := Round{Server: s.name}
 	if !s.pipeline {
-		from, cpu := spanCount(spans), cpuTime(cmd.Process.Pid)
+		from, cpu := spanCount(spans), harness.CPUTime(cmd.Process.Pid)
 		var err error
 		r.Report, err = loadgen.Run(ctx, load, client, nil, nil)
 		r.SpansPerSecond = float64(spanCount(spans)-from) / load.Duration.Seconds()
-		r.CPUPerRequest = perEvent(cpuTime(cmd.Process.Pid)-cpu, r.Report.Completed)
+		r.CPUPerRequest = perEvent(harness.CPUTime(cmd.Process.Pid)-cpu, r.Report.Completed)
 		return r, err
 	}
 
@@ -320,46 +321,23 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	adm := kadm.NewClient(kc)
 	names := topics.NewNames("hookstream")
 	// The processor is running once it has caught up with the warm-up.
-	before, err := waitDrained(ctx, adm, names)
+	before, err := harness.WaitDrained(ctx, adm, names)
 	if err != nil {
 		return Round{}, err
 	}
-	start, from, cpu := time.Now(), spanCount(spans), cpuTime(cmd.Process.Pid)
+	start, from, cpu := time.Now(), spanCount(spans), harness.CPUTime(cmd.Process.Pid)
 	if r.Report, err = loadgen.Run(ctx, load, client, nil, nil); err != nil {
 		return Round{}, err
 	}
 	r.SpansPerSecond = float64(spanCount(spans)-from) / time.Since(start).Seconds()
-	after, err := readOffsets(ctx, adm, names)
+	after, err := harness.ReadOffsets(ctx, adm, names)
 	if err != nil {
 		return Round{}, err
 	}
 	p := pipelineOf(before, after, time.Since(start))
 	r.Pipeline = &p
-	r.CPUPerRequest = perEvent(cpuTime(cmd.Process.Pid)-cpu, p.Accepted)
+	r.CPUPerRequest = perEvent(harness.CPUTime(cmd.Process.Pid)-cpu, p.Accepted)
 	return r, nil
-}
-
-// cpuTime is the CPU time (user and system) process pid has used, read
-// from /proc/<pid>/stat; 0 where it cannot be read.
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses and may
-	// hold spaces: state is the 3rd field, utime the 14th, stime the 15th.
-	_, rest, ok := strings.Cut(string(b), ") ")
-	fields := strings.Fields(rest)
-	if !ok || len(fields) < 13 {
-		return 0
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	const clockTicks = 100 // USER_HZ: 100 on every Linux hookstream runs on
-	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
 // perEvent is cpu per one of n events; 0 for none.
@@ -399,93 +377,6 @@ func waitReady(ctx context.Context, client *http.Client, load loadgen.Config) er
 	}
 }
 
-// terminate interrupts cmd and waits for it to exit, killing it after 30s.
-func terminate(cmd *exec.Cmd) {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // a server stopped by a signal exits as it may
-		close(exited)
-	}()
-	_ = cmd.Process.Signal(os.Interrupt) // fails only when it exited already
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// loadAverage is /proc/loadavg, or what kept it from being read.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return err.Error()
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// offsets are the ingest topic's end offsets and the processor group's
-// committed offsets on it, each summed over the partitions.
-type offsets struct{ End, Committed int64 }
-
-// readOffsets reads the offsets of names' ingest topic and processor group.
-func readOffsets(ctx context.Context, adm *kadm.Client, names topics.Names) (offsets, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, string(names.Ingest))
-	if err != nil {
-		return offsets{}, err
-	}
-	if err := ends.Error(); err != nil {
-		return offsets{}, err
-	}
-	committed, err := adm.FetchOffsets(ctx, string(names.ProcessorGroup()))
-	if err != nil {
-		return offsets{}, err
-	}
-	if err := committed.Error(); err != nil {
-		return offsets{}, err
-	}
-	var o offsets
-	ends.Each(func(l kadm.ListedOffset) { o.End += l.Offset })
-	committed.Each(func(r kadm.OffsetResponse) {
-		if r.Topic == string(names.Ingest) && r.At > 0 {
-			o.Committed += r.At
-		}
-	})
-	return o, nil
-}
-
-// waitDrained waits until the processor group has committed every record
-// of the ingest topic, and returns the offsets then.
-func waitDrained(ctx context.Context, adm *kadm.Client, names topics.Names) (offsets, error) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		o, err := readOffsets(ctx, adm, names)
-		if err == nil && o.End > 0 && o.Committed == o.End {
-			return o, nil
-		}
-		if time.Now().After(deadline) {
-			return o, fmt.Errorf("the processor did not catch up with the ingest topic within 60s (offsets %+v, %v)", o, err)
-		}
-		select {
-		case <-ctx.Done():
-			return o, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // Pipeline is how the whole pipeline kept up over a round: events accepted
 // (written to the ingest topic) and processed (committed by the processor
 // group), per second, and the lag between them before and after.
@@ -505,7 +396,7 @@ type Pipeline struct {
 // the round ends.
 const flatShare = 0.05
 
-func pipelineOf(before, after offsets, elapsed time.Duration) Pipeline {
+func pipelineOf(before, after harness.Offsets, elapsed time.Duration) Pipeline {
 	p := Pipeline{
 		Accepted:  after.End - before.End,
 		Processed: after.Committed - before.Committed,

@@ -1,32 +1,27 @@
 package main
 
 import (
-	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
 )
 
 func TestPipelineOf(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		before, after offsets
+		before, after harness.Offsets
 		want          Pipeline
 		sustained     float64
 	}{
-		{"kept up", offsets{End: 100, Committed: 100}, offsets{End: 10100, Committed: 10000},
+		{"kept up", harness.Offsets{End: 100, Committed: 100}, harness.Offsets{End: 10100, Committed: 10000},
 			Pipeline{Accepted: 10000, Processed: 9900, AcceptedPerSecond: 1000, ProcessedPerSecond: 990, LagBefore: 0, LagAfter: 100, Flat: true}, 990},
-		{"caught up a backlog", offsets{End: 5000, Committed: 1000}, offsets{End: 15000, Committed: 15000},
+		{"caught up a backlog", harness.Offsets{End: 5000, Committed: 1000}, harness.Offsets{End: 15000, Committed: 15000},
 			Pipeline{Accepted: 10000, Processed: 14000, AcceptedPerSecond: 1000, ProcessedPerSecond: 1400, LagBefore: 4000, LagAfter: 0, Flat: true}, 1000},
-		{"fell behind", offsets{End: 0, Committed: 0}, offsets{End: 10000, Committed: 6000},
+		{"fell behind", harness.Offsets{End: 0, Committed: 0}, harness.Offsets{End: 10000, Committed: 6000},
 			Pipeline{Accepted: 10000, Processed: 6000, AcceptedPerSecond: 1000, ProcessedPerSecond: 600, LagBefore: 0, LagAfter: 4000, Flat: false}, 600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,44 +90,9 @@ func TestSummarizeTraced(t *testing.T) {
 	}
 }
 
-// TestCPUTime: the CPU time of this process grows as it works, and is
-// shared out per event.
-func TestCPUTime(t *testing.T) {
-	before := cpuTime(os.Getpid())
-	for x, start := 0, time.Now(); time.Since(start) < 100*time.Millisecond; x++ {
-		_ = x * x
-	}
-	if after := cpuTime(os.Getpid()); after <= before {
-		t.Errorf("CPU time: got %v after %v of work, want more", after, before)
-	}
-	if cpuTime(-1) != 0 || perEvent(time.Second, 0) != 0 || perEvent(time.Second, 4) != 250*time.Millisecond {
-		t.Errorf("no process, no events, 4 events: got %v, %v, %v; want 0, 0, 250ms", cpuTime(-1), perEvent(time.Second, 0), perEvent(time.Second, 4))
-	}
-}
-
-func TestReadOffsets(t *testing.T) {
-	env := kafkatest.New(t, 3, 1<<20)
-	ctx := context.Background()
-	cl := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	adm := kadm.NewClient(cl)
-	for i := range 10 {
-		r := &kgo.Record{Topic: string(env.Names.Ingest), Partition: int32(i % 3)}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var commit kadm.Offsets
-	commit.AddOffset(string(env.Names.Ingest), 0, 2, -1)
-	commit.AddOffset(string(env.Names.Ingest), 1, 3, -1)
-	commit.AddOffset(string(env.Names.Events), 0, 50, -1) // not the ingest topic
-	if err := adm.CommitAllOffsets(ctx, string(env.Names.ProcessorGroup()), commit); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readOffsets(ctx, adm, env.Names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (offsets{End: 10, Committed: 5}); got != want {
-		t.Errorf("after commits: got %+v, want %+v", got, want)
+// TestPerEvent: CPU time is shared out per event.
+func TestPerEvent(t *testing.T) {
+	if perEvent(time.Second, 0) != 0 || perEvent(time.Second, 4) != 250*time.Millisecond {
+		t.Errorf("no events, 4 events: got %v, %v; want 0, 250ms", perEvent(time.Second, 0), perEvent(time.Second, 4))
 	}
 }
