@@ -84,15 +84,23 @@ func (c subscriptionStates) Describe(ch chan<- *prometheus.Desc) {
 	ch <- subscriptionDisabledDesc
 }
 
+// Collect sends the series once it has read them and let go of the
+// dispatcher's lock: Prometheus consumes the channel in the goroutine
+// that evaluates the gauges of open circuits, which take that lock too.
 func (c subscriptionStates) Collect(ch chan<- prometheus.Metric) {
+	var metrics []prometheus.Metric
 	c.d.mu.Lock()
-	defer c.d.mu.Unlock()
 	for id, st := range c.d.subs {
 		st.mu.Lock()
 		disabled := !st.sub.Enabled && st.sub.DisabledReason != ""
 		st.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(circuitOpenDesc, prometheus.GaugeValue, flag(st.circuit.isOpen()), id)
-		ch <- prometheus.MustNewConstMetric(subscriptionDisabledDesc, prometheus.GaugeValue, flag(disabled), id)
+		metrics = append(metrics,
+			prometheus.MustNewConstMetric(circuitOpenDesc, prometheus.GaugeValue, flag(st.circuit.isOpen()), id),
+			prometheus.MustNewConstMetric(subscriptionDisabledDesc, prometheus.GaugeValue, flag(disabled), id))
+	}
+	c.d.mu.Unlock()
+	for _, m := range metrics {
+		ch <- m
 	}
 }
 
