@@ -42,6 +42,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +73,7 @@ type options struct {
 	dispatchers   []int
 	idle          time.Duration
 	deliveries    int
+	rounds        int
 	binary        string
 	asJSON        bool
 }
@@ -85,6 +87,7 @@ func main() {
 	flag.StringVar(&dis, "dispatchers", "1,2", "numbers of dispatcher processes, comma separated, each measured with every number of subscriptions")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long a dispatcher settles before the idle figures, and how long its idle CPU is measured")
 	flag.IntVar(&o.deliveries, "deliveries", 100_000, "deliveries of a load: events = deliveries / subscriptions, at least 200")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds, each measuring every row in turn; the table gives the rates' medians and the other figures' worst")
 	flag.StringVar(&o.binary, "hookstream", "", "hookstream binary to measure (default: build ./cmd/hookstream)")
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 	flag.Parse()
@@ -92,8 +95,8 @@ func main() {
 	if o.subscriptions, err = counts(subs); err == nil {
 		o.dispatchers, err = counts(dis)
 	}
-	if err != nil || o.idle <= 0 || o.deliveries <= 0 {
-		fmt.Fprintln(os.Stderr, "fanoutbench: --subscriptions and --dispatchers take positive counts; --idle and --deliveries must be positive:", err)
+	if err != nil || o.idle <= 0 || o.deliveries <= 0 || o.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "fanoutbench: --subscriptions and --dispatchers take positive counts; --idle, --deliveries and --rounds must be positive:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -122,11 +125,18 @@ type Result struct {
 	Machine    string `json:"machine"`
 	LoadBefore string `json:"load_before"`
 	LoadAfter  string `json:"load_after"`
-	Rows       []Row  `json:"rows"`
+	// Rows of every round, in the order measured.
+	Rows []Row `json:"rows"`
+	// Summary has one row per number of subscriptions and dispatchers:
+	// PerSecond and RatioToCeiling the medians over the rounds, each
+	// dispatcher's figures the worst of the rounds.
+	Summary []Row `json:"summary"`
 }
 
 // Row is one number of subscriptions on one number of dispatchers.
 type Row struct {
+	// Round is the row's round; in the summary, the rounds it sums up.
+	Round         int `json:"round"`
 	Subscriptions int `json:"subscriptions"`
 	Dispatchers   int `json:"dispatchers"`
 	Events        int `json:"events"`
@@ -135,8 +145,8 @@ type Row struct {
 	Deliveries int64         `json:"deliveries"`
 	Elapsed    time.Duration `json:"elapsed"`
 	PerSecond  float64       `json:"per_second"`
-	// RatioToCeiling is PerSecond against the first row's (the fewest
-	// subscriptions on one dispatcher).
+	// RatioToCeiling is PerSecond against its round's first row's (the
+	// fewest subscriptions on the fewest dispatchers).
 	RatioToCeiling float64      `json:"ratio_to_ceiling"`
 	Processes      []Dispatcher `json:"dispatchers_measured"`
 }
@@ -168,23 +178,30 @@ func run(ctx context.Context, o options) error {
 		bin = filepath.Join(work, "hookstream")
 	}
 	res := Result{Machine: machine(), LoadBefore: harness.LoadAverage()}
-	for _, d := range o.dispatchers {
-		for _, n := range o.subscriptions {
-			b := bench{o: o, bin: bin, subscriptions: n, dispatchers: d}
-			row, err := b.measure(ctx, work)
-			if err != nil {
-				return fmt.Errorf("%d subscriptions on %d dispatchers: %w", n, d, err)
+	for round := 1; round <= o.rounds; round++ {
+		var first float64
+		for _, d := range o.dispatchers {
+			for _, n := range o.subscriptions {
+				b := bench{o: o, bin: bin, subscriptions: n, dispatchers: d}
+				row, err := b.measure(ctx, work)
+				if err != nil {
+					return fmt.Errorf("round %d, %d subscriptions on %d dispatchers: %w", round, n, d, err)
+				}
+				row.Round = round
+				if first == 0 {
+					first = row.PerSecond
+				}
+				if first > 0 {
+					row.RatioToCeiling = row.PerSecond / first
+				}
+				fmt.Fprintf(os.Stderr, "round %d: %d subscriptions, %d dispatchers: %.0f deliveries/s (%.2f of the round's first row); load %s\n",
+					round, n, d, row.PerSecond, row.RatioToCeiling, harness.LoadAverage())
+				res.Rows = append(res.Rows, row)
 			}
-			if len(res.Rows) > 0 && res.Rows[0].PerSecond > 0 {
-				row.RatioToCeiling = row.PerSecond / res.Rows[0].PerSecond
-			} else {
-				row.RatioToCeiling = 1
-			}
-			fmt.Fprintf(os.Stderr, "%d subscriptions, %d dispatchers: %.0f deliveries/s (%.2f of the first row)\n", n, d, row.PerSecond, row.RatioToCeiling)
-			res.Rows = append(res.Rows, row)
 		}
 	}
 	res.LoadAfter = harness.LoadAverage()
+	res.Summary = summarize(res.Rows)
 	if o.asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -449,11 +466,12 @@ func (b *bench) serveSink() (stop func(), err error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// subscribe creates the subscriptions through the admin API.
+// subscribe creates the subscriptions through the admin API, as a user
+// would: each with the default max_in_flight (16).
 func (b *bench) subscribe(ctx context.Context) error {
 	for i := range b.subscriptions {
 		body, _ := json.Marshal(map[string]any{
-			"url": b.sinkURL, "secret": b.subscriberSecret, "max_in_flight": 64, "from": "latest",
+			"url": b.sinkURL, "secret": b.subscriberSecret, "from": "latest", // max_in_flight: the default
 			"description": fmt.Sprintf("fanoutbench %d", i+1),
 		})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.adminAddr+"/api/subscriptions", bytes.NewReader(body))
@@ -520,14 +538,61 @@ func deliveriesMade(ctx context.Context, adminAddr string) (float64, error) {
 	return total, lines.Err()
 }
 
+// summarize gives one row per number of subscriptions and dispatchers,
+// in the order first measured: the rates' medians over the rounds, the
+// other figures' worst.
+func summarize(rows []Row) []Row {
+	var out []Row
+	for _, r := range rows {
+		i := slices.IndexFunc(out, func(o Row) bool { return o.Subscriptions == r.Subscriptions && o.Dispatchers == r.Dispatchers })
+		if i < 0 {
+			out = append(out, Row{Subscriptions: r.Subscriptions, Dispatchers: r.Dispatchers, Events: r.Events,
+				Processes: make([]Dispatcher, len(r.Processes))})
+			i = len(out) - 1
+		}
+		s := &out[i]
+		s.Round++
+		s.Deliveries, s.Elapsed = s.Deliveries+r.Deliveries, s.Elapsed+r.Elapsed
+		for j, p := range r.Processes {
+			w := &s.Processes[j]
+			w.IdleRSS, w.PeakRSS = max(w.IdleRSS, p.IdleRSS), max(w.PeakRSS, p.PeakRSS)
+			w.IdleSockets, w.LoadSockets, w.IdleFDs = max(w.IdleSockets, p.IdleSockets), max(w.LoadSockets, p.LoadSockets), max(w.IdleFDs, p.IdleFDs)
+			w.IdleCPU, w.Share = max(w.IdleCPU, p.IdleCPU), max(w.Share, p.Share)
+		}
+	}
+	for i := range out {
+		var rates, ratios []float64
+		for _, r := range rows {
+			if r.Subscriptions == out[i].Subscriptions && r.Dispatchers == out[i].Dispatchers {
+				rates, ratios = append(rates, r.PerSecond), append(ratios, r.RatioToCeiling)
+			}
+		}
+		out[i].PerSecond, out[i].RatioToCeiling = median(rates), median(ratios)
+	}
+	return out
+}
+
+// median of xs; 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
 func (r Result) print(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s\nload average before: %s, after: %s\n\n", r.Machine, r.LoadBefore, r.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "%d rounds: deliveries/s and the ratio are medians, the other figures the worst round's\n", r.Summary[0].Round)
 	fmt.Fprintln(tw, "subscriptions\tdispatchers\tidle RSS\tpeak RSS\tbroker connections (idle/load)\tfds\tidle CPU\tdeliveries\tdeliveries/s\tvs first row\tshare")
-	for _, row := range r.Rows {
+	for _, row := range r.Summary {
 		for i, d := range row.Processes {
 			lead := fmt.Sprintf("%d\t%d", row.Subscriptions, row.Dispatchers)
-			rate := fmt.Sprintf("%d in %v\t%.0f\t%.2f", row.Deliveries, row.Elapsed.Round(time.Millisecond), row.PerSecond, row.RatioToCeiling)
+			rate := fmt.Sprintf("%d × %d\t%.0f\t%.2f", row.Subscriptions, row.Events, row.PerSecond, row.RatioToCeiling)
 			if i > 0 {
 				lead, rate = "\t", "\t\t"
 			}
