@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/hookstream/hookstream/internal/loadgen"
 )
 
 // TestStagesOf: a trace's stages come from its receiver span, its
@@ -45,5 +47,25 @@ func TestQuantile(t *testing.T) {
 	}
 	if q := quantile(nil, 0.99); q != 0 {
 		t.Errorf("p99 of none: got %v, want 0", q)
+	}
+}
+
+// TestSummarizeAgainstCeiling: each round's end to end is set against the
+// bare pipeline's of the same round, and the medians of those ratios are
+// reported, not a ratio of medians taken from different rounds.
+func TestSummarizeAgainstCeiling(t *testing.T) {
+	m := func(e2e50, e2e99, c50, c99 time.Duration) Measurement {
+		x := Measurement{Rate: 200, Ceiling: &Ceiling{EndToEnd: Stage{P50: c50, P99: c99}}}
+		x.Bench.EndToEnd = &loadgen.Percentiles{P50: e2e50, P99: e2e99}
+		return x
+	}
+	r := result{Measurements: []Measurement{
+		m(100*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond), // 1×, 2×
+		m(900*time.Millisecond, 900*time.Millisecond, 300*time.Millisecond, 900*time.Millisecond), // 3×, 1×
+		m(200*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond), // 2×, 1.5×
+	}}
+	r.summarize([]float64{200})
+	if s := r.Summary[0]; s.ToCeiling50 != 2 || s.ToCeiling99 != 1.5 {
+		t.Errorf("against the ceiling: p50 %v×, p99 %v×; want the medians of each round's, 2× and 1.5×", s.ToCeiling50, s.ToCeiling99)
 	}
 }
