@@ -297,6 +297,19 @@ func BatchID(sub string, first, last *kgo.Record) string {
 	return "batch_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// TraceContext is the W3C Trace Context the event's record carries: its
+// traceparent and tracestate headers, those it has. A webhook attempt
+// continues it; a pull answer serves it beside the event.
+func (e *Event) TraceContext() map[string]string {
+	tc := make(map[string]string, 2)
+	for _, h := range e.rec.Headers {
+		if h.Key == topics.HeaderTraceparent || h.Key == topics.HeaderTracestate {
+			tc[h.Key] = string(h.Value)
+		}
+	}
+	return tc
+}
+
 // ErrNoSigningKey: the subscription has no secret that decodes; nothing
 // is sent unsigned.
 var ErrNoSigningKey = errors.New("no signing key")
@@ -360,10 +373,8 @@ func (c *Compiled) Preview(e *Event, now time.Time, userAgent string) Preview {
 		p.Error = err.Error()
 		return p
 	}
-	for _, r := range e.rec.Headers {
-		if r.Key == topics.HeaderTraceparent || r.Key == topics.HeaderTracestate {
-			h.Set(r.Key, string(r.Value))
-		}
+	for k, v := range e.TraceContext() {
+		h.Set(k, v)
 	}
 	p.Body, p.Headers = body, make(map[string]string, len(h))
 	for name, values := range h {
