@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -807,5 +808,63 @@ func TestTraceContext(t *testing.T) {
 	}
 	if spans != len(want) {
 		t.Errorf("got %d acknowledgment spans, want one per event acknowledged: %d", spans, len(want))
+	}
+}
+
+// TestLookupBound: requests for subscriptions the server has not watched
+// (just created, or unknown: anyone reaching the listener can name any
+// id) read the registry, 8 at most at once; past them a request is
+// answered 429 at once, without reading, while a subscription the server
+// knows is served. Once the reads end, each unknown id is a 404.
+func TestLookupBound(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	if h.env.Cluster == nil {
+		t.Skip("holds the registry's reads in the in-process broker")
+	}
+	known := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	served := func() error {
+		if a := h.pull(t, known.ID, known.Secret, nil); a.status != http.StatusOK {
+			return fmt.Errorf("a known subscription: got %d %s, want 200", a.status, a.Error)
+		}
+		return nil
+	}
+	kafkatest.WaitFor(t, 10*time.Second, served)
+
+	// The registry's reads list the subscriptions topic's ends first:
+	// they wait until released.
+	release := make(chan struct{})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	h.env.Cluster.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.env.Cluster.KeepControl()
+		for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+			if rt.Topic == string(h.env.Names.Subscriptions) {
+				h.env.Cluster.SleepControl(func() { <-release })
+			}
+		}
+		return nil, nil, false
+	})
+
+	const lookups = 8
+	answers := make(chan answer, lookups+1)
+	for i := range lookups + 1 {
+		go func() { answers <- h.pull(t, "sub_unknown"+strconv.Itoa(i), known.Secret, nil) }()
+	}
+	// None of the reads can end: one request of the nine finds no place.
+	select {
+	case a := <-answers:
+		if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" {
+			t.Errorf("while %d reads wait: got %d %s (Retry-After %q), want 429 with Retry-After", lookups, a.status, a.Error, a.header.Get("Retry-After"))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no request answered past %d registry reads waiting", lookups)
+	}
+	kafkatest.WaitFor(t, 10*time.Second, served)
+
+	released.Do(func() { close(release) })
+	for range lookups {
+		if a := <-answers; a.status != http.StatusNotFound {
+			t.Errorf("an unknown subscription once read: got %d %s, want 404", a.status, a.Error)
+		}
 	}
 }
