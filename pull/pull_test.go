@@ -868,3 +868,41 @@ func TestLookupBound(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewIsWhatIsServed: the test of a pull subscription (subscriptions
+// test, POST /api/subscriptions/{id}/test) shows what its answers carry
+// for an event: the item of events byte for byte and its trace context,
+// no webhook header; an event the filter skips is no match with nothing
+// served; a failing transform, the error its errors entry carries.
+func TestPreviewIsWhatIsServed(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true, Filter: `type != "refund"`, Transform: `{"n": data.n}`})
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	var recs []*kgo.Record
+	for _, ev := range []struct{ id, typ, data string }{{"a", "order", `{"n":1}`}, {"b", "refund", `{"n":2}`}, {"c", "order", `{}`}} {
+		rec := eventRecord(t, h.env.Names, "shop", ev.id, ev.typ, ev.data)
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "traceparent", Value: []byte(traceparent)})
+		if err := h.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	a := h.pull(t, sub.ID, sub.Secret, nil)
+	if a.status != http.StatusOK || len(a.Events) != 1 || len(a.Errors) != 1 {
+		t.Fatalf("pull: got %d with %d events and %d errors, want 200 with 1 and 1", a.status, len(a.Events), len(a.Errors))
+	}
+	c := subscriptions.Compile(sub)
+	preview := func(rec *kgo.Record) subscriptions.Preview {
+		return c.Redact(c.Preview(subscriptions.NewEvent(rec), time.Now(), "hookstream/test"))
+	}
+	if p := preview(recs[0]); !p.Match || string(p.Body) != string(a.Events[0]) || !maps.Equal(p.TraceContext, a.TraceContexts[0]) || p.Headers != nil || p.Error != "" {
+		t.Errorf("served: preview %+v, want a match with the body %s and trace context %v served, no headers", p, a.Events[0], a.TraceContexts[0])
+	}
+	if p := preview(recs[1]); p.Match || p.Body != nil || p.TraceContext != nil || !strings.Contains(p.Reason, "the filter is false") {
+		t.Errorf("skipped: preview %+v, want no match by the filter and nothing served", p)
+	}
+	if p := preview(recs[2]); !p.Match || p.Body != nil || p.Error != a.Errors[0].Error || !maps.Equal(p.TraceContext, a.Errors[0].TraceContext) ||
+		!strings.Contains(p.Reason, "errors") || strings.Contains(p.Reason, "dead-letter") {
+		t.Errorf("failing transform: preview %+v, want the error entry %+v", p, a.Errors[0])
+	}
+}
