@@ -64,8 +64,9 @@ const (
 	DefaultMaxRequests = 512
 	// DefaultMaxRequestsPerSubscription bounds them per subscription.
 	DefaultMaxRequestsPerSubscription = 8
-	// DefaultMaxAnswerBytes bounds an answer's events, but for its first:
-	// one event is always served, however large.
+	// DefaultMaxAnswerBytes bounds an answer's events and their trace
+	// contexts, but for its first: one event is always served, however
+	// large.
 	DefaultMaxAnswerBytes = 4 << 20
 	// DefaultMaxScan bounds the records one answer reads: a filter that
 	// matches little over a long backlog answers with what it found so
@@ -494,7 +495,7 @@ func (s *Server) commit(ctx context.Context, sub subscriptions.Subscription, pos
 // answer is what a request gets.
 type answer struct {
 	bodies   [][]byte
-	traces   []map[string]string // each body's trace context
+	traces   [][]byte // each body's trace context, as JSON
 	errs     []entryError
 	to       []int64 // where the next answer begins
 	from     []int64
@@ -508,14 +509,14 @@ type entryError struct {
 	partition int32
 	offset    int64
 	err       string
-	trace     map[string]string
+	trace     []byte // its trace context, as JSON
 }
 
 // json writes the answer, its cursor signed with sub's current token.
 func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 	size := 64
-	for _, b := range a.bodies {
-		size += len(b) + 1
+	for i, b := range a.bodies {
+		size += len(b) + len(a.traces[i]) + 2
 	}
 	b := bytes.NewBuffer(make([]byte, 0, size))
 	b.WriteString(`{"events":[`)
@@ -530,7 +531,7 @@ func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(appendObject(nil, tc))
+		b.Write(tc)
 	}
 	rewind := ""
 	if sub.Rewind != nil {
@@ -546,7 +547,7 @@ func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 				b.WriteByte(',')
 			}
 			fmt.Fprintf(b, `{"id":%s,"partition":%d,"offset":%d,"error":%s,"trace_context":%s}`,
-				topics.AppendJSONString(nil, e.id), e.partition, e.offset, topics.AppendJSONString(nil, e.err), appendObject(nil, e.trace))
+				topics.AppendJSONString(nil, e.id), e.partition, e.offset, topics.AppendJSONString(nil, e.err), e.trace)
 		}
 		b.WriteByte(']')
 	}
@@ -642,7 +643,11 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 				}
 				e := subscriptions.NewEvent(r)
 				match, body, terr := judge(sc.render, e, s.cfg.MaxAnswerBytes)
-				if match && terr == nil && len(a.bodies) > 0 && size+len(body) > s.cfg.MaxAnswerBytes {
+				var tc []byte
+				if match {
+					tc = appendObject(nil, e.TraceContext())
+				}
+				if match && terr == nil && len(a.bodies) > 0 && size+len(body)+len(tc) > s.cfg.MaxAnswerBytes {
 					full = true
 					break
 				}
@@ -652,11 +657,11 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 				switch {
 				case !match:
 				case terr != nil:
-					a.errs = append(a.errs, entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error(), trace: e.TraceContext()})
+					a.errs = append(a.errs, entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error(), trace: tc})
 				default:
 					a.bodies = append(a.bodies, body)
-					a.traces = append(a.traces, e.TraceContext())
-					size += len(body)
+					a.traces = append(a.traces, tc)
+					size += len(body) + len(tc)
 				}
 			}
 			if taken == len(f.recs) {
