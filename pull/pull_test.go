@@ -482,14 +482,18 @@ func TestLongPollAnswersWhenAnEventArrives(t *testing.T) {
 }
 
 // TestAnswerBounds: a huge limit is clamped to 1000, an answer stays
-// within the size bound, and an event larger than the bound is served
-// alone rather than never.
+// within the size bound, its events' trace contexts counted, and an
+// event larger than the bound is served alone rather than never.
 func TestAnswerBounds(t *testing.T) {
 	h := newHarness(t, pull.Config{MaxAnswerBytes: 2000})
 	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
 	var recs []*kgo.Record
 	for i := range 1010 {
-		recs = append(recs, eventRecord(t, h.env.Names, "shop", "small-"+strconv.Itoa(i), "order", `{}`))
+		rec := eventRecord(t, h.env.Names, "shop", "small-"+strconv.Itoa(i), "order", `{}`)
+		if i%2 == 0 {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "tracestate", Value: []byte("vendor=" + strings.Repeat("t", 200))})
+		}
+		recs = append(recs, rec)
 	}
 	big := eventRecord(t, h.env.Names, "shop", "big", "order", `{"pad":"`+strings.Repeat("x", 5000)+`"}`)
 	recs = append(recs, big)
@@ -506,11 +510,12 @@ func TestAnswerBounds(t *testing.T) {
 			t.Fatalf("pull after %d events: %d %s with %d events", seen, a.status, a.Error, len(a.Events))
 		}
 		size := 0
-		for _, e := range a.Events {
-			size += len(e)
+		for i, e := range a.Events {
+			tc, _ := json.Marshal(a.TraceContexts[i])
+			size += len(e) + len(tc)
 		}
 		if len(a.Events) > 1 && size > 2000 {
-			t.Errorf("answer of %d events, %d bytes: over the 2000-byte bound", len(a.Events), size)
+			t.Errorf("answer of %d events, %d bytes with their trace contexts: over the 2000-byte bound", len(a.Events), size)
 		}
 		if slices.Contains(a.ids(t), "shop:big") {
 			sawBig = true
