@@ -9,9 +9,10 @@ import (
 
 // TestPullSubscriptionPages: a pull subscription created in the form
 // shows its pull token once; its page and the list say its kind and
-// offer none of a webhook's things (URL, ordering, concurrency, the
-// delivery test); its edit form has none of a webhook's fields, and
-// saving it keeps it a pull subscription.
+// offer none of a webhook's things (URL, ordering, concurrency); its
+// Test shows what a pull answer carries for an event, no webhook request;
+// its edit form has none of a webhook's fields, and saving it keeps it a
+// pull subscription.
 func TestPullSubscriptionPages(t *testing.T) {
 	h := serve(t, options{token: token})
 	b := h.browser(t)
@@ -32,10 +33,20 @@ func TestPullSubscriptionPages(t *testing.T) {
 			t.Errorf("detail: missing %q", want)
 		}
 	}
-	for _, webhookOnly := range []string{"<dt>URL</dt>", "<dt>Ordered</dt>", "<dt>Concurrency</dt>", `id="test-h"`, s.Secret} {
+	for _, webhookOnly := range []string{"<dt>URL</dt>", "<dt>Ordered</dt>", "<dt>Concurrency</dt>", s.Secret} {
 		if strings.Contains(page.body, webhookOnly) {
 			t.Errorf("detail: shows %q", webhookOnly)
 		}
+	}
+	envelope := `{"id":"shop:1","source":"shop","event_id":"1","type":"order.paid","received_at":"2026-01-01T00:00:00Z","data":{"id":"o-1"}}`
+	test := b.post("/ui/subscriptions/sub_pulled/test", url.Values{"csrf": {csrf}, "envelope": {envelope}})
+	for _, want := range []string{`<span class="badge ok">served</span>`, "GET /subscriptions/sub_pulled/events", "Item in <code>events</code>", "&#34;o-1&#34;"} {
+		if test.status != http.StatusOK || !strings.Contains(test.body, want) {
+			t.Errorf("test: got %d, missing %q", test.status, want)
+		}
+	}
+	if strings.Contains(test.body, "webhook-signature") || strings.Contains(test.body, ">sent</span>") {
+		t.Errorf("test: shows a webhook request")
 	}
 	if list := b.get("/ui/subscriptions"); !strings.Contains(list.body, `<td data-label="Kind">pull</td>`) {
 		t.Errorf("list: no kind pull")

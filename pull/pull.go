@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,10 +37,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // Path is the route of the endpoint, in Echo's syntax.
@@ -59,8 +64,9 @@ const (
 	DefaultMaxRequests = 512
 	// DefaultMaxRequestsPerSubscription bounds them per subscription.
 	DefaultMaxRequestsPerSubscription = 8
-	// DefaultMaxAnswerBytes bounds an answer's events, but for its first:
-	// one event is always served, however large.
+	// DefaultMaxAnswerBytes bounds an answer's events and their trace
+	// contexts, but for its first: one event is always served, however
+	// large.
 	DefaultMaxAnswerBytes = 4 << 20
 	// DefaultMaxScan bounds the records one answer reads: a filter that
 	// matches little over a long backlog answers with what it found so
@@ -94,6 +100,8 @@ type Config struct {
 	// MaxScan bounds the records one answer reads. Default
 	// DefaultMaxScan.
 	MaxScan int
+	// Tracing exports a span per acknowledged event.
+	Tracing tracing.Tracing
 }
 
 // Server serves pull subscriptions. Run follows the subscriptions and
@@ -103,6 +111,7 @@ type Server struct {
 	cl       *kgo.Client
 	registry *subscriptions.Registry
 	log      *slog.Logger
+	tracer   trace.Tracer
 	fetch    *fetcher
 	metrics  *metrics
 	now      func() time.Time
@@ -136,6 +145,7 @@ func New(cfg Config, cl *kgo.Client, registry *subscriptions.Registry, log *slog
 		cl:       cl,
 		registry: registry,
 		log:      log.With("component", "pull"),
+		tracer:   cfg.Tracing.Tracer(),
 		fetch:    &fetcher{cl: cl, topic: string(cfg.Names.Events)},
 		now:      time.Now,
 		busy:     make(map[string]int),
@@ -485,6 +495,7 @@ func (s *Server) commit(ctx context.Context, sub subscriptions.Subscription, pos
 // answer is what a request gets.
 type answer struct {
 	bodies   [][]byte
+	traces   [][]byte // each body's trace context, as JSON
 	errs     []entryError
 	to       []int64 // where the next answer begins
 	from     []int64
@@ -498,13 +509,14 @@ type entryError struct {
 	partition int32
 	offset    int64
 	err       string
+	trace     []byte // its trace context, as JSON
 }
 
 // json writes the answer, its cursor signed with sub's current token.
 func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 	size := 64
-	for _, b := range a.bodies {
-		size += len(b) + 1
+	for i, b := range a.bodies {
+		size += len(b) + len(a.traces[i]) + 2
 	}
 	b := bytes.NewBuffer(make([]byte, 0, size))
 	b.WriteString(`{"events":[`)
@@ -513,6 +525,13 @@ func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 			b.WriteByte(',')
 		}
 		b.Write(body)
+	}
+	b.WriteString(`],"trace_contexts":[`)
+	for i, tc := range a.traces {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(tc)
 	}
 	rewind := ""
 	if sub.Rewind != nil {
@@ -527,8 +546,8 @@ func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(b, `{"id":%s,"partition":%d,"offset":%d,"error":%s}`,
-				topics.AppendJSONString(nil, e.id), e.partition, e.offset, topics.AppendJSONString(nil, e.err))
+			fmt.Fprintf(b, `{"id":%s,"partition":%d,"offset":%d,"error":%s,"trace_context":%s}`,
+				topics.AppendJSONString(nil, e.id), e.partition, e.offset, topics.AppendJSONString(nil, e.err), e.trace)
 		}
 		b.WriteByte(']')
 	}
@@ -537,6 +556,20 @@ func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// appendObject appends m as a JSON object of strings, its keys in order.
+func appendObject(b []byte, m map[string]string) []byte {
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = topics.AppendJSONString(b, k)
+		b = append(b, ':')
+		b = topics.AppendJSONString(b, m[k])
+	}
+	return append(b, '}')
 }
 
 // read reads the events after pos for sub: at most req.limit, about
@@ -608,8 +641,13 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 					full = len(a.bodies)+len(a.errs) >= limit
 					break
 				}
-				match, body, terr := judge(sc.render, r, s.cfg.MaxAnswerBytes)
-				if match && terr == nil && len(a.bodies) > 0 && size+len(body) > s.cfg.MaxAnswerBytes {
+				e := subscriptions.NewEvent(r)
+				match, body, terr := judge(sc.render, e, s.cfg.MaxAnswerBytes)
+				var tc []byte
+				if match {
+					tc = appendObject(nil, e.TraceContext())
+				}
+				if match && terr == nil && len(a.bodies) > 0 && size+len(body)+len(tc) > s.cfg.MaxAnswerBytes {
 					full = true
 					break
 				}
@@ -619,10 +657,11 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 				switch {
 				case !match:
 				case terr != nil:
-					a.errs = append(a.errs, entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error()})
+					a.errs = append(a.errs, entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error(), trace: tc})
 				default:
 					a.bodies = append(a.bodies, body)
-					size += len(body)
+					a.traces = append(a.traces, tc)
+					size += len(body) + len(tc)
 				}
 			}
 			if taken == len(f.recs) {
@@ -681,10 +720,9 @@ func (s *Server) clamp(ctx context.Context, pos []int64) error {
 	return nil
 }
 
-// judge is what sub's consumer receives of r: whether it matches, and its
+// judge is what sub's consumer receives of e: whether it matches, and its
 // body or the transform's failure.
-func judge(c *subscriptions.Compiled, r *kgo.Record, limit int) (bool, []byte, error) {
-	e := subscriptions.NewEvent(r)
+func judge(c *subscriptions.Compiled, e *subscriptions.Event, limit int) (bool, []byte, error) {
 	if !c.Match(e).Match {
 		return false, nil, nil
 	}
@@ -729,9 +767,11 @@ func (s *Server) acknowledge(ctx context.Context, sc *compiled, committed []int6
 	if !moved {
 		return nil
 	}
+	start := s.now()
 	if err := s.commit(ctx, sc.sub, cur.to); err != nil {
 		return err
 	}
+	end := s.now()
 	from := make([]int64, len(committed))
 	var span int64
 	for p := range from {
@@ -741,16 +781,17 @@ func (s *Server) acknowledge(ctx context.Context, sc *compiled, committed []int6
 	if span == 0 || span > int64(s.cfg.MaxScan)*2 {
 		return nil // nothing newly acknowledged, or not one answer's
 	}
-	s.noteAcks(ctx, sc, from, cur.to)
+	s.noteAcks(ctx, sc, from, cur.to, start, end)
 	return nil
 }
 
 // noteAcks writes an attempt for each event sc's consumer received in
-// [from, to), read again: one answer's records at most. A failure is
+// [from, to), read again (one answer's records at most), and exports its
+// acknowledgment span: the commit, from start to end. A failure is
 // logged: the cursor is committed, and the ledger is a record, not a
 // guarantee.
-func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64) {
-	now := s.now().UTC()
+func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64, start, end time.Time) {
+	now := end.UTC()
 	pos := append([]int64(nil), from...)
 	wait := backoff.New(10*time.Millisecond, 100*time.Millisecond)
 	for rounds := 0; rounds < 100; rounds++ {
@@ -775,13 +816,14 @@ func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64) {
 				if r.Offset >= to[p] {
 					break
 				}
-				match, _, terr := judge(sc.render, r, s.cfg.MaxAnswerBytes)
+				match, _, terr := judge(sc.render, subscriptions.NewEvent(r), s.cfg.MaxAnswerBytes)
 				if match {
 					a := topics.Attempt{Subscription: sc.sub.ID, EventID: string(r.Key), N: 1, Outcome: topics.OutcomeDelivered, At: now}
 					if terr != nil {
 						a.Outcome, a.Error = topics.OutcomeFailed, terr.Error()
 					}
 					s.note(a)
+					s.ackSpan(ctx, r, a, start, end)
 				}
 			}
 			next := min(f.next, to[p])
@@ -792,6 +834,25 @@ func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64) {
 			return
 		}
 	}
+}
+
+// ackSpan exports the span of the acknowledgment a of events record r,
+// from start to end: a child of the context r carries, as a webhook
+// attempt's span is, following the messaging conventions for settling a
+// message.
+func (s *Server) ackSpan(ctx context.Context, r *kgo.Record, a topics.Attempt, start, end time.Time) {
+	_, span := s.tracer.Start(s.cfg.Tracing.Extract(ctx, r.Headers), "ack "+r.Topic,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start))
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingSystemKafka, semconv.MessagingOperationTypeSettle, semconv.MessagingOperationName("ack"),
+			semconv.MessagingDestinationName(r.Topic), semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))),
+			semconv.MessagingKafkaOffset(int(r.Offset)), semconv.MessagingConsumerGroupName(string(s.cfg.Names.SubscriptionGroup(a.Subscription))),
+			tracing.Subscription.String(a.Subscription), tracing.EventID.String(a.EventID), tracing.Outcome.String(a.Outcome))
+		if a.Error != "" {
+			span.SetStatus(codes.Error, a.Error)
+		}
+	}
+	span.End(trace.WithTimestamp(end))
 }
 
 // note writes a to the attempts topic without waiting for it.

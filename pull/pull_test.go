@@ -20,9 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/internal/otlptest"
 	"github.com/hookstream/hookstream/pull"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -143,20 +145,22 @@ func (h *harness) subscribe(t *testing.T, s subscriptions.Subscription) subscrip
 
 // answer is a pull answer as a consumer reads it.
 type answer struct {
-	status   int
-	Events   []json.RawMessage `json:"events"`
-	Cursor   string            `json:"cursor"`
-	Errors   []answerError     `json:"errors"`
-	Replayed bool              `json:"replayed"`
-	Error    string            `json:"error"`
-	header   http.Header
+	status        int
+	Events        []json.RawMessage   `json:"events"`
+	TraceContexts []map[string]string `json:"trace_contexts"`
+	Cursor        string              `json:"cursor"`
+	Errors        []answerError       `json:"errors"`
+	Replayed      bool                `json:"replayed"`
+	Error         string              `json:"error"`
+	header        http.Header
 }
 
 type answerError struct {
-	ID        string `json:"id"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-	Error     string `json:"error"`
+	ID           string            `json:"id"`
+	Partition    int32             `json:"partition"`
+	Offset       int64             `json:"offset"`
+	Error        string            `json:"error"`
+	TraceContext map[string]string `json:"trace_context"`
 }
 
 // ids are the envelope ids of the answer's events.
@@ -478,14 +482,18 @@ func TestLongPollAnswersWhenAnEventArrives(t *testing.T) {
 }
 
 // TestAnswerBounds: a huge limit is clamped to 1000, an answer stays
-// within the size bound, and an event larger than the bound is served
-// alone rather than never.
+// within the size bound, its events' trace contexts counted, and an
+// event larger than the bound is served alone rather than never.
 func TestAnswerBounds(t *testing.T) {
 	h := newHarness(t, pull.Config{MaxAnswerBytes: 2000})
 	sub := h.subscribe(t, subscriptions.Subscription{Pull: true})
 	var recs []*kgo.Record
 	for i := range 1010 {
-		recs = append(recs, eventRecord(t, h.env.Names, "shop", "small-"+strconv.Itoa(i), "order", `{}`))
+		rec := eventRecord(t, h.env.Names, "shop", "small-"+strconv.Itoa(i), "order", `{}`)
+		if i%2 == 0 {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "tracestate", Value: []byte("vendor=" + strings.Repeat("t", 200))})
+		}
+		recs = append(recs, rec)
 	}
 	big := eventRecord(t, h.env.Names, "shop", "big", "order", `{"pad":"`+strings.Repeat("x", 5000)+`"}`)
 	recs = append(recs, big)
@@ -502,11 +510,12 @@ func TestAnswerBounds(t *testing.T) {
 			t.Fatalf("pull after %d events: %d %s with %d events", seen, a.status, a.Error, len(a.Events))
 		}
 		size := 0
-		for _, e := range a.Events {
-			size += len(e)
+		for i, e := range a.Events {
+			tc, _ := json.Marshal(a.TraceContexts[i])
+			size += len(e) + len(tc)
 		}
 		if len(a.Events) > 1 && size > 2000 {
-			t.Errorf("answer of %d events, %d bytes: over the 2000-byte bound", len(a.Events), size)
+			t.Errorf("answer of %d events, %d bytes with their trace contexts: over the 2000-byte bound", len(a.Events), size)
 		}
 		if slices.Contains(a.ids(t), "shop:big") {
 			sawBig = true
@@ -687,5 +696,218 @@ func TestScanBound(t *testing.T) {
 	}
 	if answers != 30/5+1 {
 		t.Errorf("the wanted event came in answer %d, want %d: 5 records read by each answer", answers, 30/5+1)
+	}
+}
+
+// TestTraceContext: each event served carries its record's trace context
+// in trace_contexts, at its index in events, the envelope itself served
+// byte for byte; an error entry carries its own, and an event whose record
+// has none gets {}. Presenting the cursor exports, over OTLP to a real
+// receiver, one span per acknowledged event, a child of the context its
+// record carries, following the messaging conventions with hookstream's
+// subscription, event id and outcome.
+func TestTraceContext(t *testing.T) {
+	recv := otlptest.New(t)
+	h := newHarness(t, pull.Config{Tracing: otlptest.Tracing(t, recv.URL)})
+	plain := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	shaped := h.subscribe(t, subscriptions.Subscription{Pull: true, Transform: `{"n": data.n}`})
+	traced := map[string]map[string]string{
+		"shop:a": {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "vendor=a"},
+		"shop:b": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		"shop:c": {},
+	}
+	values := map[string]string{}
+	for _, ev := range []struct{ id, data string }{{"a", `{"n":1}`}, {"b", `{}`}, {"c", `{"n":3}`}} {
+		rec := eventRecord(t, h.env.Names, "shop", ev.id, "order", ev.data)
+		for k, v := range traced[string(rec.Key)] {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		if err := h.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		values[string(rec.Key)] = string(rec.Value)
+	}
+
+	a := h.pull(t, plain.ID, plain.Secret, nil)
+	if a.status != http.StatusOK || len(a.Events) != 3 || len(a.TraceContexts) != 3 {
+		t.Fatalf("plain: got %d with %d events and %d trace contexts, want 200 with 3 and 3", a.status, len(a.Events), len(a.TraceContexts))
+	}
+	for i, id := range a.ids(t) {
+		if string(a.Events[i]) != values[id] {
+			t.Errorf("event %s: got %s, want its envelope as written %s", id, a.Events[i], values[id])
+		}
+		if !maps.Equal(a.TraceContexts[i], traced[id]) || a.TraceContexts[i] == nil {
+			t.Errorf("trace context of %s: got %v, want %v", id, a.TraceContexts[i], traced[id])
+		}
+	}
+	b := h.pull(t, shaped.ID, shaped.Secret, nil)
+	if b.status != http.StatusOK || len(b.Events) != 2 || len(b.TraceContexts) != 2 || len(b.Errors) != 1 {
+		t.Fatalf("transformed: got %d with %d events, %d trace contexts, %d errors; want 200 with 2, 2, 1", b.status, len(b.Events), len(b.TraceContexts), len(b.Errors))
+	}
+	for i, body := range b.Events {
+		id := map[string]string{`{"n":1}`: "shop:a", `{"n":3}`: "shop:c"}[string(body)]
+		if !maps.Equal(b.TraceContexts[i], traced[id]) {
+			t.Errorf("trace context of %s (%s): got %v, want %v", id, body, b.TraceContexts[i], traced[id])
+		}
+	}
+	if e := b.Errors[0]; e.ID != "shop:b" || !maps.Equal(e.TraceContext, traced["shop:b"]) {
+		t.Errorf("error entry: got %+v, want shop:b with trace context %v", e, traced["shop:b"])
+	}
+
+	// The acknowledgments.
+	for _, ack := range []struct {
+		sub    subscriptions.Subscription
+		cursor string
+	}{{plain, a.Cursor}, {shaped, b.Cursor}} {
+		if got := h.pull(t, ack.sub.ID, ack.sub.Secret, cursorQuery(ack.cursor, 0)); got.status != http.StatusOK {
+			t.Fatalf("acknowledge: %d %s", got.status, got.Error)
+		}
+	}
+	type key struct{ sub, event string }
+	want := map[key]string{
+		{plain.ID, "shop:a"}: topics.OutcomeDelivered, {plain.ID, "shop:b"}: topics.OutcomeDelivered, {plain.ID, "shop:c"}: topics.OutcomeDelivered,
+		{shaped.ID, "shop:a"}: topics.OutcomeDelivered, {shaped.ID, "shop:b"}: topics.OutcomeFailed, {shaped.ID, "shop:c"}: topics.OutcomeDelivered,
+	}
+	var acks map[key]otlptest.Span
+	spans := 0
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		acks, spans = map[key]otlptest.Span{}, 0
+		for _, s := range recv.Spans() {
+			if s.Name == "ack "+string(h.env.Names.Events) {
+				acks[key{s.Attrs["hookstream.subscription"], s.Attrs["hookstream.event.id"]}] = s
+				spans++
+			}
+		}
+		if len(acks) < len(want) {
+			return fmt.Errorf("got %d acknowledgment spans, want %d", len(acks), len(want))
+		}
+		return nil
+	})
+	for k, outcome := range want {
+		s, ok := acks[k]
+		if !ok {
+			t.Errorf("no acknowledgment span of %s for %s", k.event, k.sub)
+			continue
+		}
+		group := string(h.env.Names.SubscriptionGroup(k.sub))
+		for attr, v := range map[string]string{"messaging.system": "kafka", "messaging.operation.type": "settle", "messaging.operation.name": "ack",
+			"messaging.destination.name": string(h.env.Names.Events), "messaging.consumer.group.name": group,
+			"messaging.destination.partition.id": strconv.Itoa(int(h.partitionOf(k.event))), "hookstream.outcome": outcome} {
+			if s.Attrs[attr] != v {
+				t.Errorf("span of %s for %s: %s = %q, want %q", k.event, k.sub, attr, s.Attrs[attr], v)
+			}
+		}
+		if _, ok := s.Attrs["messaging.kafka.offset"]; !ok || s.Kind != 3 {
+			t.Errorf("span of %s for %s: kind %d, attributes %v; want a client span with the record's offset", k.event, k.sub, s.Kind, s.Attrs)
+		}
+		if failed := s.StatusCode == 2; failed != (outcome == topics.OutcomeFailed) {
+			t.Errorf("span of %s for %s: status %d with outcome %s", k.event, k.sub, s.StatusCode, outcome)
+		}
+		if tp := traced[k.event]["traceparent"]; tp != "" {
+			if parts := strings.Split(tp, "-"); s.TraceID != parts[1] || s.ParentID != parts[2] {
+				t.Errorf("span of %s for %s: trace %s parent %s, want a child of %s", k.event, k.sub, s.TraceID, s.ParentID, tp)
+			}
+		} else if s.ParentID != "" {
+			t.Errorf("span of %s for %s, whose record carries no context: parent %s, want a root", k.event, k.sub, s.ParentID)
+		}
+	}
+	if spans != len(want) {
+		t.Errorf("got %d acknowledgment spans, want one per event acknowledged: %d", spans, len(want))
+	}
+}
+
+// TestLookupBound: requests for subscriptions the server has not watched
+// (just created, or unknown: anyone reaching the listener can name any
+// id) read the registry, 8 at most at once; past them a request is
+// answered 429 at once, without reading, while a subscription the server
+// knows is served. Once the reads end, each unknown id is a 404.
+func TestLookupBound(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	if h.env.Cluster == nil {
+		t.Skip("holds the registry's reads in the in-process broker")
+	}
+	known := h.subscribe(t, subscriptions.Subscription{Pull: true})
+	served := func() error {
+		if a := h.pull(t, known.ID, known.Secret, nil); a.status != http.StatusOK {
+			return fmt.Errorf("a known subscription: got %d %s, want 200", a.status, a.Error)
+		}
+		return nil
+	}
+	kafkatest.WaitFor(t, 10*time.Second, served)
+
+	// The registry's reads list the subscriptions topic's ends first:
+	// they wait until released.
+	release := make(chan struct{})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	h.env.Cluster.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.env.Cluster.KeepControl()
+		for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+			if rt.Topic == string(h.env.Names.Subscriptions) {
+				h.env.Cluster.SleepControl(func() { <-release })
+			}
+		}
+		return nil, nil, false
+	})
+
+	const lookups = 8
+	answers := make(chan answer, lookups+1)
+	for i := range lookups + 1 {
+		go func() { answers <- h.pull(t, "sub_unknown"+strconv.Itoa(i), known.Secret, nil) }()
+	}
+	// None of the reads can end: one request of the nine finds no place.
+	select {
+	case a := <-answers:
+		if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" {
+			t.Errorf("while %d reads wait: got %d %s (Retry-After %q), want 429 with Retry-After", lookups, a.status, a.Error, a.header.Get("Retry-After"))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no request answered past %d registry reads waiting", lookups)
+	}
+	kafkatest.WaitFor(t, 10*time.Second, served)
+
+	released.Do(func() { close(release) })
+	for range lookups {
+		if a := <-answers; a.status != http.StatusNotFound {
+			t.Errorf("an unknown subscription once read: got %d %s, want 404", a.status, a.Error)
+		}
+	}
+}
+
+// TestPreviewIsWhatIsServed: the test of a pull subscription (subscriptions
+// test, POST /api/subscriptions/{id}/test) shows what its answers carry
+// for an event: the item of events byte for byte and its trace context,
+// no webhook header; an event the filter skips is no match with nothing
+// served; a failing transform, the error its errors entry carries.
+func TestPreviewIsWhatIsServed(t *testing.T) {
+	h := newHarness(t, pull.Config{})
+	sub := h.subscribe(t, subscriptions.Subscription{Pull: true, Filter: `type != "refund"`, Transform: `{"n": data.n}`})
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	var recs []*kgo.Record
+	for _, ev := range []struct{ id, typ, data string }{{"a", "order", `{"n":1}`}, {"b", "refund", `{"n":2}`}, {"c", "order", `{}`}} {
+		rec := eventRecord(t, h.env.Names, "shop", ev.id, ev.typ, ev.data)
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "traceparent", Value: []byte(traceparent)})
+		if err := h.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	a := h.pull(t, sub.ID, sub.Secret, nil)
+	if a.status != http.StatusOK || len(a.Events) != 1 || len(a.Errors) != 1 {
+		t.Fatalf("pull: got %d with %d events and %d errors, want 200 with 1 and 1", a.status, len(a.Events), len(a.Errors))
+	}
+	c := subscriptions.Compile(sub)
+	preview := func(rec *kgo.Record) subscriptions.Preview {
+		return c.Redact(c.Preview(subscriptions.NewEvent(rec), time.Now(), "hookstream/test"))
+	}
+	if p := preview(recs[0]); !p.Match || string(p.Body) != string(a.Events[0]) || !maps.Equal(p.TraceContext, a.TraceContexts[0]) || p.Headers != nil || p.Error != "" {
+		t.Errorf("served: preview %+v, want a match with the body %s and trace context %v served, no headers", p, a.Events[0], a.TraceContexts[0])
+	}
+	if p := preview(recs[1]); p.Match || p.Body != nil || p.TraceContext != nil || !strings.Contains(p.Reason, "the filter is false") {
+		t.Errorf("skipped: preview %+v, want no match by the filter and nothing served", p)
+	}
+	if p := preview(recs[2]); !p.Match || p.Body != nil || p.Error != a.Errors[0].Error || !maps.Equal(p.TraceContext, a.Errors[0].TraceContext) ||
+		!strings.Contains(p.Reason, "errors") || strings.Contains(p.Reason, "dead-letter") {
+		t.Errorf("failing transform: preview %+v, want the error entry %+v", p, a.Errors[0])
 	}
 }

@@ -58,11 +58,34 @@ func httpError(err error) error {
 	return admin.Error(err)
 }
 
-// subscriptionView is a subscription as the API shows it: secrets and
-// header values redacted (only the answer to the POST that creates it
-// shows them), with its delivery totals from the attempts topic.
-type subscriptionView struct {
+// Shown is a subscription as the API and the CLI show it: a pull
+// subscription's secret is its pull token, and named so (pull_token,
+// previous_pull_token, previous_pull_token_until, never secret); a
+// webhook's is its secret.
+type Shown struct {
 	Subscription
+	PullToken              string    `json:"pull_token,omitempty"`
+	PreviousPullToken      string    `json:"previous_pull_token,omitempty"`
+	PreviousPullTokenUntil time.Time `json:"previous_pull_token_until,omitzero"`
+}
+
+// Show is s as the API and the CLI show it.
+func Show(s Subscription) Shown {
+	if s.Kind() != KindPull {
+		return Shown{Subscription: s}
+	}
+	sh := Shown{PullToken: s.Secret, PreviousPullToken: s.PreviousSecret, PreviousPullTokenUntil: s.PreviousSecretUntil}
+	s.Secret, s.PreviousSecret, s.PreviousSecretUntil = "", "", time.Time{}
+	sh.Subscription = s
+	return sh
+}
+
+// subscriptionView is a subscription as the API lists it: secrets and
+// header values redacted (only the answers to the POSTs that create it
+// or rotate its secret show them), with its delivery totals from the
+// attempts topic.
+type subscriptionView struct {
+	Shown
 	// Kind is the subscription's kind (Subscription.Kind).
 	Kind string `json:"kind"`
 	attempts.Totals
@@ -70,7 +93,7 @@ type subscriptionView struct {
 
 // view is the API form of s, its totals read once the tally caught up.
 func (a API) view(s Subscription) subscriptionView {
-	return subscriptionView{Subscription: s.Redacted(), Kind: s.Kind(), Totals: a.Attempts.Totals(s.ID)}
+	return subscriptionView{Shown: Show(s.Redacted()), Kind: s.Kind(), Totals: a.Attempts.Totals(s.ID)}
 }
 
 // catchUp waits until the tally has read every attempt written so far.
@@ -154,7 +177,7 @@ func (a API) createSubscription(c *echo.Context) error {
 	if err := a.Registry.Create(ctx, &s, from); err != nil {
 		return httpError(err)
 	}
-	return c.JSON(http.StatusCreated, s) // the secret, once
+	return c.JSON(http.StatusCreated, Show(s)) // the secret, once
 }
 
 func (a API) patchSubscription(c *echo.Context) error {
@@ -194,7 +217,7 @@ func (a API) update(c *echo.Context, edit func(*Subscription), withSecret bool) 
 	if !withSecret {
 		s = s.Redacted()
 	}
-	return c.JSON(http.StatusOK, s)
+	return c.JSON(http.StatusOK, Show(s))
 }
 
 func (a API) deleteSubscription(c *echo.Context) error {

@@ -180,30 +180,49 @@ func dur(s string) subscriptions.Duration {
 }
 
 // TestAPIPullSubscription: POST {"pull": true} creates a pull
-// subscription and answers its token once; GET shows its kind; rotating
-// its secret rotates the token; its kind cannot be patched.
+// subscription and answers its token once, named pull_token (a
+// webhook's secret is its secret); GET shows its kind and hides the
+// token; rotating its secret rotates the token, the old one named
+// previous_pull_token; its kind cannot be patched.
 func TestAPIPullSubscription(t *testing.T) {
 	env := kafkatest.New(t, 1, 1<<20)
 	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
 	srv := apiServer(t, env, r)
-	var created subscriptions.Subscription
+	type shown struct {
+		ID                     string `json:"id"`
+		Kind                   string `json:"kind"`
+		Pull                   bool   `json:"pull"`
+		URL                    string `json:"url"`
+		Secret                 string `json:"secret"`
+		PreviousSecret         string `json:"previous_secret"`
+		PullToken              string `json:"pull_token"`
+		PreviousPullToken      string `json:"previous_pull_token"`
+		PreviousPullTokenUntil string `json:"previous_pull_token_until"`
+	}
+	var created shown
 	if status, msg := call(t, srv, "POST", "/api/subscriptions", map[string]any{"pull": true}, &created); status != http.StatusCreated {
 		t.Fatalf("create: got %d %q, want 201", status, msg)
 	}
-	if !created.Pull || created.URL != "" || !strings.HasPrefix(created.Secret, "whsec_") {
-		t.Fatalf("created: %+v, want a pull subscription with its token", created)
+	if !created.Pull || created.URL != "" || !strings.HasPrefix(created.PullToken, "whsec_") || created.Secret != "" {
+		t.Fatalf("created: %+v, want a pull subscription with its pull_token and no secret", created)
 	}
-	var got struct {
-		Kind   string `json:"kind"`
-		Secret string `json:"secret"`
+	var got shown
+	if status, msg := call(t, srv, "GET", "/api/subscriptions/"+created.ID, nil, &got); status != http.StatusOK || got.Kind != "pull" || got.PullToken != "whsec_…" || got.Secret != "" {
+		t.Errorf("get: %d %q %+v, want kind pull and the pull_token hidden", status, msg, got)
 	}
-	if status, msg := call(t, srv, "GET", "/api/subscriptions/"+created.ID, nil, &got); status != http.StatusOK || got.Kind != "pull" || got.Secret != "whsec_…" {
-		t.Errorf("get: %d %q kind %q secret %q, want kind pull and the token hidden", status, msg, got.Kind, got.Secret)
-	}
-	var rotated subscriptions.Subscription
+	var rotated shown
 	if status, msg := call(t, srv, "POST", "/api/subscriptions/"+created.ID+"/rotate-secret", nil, &rotated); status != http.StatusOK ||
-		rotated.Secret == created.Secret || rotated.PreviousSecret != created.Secret {
-		t.Errorf("rotate-secret: %d %q, got %+v; want a new token, the old one kept", status, msg, rotated)
+		rotated.PullToken == created.PullToken || rotated.PreviousPullToken != created.PullToken || rotated.PreviousPullTokenUntil == "" ||
+		rotated.Secret != "" || rotated.PreviousSecret != "" {
+		t.Errorf("rotate-secret: %d %q, got %+v; want a new pull_token, the old one kept as previous_pull_token", status, msg, rotated)
+	}
+	if stored, err := r.Get(context.Background(), created.ID); err != nil || stored.Secret != rotated.PullToken {
+		t.Errorf("stored: %v, secret %q; want the rotated token %q", err, stored.Secret, rotated.PullToken)
+	}
+	var webhook shown
+	if status, msg := call(t, srv, "POST", "/api/subscriptions", map[string]any{"url": "https://example.com/hook"}, &webhook); status != http.StatusCreated ||
+		!strings.HasPrefix(webhook.Secret, "whsec_") || webhook.PullToken != "" {
+		t.Errorf("webhook create: %d %q %+v, want its secret named secret", status, msg, webhook)
 	}
 	if status, _ := call(t, srv, "PATCH", "/api/subscriptions/"+created.ID, map[string]any{"pull": false}, nil); status != http.StatusBadRequest {
 		t.Errorf("patch of pull: got %d, want 400", status)

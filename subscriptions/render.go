@@ -297,6 +297,19 @@ func BatchID(sub string, first, last *kgo.Record) string {
 	return "batch_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// TraceContext is the W3C Trace Context the event's record carries: its
+// traceparent and tracestate headers, those it has. A webhook attempt
+// continues it; a pull answer serves it beside the event.
+func (e *Event) TraceContext() map[string]string {
+	tc := make(map[string]string, 2)
+	for _, h := range e.rec.Headers {
+		if h.Key == topics.HeaderTraceparent || h.Key == topics.HeaderTracestate {
+			tc[h.Key] = string(h.Value)
+		}
+	}
+	return tc
+}
+
 // ErrNoSigningKey: the subscription has no secret that decodes; nothing
 // is sent unsigned.
 var ErrNoSigningKey = errors.New("no signing key")
@@ -327,28 +340,48 @@ type Preview struct {
 	Match  bool   `json:"match"`
 	Reason string `json:"reason"`
 	// Error is the transform's failure: the event would be dead-lettered
-	// for the subscription at stage transform, and nothing sent.
+	// for the subscription at stage transform, and nothing sent; a pull
+	// answer lists it in its errors instead.
 	Error string `json:"error,omitempty"`
-	// Body and Headers are the request's, when the event would be sent.
+	// Body and Headers are the request's, when the event would be sent;
+	// for a pull subscription, Body is the event's item in a pull
+	// answer's events, and there are no headers.
 	Body    json.RawMessage   `json:"body,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// TraceContext is what a pull answer carries beside the event: its
+	// trace_contexts item, or its errors entry's trace_context.
+	TraceContext map[string]string `json:"trace_context,omitempty"`
 }
 
 // Preview decides whether the subscription receives e and, when it does,
 // builds the body and the headers of its first attempt at now as the
 // dispatcher would: for a subscription that batches, those of a batch
 // holding e alone. The trace context is e's record's: an attempt sends
-// the same trace, with its own span id when spans are exported.
+// the same trace, with its own span id when spans are exported. For a
+// pull subscription it is what a pull answer serves of e: its body and
+// its trace context.
 func (c *Compiled) Preview(e *Event, now time.Time, userAgent string) Preview {
 	d := c.Match(e)
 	p := Preview{Match: d.Match, Reason: d.Reason()}
 	if !d.Match {
 		return p
 	}
+	pull := c.sub.Kind() == KindPull
+	if pull {
+		p.TraceContext = e.TraceContext()
+	}
 	body, err := c.Render(e, 0)
-	if err != nil {
+	switch {
+	case err != nil && pull:
+		p.Error = err.Error()
+		p.Reason += "; the transform failed: a pull answer lists the event in its errors, not its events, and its cursor passes it"
+		return p
+	case err != nil:
 		p.Error = err.Error()
 		p.Reason += "; the transform failed: the event is dead-lettered for this subscription at stage transform, nothing is sent"
+		return p
+	case pull:
+		p.Body = body
 		return p
 	}
 	id := string(e.rec.Key)
@@ -360,10 +393,8 @@ func (c *Compiled) Preview(e *Event, now time.Time, userAgent string) Preview {
 		p.Error = err.Error()
 		return p
 	}
-	for _, r := range e.rec.Headers {
-		if r.Key == topics.HeaderTraceparent || r.Key == topics.HeaderTracestate {
-			h.Set(r.Key, string(r.Value))
-		}
+	for k, v := range e.TraceContext() {
+		h.Set(k, v)
 	}
 	p.Body, p.Headers = body, make(map[string]string, len(h))
 	for name, values := range h {

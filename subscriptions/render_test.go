@@ -304,6 +304,15 @@ func TestAPITest(t *testing.T) {
 	if !p.Match || string(p.Body) != `{"n":9}` || p.Headers["webhook-id"] != "github:9" || p.Headers["x-token"] != "…" {
 		t.Errorf("test by key: got %+v", p)
 	}
+	pulled := subscriptions.Subscription{Pull: true, Transform: `{"n": data.number}`}
+	if err := r.Create(context.Background(), &pulled, "latest"); err != nil {
+		t.Fatal(err)
+	}
+	var pp subscriptions.Preview
+	if code, msg := call(t, srv, http.MethodPost, "/api/subscriptions/"+pulled.ID+"/test", map[string]any{"event": "github:9"}, &pp); code != http.StatusOK ||
+		!pp.Match || string(pp.Body) != `{"n":9}` || pp.Headers != nil {
+		t.Errorf("test of a pull subscription: %d %s %+v, want the item a pull answer serves, no headers", code, msg, pp)
+	}
 	closed := eventRecord(t, "github", "pull_request", "10", `{"action":"closed","number":10}`)
 	if code, msg := call(t, srv, http.MethodPost, "/api/subscriptions/"+s.ID+"/test", map[string]any{"envelope": json.RawMessage(closed.Value)}, &p); code != http.StatusOK {
 		t.Fatalf("test by envelope: %d %s", code, msg)

@@ -33,8 +33,9 @@ func TestPullEndToEnd(t *testing.T) {
 	}
 	run := d.run(t, "hookstream run")
 	var sub struct {
-		ID, Secret string
-		Pull       bool
+		ID     string
+		Secret string `json:"pull_token"`
+		Pull   bool
 	}
 	if err := json.Unmarshal([]byte(cli("subscriptions", "add", "--pull", "--from", "earliest", "--output", "json")), &sub); err != nil || !sub.Pull || sub.Secret == "" {
 		t.Fatalf("subscriptions add --pull: %+v %v, want a pull subscription with its token", sub, err)

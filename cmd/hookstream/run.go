@@ -142,7 +142,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 			return err
 		}
 		rejected, receiver = h.Rejected, h.Stats
-		puller := pull.New(pull.Config{Names: n.names}, n.cl, n.registry, n.log, n.reg)
+		puller := pull.New(pull.Config{Names: n.names, Tracing: n.tr}, n.cl, n.registry, n.log, n.reg)
 		h.Route(http.MethodGet, pull.Path, puller.Events)
 		g.Go(func() error { return puller.Run(ctx) })
 		g.Go(func() error { return h.Run(ctx) })

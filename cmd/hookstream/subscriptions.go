@@ -229,8 +229,9 @@ stored encrypted; with HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off
 the embedded broker), only https URLs are accepted.
 
 --pull creates a pull subscription instead, for consumers that cannot
-receive webhooks: it has no URL, and its secret is its pull token, printed
-here (and by get) for its consumers to send as "Authorization: Bearer
+receive webhooks: it has no URL nor signing secret, but a pull token,
+printed here (and by get) on its "pull token:" line, or as pull_token with
+--output json, for its consumers to send as "Authorization: Bearer
 <token>" to GET /subscriptions/<id>/events on the ingest listener
 (hookstream events pull is such a consumer). rotate-secret rotates it,
 the old token valid 24 hours. See docs/delivery.md, "Pull subscriptions".`,
@@ -325,7 +326,7 @@ func runSubscriptionsList(cmd *cobra.Command, output string) error {
 func newSubscriptionsGetCommand(output *string) *cobra.Command {
 	return &cobra.Command{
 		Use:     "get ID",
-		Short:   "Show one subscription, secret, controls and header values included",
+		Short:   "Show one subscription, secret or pull token, controls and header values included",
 		Example: "  hookstream subscriptions get sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return runSubscriptionsGet(cmd, *output, args[0]) },
@@ -434,7 +435,7 @@ func newSubscriptionsRotateCommand(output *string) *cobra.Command {
 	var secret string
 	cmd := &cobra.Command{
 		Use:   "rotate-secret ID",
-		Short: "Replace the signing secret; the old one keeps signing for 24 hours",
+		Short: "Replace the signing secret (a pull subscription's pull token); the old one stays valid for 24 hours",
 		Example: `  hookstream subscriptions rotate-secret sub_abc
   hookstream subscriptions rotate-secret sub_abc --secret whsec_...`,
 		Args: cobra.ExactArgs(1),
@@ -443,7 +444,7 @@ func newSubscriptionsRotateCommand(output *string) *cobra.Command {
 			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, rotate, true)
 		},
 	}
-	cmd.Flags().StringVar(&secret, "secret", "", "the new secret (generated when not given)")
+	cmd.Flags().StringVar(&secret, "secret", "", "the new secret or pull token, whsec_ + base64 (generated when not given)")
 	return cmd
 }
 
@@ -495,13 +496,14 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		}
 	}
 	if output == "json" {
+		shown := make([]subscriptions.Shown, len(subs))
+		for i, s := range subs {
+			shown[i] = subscriptions.Show(s)
+		}
 		if len(subs) == 1 && withSecret {
-			return writeJSON(w, subs[0])
+			return writeJSON(w, shown[0])
 		}
-		if subs == nil {
-			subs = []subscriptions.Subscription{}
-		}
-		return writeJSON(w, subs)
+		return writeJSON(w, shown)
 	}
 	if len(subs) == 0 {
 		_, err := fmt.Fprintln(w, "no subscriptions")
@@ -518,8 +520,12 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		if s.BatchMax > 1 {
 			batch = fmt.Sprintf("%d, wait %v", s.BatchMax, s.BatchWait)
 		}
+		secret := s.Secret
+		if s.Kind() == subscriptions.KindPull {
+			secret = "-" // its pull token has a line of its own
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.Kind(), cmp.Or(s.URL, "-"), enabled, s.Ordered, batch,
-			orAll(s.Sources), orAll(s.EventTypes), s.Secret)
+			orAll(s.Sources), orAll(s.EventTypes), secret)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -166,3 +166,63 @@ func TestSubscriptionControlsCLI(t *testing.T) {
 		t.Errorf("after clearing: got %+v, want %+v", got, want)
 	}
 }
+
+// TestPullTokenCLI: a pull subscription's secret is its pull token, and
+// the CLI names it so: `add --pull`, `get` and `rotate-secret` print it as
+// pull_token (JSON) or on a "pull token:" line (text), once, never as a
+// secret; `list` hides it; a webhook's secret is still its secret.
+func TestPullTokenCLI(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS": "3", "HOOKSTREAM_SECRET_KEY": newSecretKey(t)}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := lagReplayRun(t, cliEnv, args...)
+		if code != 0 {
+			t.Fatalf("hookstream %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	type shown struct {
+		ID                string
+		Secret            *string `json:"secret"`
+		PullToken         string  `json:"pull_token"`
+		PreviousPullToken string  `json:"previous_pull_token"`
+	}
+	decode := func(out string) shown {
+		t.Helper()
+		var s shown
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("%v in %q", err, out)
+		}
+		return s
+	}
+	created := decode(cli("subscriptions", "add", "--pull", "--output", "json"))
+	if !strings.HasPrefix(created.PullToken, "whsec_") || created.Secret != nil {
+		t.Fatalf("add --pull --output json: %+v, want a pull_token and no secret", created)
+	}
+	if got := decode(cli("subscriptions", "get", created.ID, "--output", "json")); got.PullToken != created.PullToken || got.Secret != nil {
+		t.Errorf("get --output json: %+v, want the pull_token %s and no secret", got, created.PullToken)
+	}
+	out := cli("subscriptions", "get", created.ID)
+	if strings.Count(out, created.PullToken) != 1 || !strings.Contains(out, "pull token:  "+created.PullToken+" ") {
+		t.Errorf("get: %q, want the token once, on its pull token line", out)
+	}
+	var listed []map[string]any
+	if err := json.Unmarshal([]byte(cli("subscriptions", "list", "--output", "json")), &listed); err != nil || len(listed) != 1 ||
+		listed[0]["pull_token"] != "whsec_…" || listed[0]["secret"] != nil {
+		t.Errorf("list --output json: %v %v, want the pull_token hidden and no secret", listed, err)
+	}
+	rotated := decode(cli("subscriptions", "rotate-secret", created.ID, "--output", "json"))
+	if !strings.HasPrefix(rotated.PullToken, "whsec_") || rotated.PullToken == created.PullToken || rotated.PreviousPullToken != created.PullToken || rotated.Secret != nil {
+		t.Errorf("rotate-secret --output json: %+v, want a new pull_token and the old one as previous_pull_token", rotated)
+	}
+	out = cli("subscriptions", "add", "--pull")
+	if strings.Count(out, "whsec_") != 1 || !strings.Contains(out, "pull token:  whsec_") {
+		t.Errorf("add --pull: %q, want the token once, on its pull token line", out)
+	}
+	if webhook := decode(cli("subscriptions", "add", "--url", "https://ci.example.com/hook", "--output", "json")); webhook.Secret == nil || webhook.PullToken != "" {
+		t.Errorf("add --url --output json: %+v, want its secret and no pull_token", webhook)
+	}
+}

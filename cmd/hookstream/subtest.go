@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,12 @@ subscription's secret now, the subscription's own headers, and the event's
 traceparent (an attempt sends the same trace, with its own span id when spans
 are exported). A transform that fails prints its error: the dispatcher
 dead-letters such an event at stage transform. Nothing is delivered.
+
+For a pull subscription it prints what a pull answer carries for the event:
+its item in events (the envelope as written, or the transform's JSON) and its
+item in trace_contexts; with --output json, body and trace_context. A
+transform that fails prints its error: the answer lists the event in its
+errors instead.
 
 --event finds the event's latest record on the events topic, from the end of
 its partition back (at most 100,000 records); --file takes an envelope as
@@ -104,7 +111,17 @@ func readEnvelope(in io.Reader, file string) ([]byte, error) {
 	return bytes.TrimSpace(b), nil
 }
 
-// printPreview prints p as the request it is: the verdict, then the
+// traceContextJSON is tc as a pull answer writes it.
+func traceContextJSON(tc map[string]string) []byte {
+	if tc == nil {
+		tc = map[string]string{}
+	}
+	b, _ := json.Marshal(tc) // a map of strings, its keys sorted
+	return b
+}
+
+// printPreview prints p as the request it is (for a pull subscription,
+// the answer's item): the verdict, then the
 // request line, its headers in order and its body.
 func printPreview(w io.Writer, s subscriptions.Subscription, p subscriptions.Preview) error {
 	verdict := "no"
@@ -117,6 +134,11 @@ func printPreview(w io.Writer, s subscriptions.Subscription, p subscriptions.Pre
 	}
 	if p.Body == nil {
 		return nil
+	}
+	if s.Kind() == subscriptions.KindPull {
+		_, err := fmt.Fprintf(w, "\na pull answer (GET /subscriptions/%s/events) carries it as\n  events[i]:          %s\n  trace_contexts[i]:  %s\n",
+			s.ID, p.Body, traceContextJSON(p.TraceContext))
+		return err
 	}
 	fmt.Fprintf(w, "\nPOST %s\n", s.URL)
 	h := make(http.Header, len(p.Headers))

@@ -54,8 +54,10 @@ func TestSubscriptionsTestCLI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	if err := env.Client(t).ProduceSync(ctx, &kgo.Record{Topic: string(env.Names.Events), Key: []byte("github:pr1"), Value: envelope("pr1", "opened"),
-		Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("github")}, {Key: topics.HeaderEventType, Value: []byte("pull_request")}}}).FirstErr(); err != nil {
+		Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("github")}, {Key: topics.HeaderEventType, Value: []byte("pull_request")},
+			{Key: topics.HeaderTraceparent, Value: []byte(traceparent)}}}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,6 +92,31 @@ func TestSubscriptionsTestCLI(t *testing.T) {
 	if out := cli("subscriptions", "test", sub.ID, "--file", file); !strings.HasPrefix(out, "match:   no\nreason:  source \"github\" matches \"github\", type \"pull_request\" (no event_types: all), but the filter is false\n") ||
 		strings.Contains(out, "POST") {
 		t.Errorf("test --file: got %q, want no match by the filter and no request", out)
+	}
+
+	// A pull subscription: what a pull answer carries for the event.
+	var pulled struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(cli("subscriptions", "add", "--pull", "--output", "json", "--transform", `{"title": data.title}`)), &pulled); err != nil {
+		t.Fatal(err)
+	}
+	p = subscriptions.Preview{}
+	if err := json.Unmarshal([]byte(cli("subscriptions", "test", pulled.ID, "--event", "github:pr1", "--output", "json")), &p); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Match || !strings.Contains(string(p.Body), `"title": "Fix it"`) || p.Headers != nil || p.TraceContext["traceparent"] != traceparent {
+		t.Errorf("test of a pull subscription --output json: got %+v, want the item served and its trace context, no headers", p)
+	}
+	table = cli("subscriptions", "test", pulled.ID, "--event", "github:pr1")
+	for _, line := range []string{"match:   yes\n", "a pull answer (GET /subscriptions/" + pulled.ID + "/events) carries it as\n",
+		"  events[i]:          {\"title\":\"Fix it\"}\n", "  trace_contexts[i]:  {\"traceparent\":\"" + traceparent + "\"}\n"} {
+		if !strings.Contains(table, line) {
+			t.Errorf("test of a pull subscription: output %q lacks %q", table, line)
+		}
+	}
+	if strings.Contains(table, "POST") || strings.Contains(table, "Webhook-") {
+		t.Errorf("test of a pull subscription: output %q shows a webhook request", table)
 	}
 
 	for _, tc := range []struct {
