@@ -67,6 +67,12 @@ import (
 // caller should Destroy it and rebuild from the changelog.
 var ErrCorrupt = errors.New("corrupt store")
 
+// ErrAbandoned is wrapped by Close's error for a store whose database had to
+// be abandoned (Pebble panicked in a write: a full disk, a failed log
+// write). Its directory stays locked until the process exits, so the
+// partition's store cannot be opened again before a restart.
+var ErrAbandoned = errors.New("database abandoned after a pebble panic")
+
 const (
 	prefixState  = 's'
 	prefixExpiry = 'x'
@@ -688,7 +694,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	if s.wedged.Load() {
-		return fmt.Errorf("statestore: close partition %d: database abandoned after a pebble panic; its directory stays locked until the process exits", s.partition)
+		return fmt.Errorf("statestore: close partition %d: %w (%w); its directory stays locked until the process exits", s.partition, ErrAbandoned, *s.fatal.Load())
 	}
 	err := s.db.Close()
 	if lerr := s.lock.Close(); err == nil {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 )
 
 // diskSize is the size of the file system each processor's data directory
@@ -31,15 +29,14 @@ func unmountSmallDisk(dir string) {
 }
 
 // fillDisk fills the file system of dir with a file until no byte more
-// fits, holds it full for d, then removes the file. It returns how many
-// bytes the file took.
-func fillDisk(ctx context.Context, dir string, d time.Duration) (int64, error) {
+// fits, and returns how many bytes the file took and what frees them.
+func fillDisk(dir string) (int64, func(), error) {
 	path := filepath.Join(dir, "campaign-filler")
 	f, err := os.Create(path)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	defer os.Remove(path)
+	free := func() { f.Close(); os.Remove(path) }
 	chunk := make([]byte, 1<<20)
 	var n int64
 	for len(chunk) > 0 {
@@ -50,10 +47,9 @@ func fillDisk(ctx context.Context, dir string, d time.Duration) (int64, error) {
 			continue
 		}
 		if err != nil {
-			f.Close()
-			return n, err
+			free()
+			return n, nil, err
 		}
 	}
-	sleepCtx(ctx, d)
-	return n, f.Close()
+	return n, free, nil
 }

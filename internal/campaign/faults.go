@@ -191,9 +191,7 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 	case faultPartition:
 		return c.poisonLinks(ctx, holeFor, c.net.brokerLinks(f.Target), "timeout", map[string]any{"timeout": 0})
 	case faultDiskFull:
-		n, err := fillDisk(ctx, filepath.Join(c.work, "data", f.Target), diskFullFor)
-		c.log.Info("disk filled and freed", "target", f.Target, "filler_bytes", n)
-		return err
+		return c.diskFull(ctx, c.procByName[f.Target])
 	case faultReplay:
 		return c.replay(ctx, "dispatcher", "sub:"+c.subs.byKind[subHealthy].id)
 	case faultReplayP:
@@ -228,6 +226,29 @@ func (c *campaign) poisonLinks(ctx context.Context, d time.Duration, links []*to
 	}
 	sleepCtx(ctx, d)
 	remove()
+	return nil
+}
+
+// diskFull fills the file system of p's data directory for diskFullFor.
+// A processor whose store Pebble had to abandon stops (its directory
+// stays locked while it lives); it is restarted at once, as a supervisor
+// would, and waits for room.
+func (c *campaign) diskFull(ctx context.Context, p *proc) error {
+	n, free, err := fillDisk(filepath.Join(c.work, "data", p.name))
+	if err != nil {
+		return err
+	}
+	defer free()
+	c.log.Info("disk full", "target", p.name, "filler_bytes", n)
+	for end := time.Now().Add(diskFullFor); time.Now().Before(end) && ctx.Err() == nil; {
+		if !p.alive() {
+			c.log.Info("stopped on the full disk; restarted", "target", p.name)
+			if err := p.start(c.bin); err != nil {
+				return err
+			}
+		}
+		sleepCtx(ctx, 200*time.Millisecond) // spaces the checks, as a supervisor's
+	}
 	return nil
 }
 

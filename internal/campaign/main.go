@@ -82,7 +82,7 @@ var profiles = map[string]profile{
 	"long": {minLoad: 30 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{20 * time.Second, 60 * time.Second},
 		rate: 10, quiesce: 6 * time.Minute, deadRecovr: 3 * time.Minute},
 	// heavy: open-loop load at about 70% of what the deployment sustains
-	// on the 2-core development machine (RELIABILITY.md), bodies up to
+	// on the 2-core development machine (169/s, RELIABILITY.md), bodies up to
 	// near the body limit, and the network and disk faults too.
 	"heavy": {minLoad: 6 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
 		rate: heavyRate / float64(len(sources)), quiesce: 5 * time.Minute, deadRecovr: time.Minute,
@@ -91,7 +91,7 @@ var profiles = map[string]profile{
 
 // heavyRate is the heavy profile's requests per second, all sources
 // together.
-const heavyRate = 100
+const heavyRate = 120
 
 func (p profile) network() bool {
 	return slices.ContainsFunc(p.extra, func(k string) bool { return slices.Contains(networkKinds, k) })
@@ -681,9 +681,9 @@ type summary struct {
 	PeakRSSMiB    map[string]float64 `json:"peak_rss_mib"`
 	// RSSBoundMiB is each role's memory bound (invariant 5).
 	RSSBoundMiB map[string]float64 `json:"rss_bound_mib"`
-	Outcome        outcome            `json:"invariants"`
-	Findings       []string           `json:"findings"`
-	Failures       []string           `json:"failures"`
+	Outcome     outcome            `json:"invariants"`
+	Findings    []string           `json:"findings"`
+	Failures    []string           `json:"failures"`
 }
 
 func (c *campaign) summarize(cfg config, results []faultResult, reports []loadgen.Report, o outcome,
@@ -722,7 +722,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		s.RateByKind[r.Kind] += r.Rate * r.Recovery.Seconds()
 		if bound := recoveryBound(r.Kind); r.Recovery-r.Took > bound {
 			s.Failures = append(s.Failures, fmt.Sprintf("invariant 7: %s %s recovered %v after its injection ended, over its bound %v",
-				r.Kind, r.Target, (r.Recovery - r.Took).Round(100*time.Millisecond), bound))
+				r.Kind, r.Target, (r.Recovery-r.Took).Round(100*time.Millisecond), bound))
 		}
 	}
 	for k, d := range worst {
