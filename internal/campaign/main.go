@@ -54,6 +54,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/loadgen"
@@ -230,6 +231,9 @@ func main() {
 	)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Toxiproxy's toxics log through zerolog's global logger: its trace
+	// lines say nothing the campaign does not.
+	zerolog.SetGlobalLevel(zerolog.Disabled)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -668,9 +672,10 @@ type summary struct {
 
 	FaultsByKind   map[string]int    `json:"faults_by_kind"`
 	RecoveryByKind map[string]string `json:"recovery_max_by_kind"`
-	// RecoveryBound is each kind's bound on the recovery after its
-	// injection ended (invariant 7).
-	RecoveryBound map[string]string `json:"recovery_bound_by_kind"`
+	// RecoveryAfter is each kind's worst recovery after its injection
+	// ended, bounded by RecoveryBound (invariant 7).
+	RecoveryAfter map[string]string `json:"recovery_after_injection_max_by_kind"`
+	RecoveryBound string            `json:"recovery_after_injection_bound"`
 	Faults        []faultResult     `json:"faults"`
 	RateNoFault   float64           `json:"accepted_per_second_outside_faults"`
 	RateInFault   float64           `json:"accepted_per_second_during_faults"`
@@ -694,7 +699,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		LoadSecs: int(loadEnd.Sub(loadStart).Seconds()),
 		Accepted: o.Accepted, Lost: o.Lost, Duplicated: o.Duplicated, Outcome: o,
 		DuplicateDeliveries: map[string]int{}, Delivered: map[string]int{},
-		FaultsByKind: map[string]int{}, RecoveryByKind: map[string]string{}, RecoveryBound: map[string]string{}, Faults: results,
+		FaultsByKind: map[string]int{}, RecoveryByKind: map[string]string{}, RecoveryAfter: map[string]string{}, RecoveryBound: recoveryBound.String(), Faults: results,
 		RateByKind: map[string]float64{}, PeakRSSMiB: map[string]float64{}, RSSBoundMiB: map[string]float64{}, Replays: c.replayCounts(),
 	}
 	for _, r := range reports {
@@ -709,7 +714,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		d, e := sub.counts(func(id string) bool { return accepted[id] })
 		s.Delivered[kind], s.DuplicateDeliveries[kind] = d, e
 	}
-	worst := map[string]time.Duration{}
+	worst, worstAfter := map[string]time.Duration{}, map[string]time.Duration{}
 	kindTime := map[string]time.Duration{}
 	var inFault time.Duration
 	var inFaultAccepted float64
@@ -720,14 +725,16 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		inFaultAccepted += r.Rate * r.Recovery.Seconds()
 		kindTime[r.Kind] += r.Recovery
 		s.RateByKind[r.Kind] += r.Rate * r.Recovery.Seconds()
-		if bound := recoveryBound(r.Kind); r.Recovery-r.Took > bound {
-			s.Failures = append(s.Failures, fmt.Sprintf("invariant 7: %s %s recovered %v after its injection ended, over its bound %v",
-				r.Kind, r.Target, (r.Recovery-r.Took).Round(100*time.Millisecond), bound))
+		after := r.Recovery - r.Took
+		worstAfter[r.Kind] = max(worstAfter[r.Kind], after)
+		if after > recoveryBound {
+			s.Failures = append(s.Failures, fmt.Sprintf("invariant 7: %s %s recovered %v after its injection ended, over the bound %v",
+				r.Kind, r.Target, after.Round(100*time.Millisecond), recoveryBound))
 		}
 	}
 	for k, d := range worst {
 		s.RecoveryByKind[k] = d.Round(100 * time.Millisecond).String()
-		s.RecoveryBound[k] = recoveryBound(k).String()
+		s.RecoveryAfter[k] = worstAfter[k].Round(100 * time.Millisecond).String()
 		if kindTime[k] > 0 {
 			s.RateByKind[k] = float64(int(s.RateByKind[k]/kindTime[k].Seconds()*10)) / 10
 		}
@@ -783,14 +790,14 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "  subscriber %-8s delivered %6d distinct, %5d duplicate deliveries, %5d dead-lettered, %d missing\n",
 			k, s.Delivered[k], s.DuplicateDeliveries[k], s.Outcome.DeadLettered[k], s.Outcome.Undelivered[k])
 	}
-	fmt.Fprintf(w, "faults %d:", len(s.Faults))
+	fmt.Fprintf(w, "faults %d (recovery after each injection bounded by %s):", len(s.Faults), s.RecoveryBound)
 	fk := make([]string, 0, len(s.FaultsByKind))
 	for k := range s.FaultsByKind {
 		fk = append(fk, k)
 	}
 	sort.Strings(fk)
 	for _, k := range fk {
-		fmt.Fprintf(w, " %s x%d (worst recovery %s, bound %s after it)", k, s.FaultsByKind[k], s.RecoveryByKind[k], s.RecoveryBound[k])
+		fmt.Fprintf(w, " %s x%d (worst recovery %s, %s after the injection)", k, s.FaultsByKind[k], s.RecoveryByKind[k], s.RecoveryAfter[k])
 	}
 	fmt.Fprintln(w)
 	for i, f := range s.Faults {
