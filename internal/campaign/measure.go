@@ -21,7 +21,8 @@ const (
 	measureDrain = 10 * time.Second
 )
 
-// measure raises the load step by step with no fault and reports the
+// measure warms the deployment up, then raises the load step by step with
+// no fault and reports the
 // highest rate the deployment sustains: the rate the heavy profile's
 // load is a fraction of.
 func (c *campaign) measure(ctx context.Context) error {
@@ -30,6 +31,13 @@ func (c *campaign) measure(ctx context.Context) error {
 	c.subs.byKind[subDead].recoverAt.Store(now)
 	c.subs.byKind[subFlap].flapUntil.Store(now)
 	rate := c.prof.rate * float64(len(sources))
+	// The first minutes of a deployment (groups forming, transactional
+	// producers starting, a cluster warming up) are not its pace: the
+	// warm-up's load is not measured.
+	warm := c.startLoad(ctx, c.prof.rate)
+	sleepCtx(ctx, c.prof.warmup)
+	warm()
+	c.drain(ctx, 2*time.Minute)
 	var sustained float64
 	fmt.Printf("%-8s %-10s %-10s %-8s %-30s %s\n", "rate/s", "accepted/s", "refused", "drained", "lag at the step's end", "sustained")
 	for step := 0; step < measureSteps && ctx.Err() == nil; step++ {
