@@ -248,8 +248,10 @@ func main() {
 	if *faults > 0 {
 		prof.maxFaults = *faults
 	}
+	var rateFlag string
 	if *rate > 0 {
 		prof.rate = *rate / float64(len(sources))
+		rateFlag = fmt.Sprintf(" --rate %g", *rate)
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano() % 1e9)
@@ -257,7 +259,7 @@ func main() {
 	fmt.Printf("campaign: seed %d, profile %s, broker %s (replay with --seed %d)\n", *seed, *profName, *brokerKind, *seed)
 	sum, err := runCampaign(ctx, log, config{
 		seed: *seed, profName: *profName, prof: prof, brokerKind: *brokerKind, brokers: *brokers,
-		script: *script, bin: *bin, work: *work, out: *out, measure: *measure,
+		script: *script, bin: *bin, work: *work, out: *out, measure: *measure, rateFlag: rateFlag,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "campaign: %v (seed %d)\n", err, *seed)
@@ -275,6 +277,7 @@ type config struct {
 	brokerKind, brokers    string
 	script, bin, work, out string
 	measure                bool
+	rateFlag               string // " --rate N" when the rate was set
 }
 
 func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, error) {
@@ -695,7 +698,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 	loadStart, loadEnd, lastFault time.Time, quiesced time.Duration) *summary {
 	s := &summary{
 		Seed: c.seed, Profile: cfg.profName, Broker: c.broker.kind, Work: c.work,
-		Command:  fmt.Sprintf("go run ./internal/campaign --profile %s --broker %s --seed %d", cfg.profName, c.broker.kind, c.seed),
+		Command:  fmt.Sprintf("go run ./internal/campaign --profile %s --broker %s --seed %d%s", cfg.profName, c.broker.kind, c.seed, cfg.rateFlag),
 		LoadSecs: int(loadEnd.Sub(loadStart).Seconds()),
 		Accepted: o.Accepted, Lost: o.Lost, Duplicated: o.Duplicated, Outcome: o,
 		DuplicateDeliveries: map[string]int{}, Delivered: map[string]int{},
