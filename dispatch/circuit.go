@@ -60,7 +60,8 @@ func (c *circuit) admit(now time.Time, n int) (ok, probe bool, retryAt time.Time
 }
 
 // report records the outcome of an admitted attempt and says whether the
-// circuit opened or closed because of it.
+// circuit opened or closed because of it. A probe that fails after another
+// attempt's success closed the circuit counts as any failure.
 func (c *circuit) report(now time.Time, probe, ok bool) (opened, closed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -73,7 +74,7 @@ func (c *circuit) report(now time.Time, probe, ok bool) (opened, closed bool) {
 	}
 	c.failures++
 	switch {
-	case probe:
+	case probe && !c.openUntil.IsZero():
 		c.openUntil = now.Add(c.cooldown)
 	case c.openUntil.IsZero() && c.failures >= c.threshold:
 		c.openUntil = now.Add(c.cooldown)

@@ -134,7 +134,12 @@ func (p *Processor) drop(id int32) {
 	defer part.query.Unlock()
 	part.ready.Store(false)
 	if part.store != nil {
-		if err := part.store.Close(); err != nil {
+		err := part.store.Close()
+		switch {
+		case errors.Is(err, statestore.ErrAbandoned):
+			p.log.Error("state store abandoned: the processor stops, to be restarted and restore it", "partition", id, "err", err)
+			p.abandoned.CompareAndSwap(nil, &err)
+		case err != nil:
 			p.log.Warn("closing state store", "partition", id, "err", err)
 		}
 		part.store = nil

@@ -122,6 +122,9 @@ type Processor struct {
 	// revokedSinceEnd is set by a revocation or loss until the session's
 	// next End: meanwhile GroupTransactSession would skip the next one.
 	revokedSinceEnd atomic.Bool
+	// abandoned is the first store closed as statestore.ErrAbandoned: its
+	// partition cannot be restored in this process, so Run ends with it.
+	abandoned atomic.Pointer[error]
 }
 
 // New builds a processor; opts are the client options shared by the
@@ -170,7 +173,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		case ctx.Err() != nil || err == nil:
 			p.leave()
 			return nil
-		case errors.As(err, &setup):
+		case errors.As(err, &setup), errors.Is(err, statestore.ErrAbandoned):
 			return err
 		}
 		// A broker outage or a fenced producer ends a session; a new one
@@ -308,6 +311,9 @@ func (p *Processor) session(ctx context.Context) error {
 	// transaction sweeps again, without waiting for records.
 	behind := false
 	for {
+		if err := p.abandoned.Load(); err != nil {
+			return *err
+		}
 		wait := time.Second
 		if behind {
 			wait = 10 * time.Millisecond

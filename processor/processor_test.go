@@ -65,6 +65,8 @@ type options struct {
 	opts []kgo.Opt
 	// log defaults to kafkatest.Logger.
 	log *slog.Logger
+	// store tunes the state stores (their file system).
+	store statestore.Options
 }
 
 func start(t *testing.T, env *kafkatest.Env, o options) *instance {
@@ -88,6 +90,7 @@ func start(t *testing.T, env *kafkatest.Env, o options) *instance {
 		MaxRecordBytes:  topics.MaxRecordBytes(maxBody),
 		TransactionalID: env.Names.Prefix + "-processor-" + o.name,
 		SessionTimeout:  o.sessionTimeout,
+		Store:           o.store,
 	}, append([]kgo.Opt{
 		kgo.SeedBrokers(env.Seeds...),
 		kgo.WithLogger(kslog.New(kafkatest.Logger(t))),

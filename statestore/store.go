@@ -25,12 +25,16 @@
 // or table, a missing table, a layout this code does not know) fails to open
 // with an error wrapping ErrCorrupt: the caller destroys and rebuilds it. A
 // store held by another process, or one the process may not read or write,
-// gives other errors, which destroying would not cure.
+// gives other errors, which destroying would not cure; so does a file system
+// with less room than opening needs (twice the memtable size and 1 MiB),
+// with ENOSPC, rather than Pebble waiting for room where no caller sees it.
 //
 // When Pebble reports a failure it cannot recover from (a failed write to
 // its log, a corruption found while reading or by a background job), the
 // store stops: the call that hit it and every later call return an error,
-// and only Close remains. Pebble buffers its log, so a write error (a full
+// and only Close remains. Where Pebble panicked in a write, Close abandons
+// the database (ErrAbandoned): its directory stays locked, and the store
+// cannot be opened again, until the process exits. Pebble buffers its log, so a write error (a full
 // disk) fails the Apply that finds it, possibly a few calls after the write
 // that failed; what reached the disk is still a consistent prefix.
 //
@@ -66,6 +70,12 @@ import (
 // ErrCorrupt is wrapped by errors from a store that cannot be read: the
 // caller should Destroy it and rebuild from the changelog.
 var ErrCorrupt = errors.New("corrupt store")
+
+// ErrAbandoned is wrapped by Close's error for a store whose database had to
+// be abandoned (Pebble panicked in a write: a full disk, a failed log
+// write). Its directory stays locked until the process exits, so the
+// partition's store cannot be opened again before a restart.
+var ErrAbandoned = errors.New("database abandoned after a pebble panic")
 
 const (
 	prefixState  = 's'
@@ -215,6 +225,10 @@ func Open(dir string, partition int32, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("statestore: open partition %d: %w", partition, err)
 	}
 	po.Lock = lock
+	if err := roomToOpen(po.FS, path, po.MemTableSize); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("statestore: open partition %d: %w", partition, err)
+	}
 	db, err := pebble.Open(path, po)
 	if err == nil {
 		s.db, s.lock = db, lock
@@ -229,6 +243,23 @@ func Open(dir string, partition int32, opts Options) (*Store, error) {
 	}
 	_ = lock.Close()
 	return nil, fmt.Errorf("statestore: open partition %d: %w", partition, s.classifyOpen(err))
+}
+
+// roomToOpen refuses to open a store on a file system with less room than
+// Pebble needs to open it: a flush of what its log holds (at most its
+// memtables) and a new log. Pebble's Open waits for that flush, retrying
+// it until there is room, and cannot be cancelled; refused here, the caller
+// can say why and try again. A file system that does not tell its usage
+// is not checked.
+func roomToOpen(fsys vfs.FS, dir string, memTableSize uint64) error {
+	usage, err := fsys.GetDiskUsage(dir)
+	if err != nil {
+		return nil
+	}
+	if need := memTables*memTableSize + 1<<20; usage.AvailBytes < need {
+		return fmt.Errorf("%d bytes free on %s, want at least %d: %w", usage.AvailBytes, dir, need, syscall.ENOSPC)
+	}
+	return nil
 }
 
 // mkdirAll creates dir and its missing parents, then syncs the directories
@@ -688,7 +719,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	if s.wedged.Load() {
-		return fmt.Errorf("statestore: close partition %d: database abandoned after a pebble panic; its directory stays locked until the process exits", s.partition)
+		return fmt.Errorf("statestore: close partition %d: %w (%w); its directory stays locked until the process exits", s.partition, ErrAbandoned, *s.fatal.Load())
 	}
 	err := s.db.Close()
 	if lerr := s.lock.Close(); err == nil {

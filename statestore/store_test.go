@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -758,4 +759,35 @@ func BenchmarkGet(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestOpenRefusesAFullDisk: a store is not opened on a file system with
+// less room than Pebble needs to open it (to flush what its log holds and
+// start a new log): Pebble would wait, unseen and not to be cancelled,
+// until there is room. The error says ENOSPC, not ErrCorrupt (destroying
+// the store would not help), and the store opens once there is room.
+func TestOpenRefusesAFullDisk(t *testing.T) {
+	fsys := vfs.NewMem()
+	s, err := Open("state", 0, Options{FS: fsys})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	apply(t, s, batch{[]Change{set("a", st(Done, 1, t1))}, 1})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	fsys.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 30})
+	_, err = Open("state", 0, Options{FS: fsys})
+	if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "1048576 bytes free") {
+		t.Fatalf("Open with 1 MiB free: got %v, want ENOSPC saying how much is free, not ErrCorrupt", err)
+	}
+
+	fsys.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 2 << 30})
+	s, err = Open("state", 0, Options{FS: fsys})
+	if err != nil {
+		t.Fatalf("Open with room: %v", err)
+	}
+	defer s.Close()
+	checkContents(t, s, map[string]*State{"a": st(Done, 1, t1)})
 }

@@ -40,16 +40,18 @@ func RunningEmbedded(dataDir string) (addr string, ok bool) {
 
 // StartEmbedded starts the embedded broker on addr, persisting its log
 // under dataDir/kafka. Records survive a restart on the same directory.
-func StartEmbedded(dataDir, addr string, log *slog.Logger) (*Embedded, error) {
+// opts come last and win (the fault campaign's ListenFn advertises its
+// fault proxy's address instead of addr).
+func StartEmbedded(dataDir, addr string, log *slog.Logger, opts ...kfake.Opt) (*Embedded, error) {
 	dir := filepath.Join(dataDir, "kafka")
-	c, err := kfake.NewCluster(
+	c, err := kfake.NewCluster(append([]kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DataDir(dir),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
 			return net.Listen(network, addr)
 		}),
 		kfake.WithLogger(kfakeLogger{log}),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker on %s (data %s): %w", addr, dir, err)
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/hookstream/hookstream/topics"
 )
@@ -26,19 +29,50 @@ type broker struct {
 
 	// kfake
 	dir, addr string
+	advertise string // the address kfake advertises, when not addr
 	mu        sync.Mutex
 	emb       *topics.Embedded
 }
 
-func startKfake(dir, addr string, log *slog.Logger) (*broker, error) {
-	b := &broker{kind: "kfake", seeds: []string{addr}, nodes: 1, dir: dir, addr: addr, log: log}
-	emb, err := topics.StartEmbedded(dir, addr, log)
+// startKfake starts kfake on addr, advertising advertise ("": addr).
+func startKfake(dir, addr, advertise string, log *slog.Logger) (*broker, error) {
+	b := &broker{kind: "kfake", seeds: []string{addr}, nodes: 1, dir: dir, addr: addr, advertise: advertise, log: log}
+	if advertise != "" {
+		b.seeds = []string{advertise}
+	}
+	emb, err := b.startEmbedded()
 	if err != nil {
 		return nil, err
 	}
 	b.emb = emb
 	return b, nil
 }
+
+func (b *broker) startEmbedded() (*topics.Embedded, error) {
+	if b.advertise == "" {
+		return topics.StartEmbedded(b.dir, b.addr, b.log)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", b.advertise)
+	if err != nil {
+		return nil, err
+	}
+	return topics.StartEmbedded(b.dir, b.addr, b.log, kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		ln, err := net.Listen(network, b.addr)
+		if err != nil {
+			return nil, err
+		}
+		return advertising{ln, adv}, nil
+	}))
+}
+
+// advertising is a listener that reports another address: the one kfake
+// then advertises to its clients.
+type advertising struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (a advertising) Addr() net.Addr { return a.addr }
 
 // bounce takes node (1-based) down for down, then brings it back.
 func (b *broker) bounce(ctx context.Context, node int, down time.Duration) error {
@@ -52,7 +86,7 @@ func (b *broker) bounce(ctx context.Context, node int, down time.Duration) error
 		var err error
 		for range 50 { // the port can linger a moment after Close
 			var emb *topics.Embedded
-			if emb, err = topics.StartEmbedded(b.dir, b.addr, b.log); err == nil {
+			if emb, err = b.startEmbedded(); err == nil {
 				b.mu.Lock()
 				b.emb = emb
 				b.mu.Unlock()

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/topics"
@@ -30,6 +32,30 @@ const (
 	faultRedrive = "redrive"        // `hookstream dlq redrive` of both DLQs
 	faultCrash   = "crash"          // not injected: a process the campaign found dead
 	stopFor      = 20 * time.Second // past the processors' 10s session timeout
+
+	// Network faults, through the fault proxies (network.go): on every
+	// link (each process to each broker, dispatchers to subscribers) but
+	// for the partition.
+	faultLatency   = "latency"   // 50ms +- 50ms each way
+	faultBandwidth = "bandwidth" // 512 KB/s per connection each way
+	faultReset     = "reset"     // every connection reset, and new ones for 3s
+	faultBlackhole = "blackhole" // data dropped, connections kept, for holeFor
+	faultPartition = "partition" // one processor's broker links black-holed for holeFor
+	// faultDiskFull fills the small file system of a processor's data
+	// directory for diskFullFor, then frees it.
+	faultDiskFull = "diskfull"
+
+	netFaultFor = 20 * time.Second
+	resetFor    = 3 * time.Second
+	holeFor     = 25 * time.Second // past the 10s session and transaction timeouts
+	diskFullFor = 20 * time.Second
+)
+
+// networkKinds and diskKinds are the fault kinds of the heavy profile
+// beyond the short profile's.
+var (
+	networkKinds = []string{faultLatency, faultBandwidth, faultReset, faultBlackhole, faultPartition}
+	diskKinds    = []string{faultDiskFull}
 )
 
 // fault is one scheduled fault: after Gap, Kind hits Target.
@@ -51,12 +77,14 @@ type planner struct {
 	n     int
 }
 
-func newPlanner(seed uint64, brokerKind string, procs, processors []string, nodes int, gap [2]time.Duration) *planner {
+// newPlanner plans the short profile's fault kinds and extra ones.
+func newPlanner(seed uint64, brokerKind string, procs, processors []string, nodes int, gap [2]time.Duration, extra ...string) *planner {
 	base := []string{faultKill, faultKill, faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive,
 		faultStorm, faultDeep, faultRogue}
 	if brokerKind == "kafka3" {
 		base = append(base, faultBroker)
 	}
+	base = append(base, extra...)
 	p := &planner{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), base: base, procs: procs, procN: processors, nodes: nodes, gap: gap}
 	p.rng.Shuffle(len(p.base), func(i, j int) { p.base[i], p.base[j] = p.base[j], p.base[i] })
 	return p
@@ -76,7 +104,7 @@ func (p *planner) next() fault {
 	switch kind {
 	case faultKill:
 		f.Target = p.procs[p.rng.IntN(len(p.procs))]
-	case faultStop:
+	case faultStop, faultPartition, faultDiskFull:
 		f.Target = p.procN[p.rng.IntN(len(p.procN))]
 	case faultBroker:
 		f.Target = strconv.Itoa(1 + p.rng.IntN(p.nodes))
@@ -152,6 +180,18 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 			c.mu.Unlock()
 		}
 		return err
+	case faultLatency:
+		return c.poisonLinks(ctx, netFaultFor, c.allLinks(), "latency", map[string]any{"latency": 50, "jitter": 50})
+	case faultBandwidth:
+		return c.poisonLinks(ctx, netFaultFor, c.allLinks(), "bandwidth", map[string]any{"rate": 512})
+	case faultReset:
+		return c.poisonLinks(ctx, resetFor, c.allLinks(), "reset_peer", map[string]any{"timeout": 0})
+	case faultBlackhole:
+		return c.poisonLinks(ctx, holeFor, c.allLinks(), "timeout", map[string]any{"timeout": 0})
+	case faultPartition:
+		return c.poisonLinks(ctx, holeFor, c.net.brokerLinks(f.Target), "timeout", map[string]any{"timeout": 0})
+	case faultDiskFull:
+		return c.diskFull(ctx, c.procByName[f.Target])
 	case faultReplay:
 		return c.replay(ctx, "dispatcher", "sub:"+c.subs.byKind[subHealthy].id)
 	case faultReplayP:
@@ -170,6 +210,46 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 		return nil
 	}
 	return fmt.Errorf("unknown fault %q", f.Kind)
+}
+
+// allLinks are the proxies of every process to every broker and the
+// dispatchers' to the subscribers.
+func (c *campaign) allLinks() []*toxiproxy.Proxy {
+	return append(c.net.brokerLinks(), c.net.subs)
+}
+
+// poisonLinks adds a toxic to links for d, then removes it.
+func (c *campaign) poisonLinks(ctx context.Context, d time.Duration, links []*toxiproxy.Proxy, kind string, attrs map[string]any) error {
+	remove, err := c.net.toxic(links, "campaign-"+kind, kind, attrs)
+	if err != nil {
+		return err
+	}
+	sleepCtx(ctx, d)
+	remove()
+	return nil
+}
+
+// diskFull fills the file system of p's data directory for diskFullFor.
+// A processor whose store Pebble had to abandon stops (its directory
+// stays locked while it lives); it is restarted at once, as a supervisor
+// would, and waits for room.
+func (c *campaign) diskFull(ctx context.Context, p *proc) error {
+	n, free, err := fillDisk(filepath.Join(c.work, "data", p.name))
+	if err != nil {
+		return err
+	}
+	defer free()
+	c.log.Info("disk full", "target", p.name, "filler_bytes", n)
+	for end := time.Now().Add(diskFullFor); time.Now().Before(end) && ctx.Err() == nil; {
+		if !p.alive() {
+			c.log.Info("stopped on the full disk; restarted", "target", p.name)
+			if err := p.start(c.bin); err != nil {
+				return err
+			}
+		}
+		sleepCtx(ctx, 200*time.Millisecond) // spaces the checks, as a supervisor's
+	}
+	return nil
 }
 
 // replay rewinds a group by 30s: the processes of role that are its

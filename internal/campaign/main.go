@@ -47,12 +47,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/loadgen"
@@ -68,6 +70,11 @@ type profile struct {
 	rate       float64          // requests per second per source
 	quiesce    time.Duration    // bound for invariants 1, 2 and 4 after the last fault
 	deadRecovr time.Duration    // the dead subscriber recovers this long after the load starts
+	bodyMax    int              // bodies from 256 B to this many bytes (0: all 256 B)
+	// extra are fault kinds beyond the short profile's: network kinds
+	// put the fault proxies in the deployment's paths, disk kinds mount
+	// each processor's data directory on a small file system.
+	extra []string
 }
 
 var profiles = map[string]profile{
@@ -75,6 +82,24 @@ var profiles = map[string]profile{
 		rate: 10, quiesce: 4 * time.Minute, deadRecovr: 45 * time.Second},
 	"long": {minLoad: 30 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{20 * time.Second, 60 * time.Second},
 		rate: 10, quiesce: 6 * time.Minute, deadRecovr: 3 * time.Minute},
+	// heavy: open-loop load at about 70% of what the deployment sustains
+	// on the 2-core development machine (169/s, RELIABILITY.md), bodies up to
+	// near the body limit, and the network and disk faults too.
+	"heavy": {minLoad: 6 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
+		rate: heavyRate / float64(len(sources)), quiesce: 5 * time.Minute, deadRecovr: time.Minute,
+		bodyMax: 63 << 10, extra: append(append([]string(nil), networkKinds...), diskKinds...)},
+}
+
+// heavyRate is the heavy profile's requests per second, all sources
+// together.
+const heavyRate = 120
+
+func (p profile) network() bool {
+	return slices.ContainsFunc(p.extra, func(k string) bool { return slices.Contains(networkKinds, k) })
+}
+
+func (p profile) disks() bool {
+	return slices.ContainsFunc(p.extra, func(k string) bool { return slices.Contains(diskKinds, k) })
 }
 
 var sources = []string{"alpha", "beta", "gamma", "delta"}
@@ -95,6 +120,7 @@ type campaign struct {
 	load       *recorder
 	producer   *kgo.Client
 	log        *slog.Logger
+	net        *network // the fault proxies, when the profile has network faults
 
 	mu         sync.Mutex
 	findings   []string
@@ -135,6 +161,45 @@ func writeSources(dir string) (string, error) {
 	return path, os.WriteFile(path, []byte(sourcesYAML), 0o644)
 }
 
+// startLoad starts one open-loop generator per source, at rate requests
+// per second each, the sources spread over the ingest instances; the
+// function it returns stops them and returns their reports.
+func (c *campaign) startLoad(ctx context.Context, rate float64) (stop func() []loadgen.Report) {
+	ctx, cancel := context.WithCancel(ctx)
+	httpClient := &http.Client{Transport: c.load, Timeout: 15 * time.Second}
+	var wg sync.WaitGroup
+	reports := make([]loadgen.Report, len(sources))
+	for i, src := range sources {
+		ing := c.ingests[i%len(c.ingests)]
+		wg.Go(func() {
+			r, err := loadgen.Run(ctx, loadgen.Config{
+				URL: "http://" + ing.httpAddr + "/webhooks/" + src, Source: src,
+				Rate: rate, Concurrency: 64, Duration: 24 * time.Hour, BodySize: 256, MaxBodySize: c.prof.bodyMax, Duplicates: 0.2,
+			}, httpClient, nil, nil)
+			if err != nil {
+				c.finding("load %s: %v", src, err)
+			}
+			reports[i] = r
+		})
+	}
+	return sync.OnceValue(func() []loadgen.Report {
+		cancel()
+		wg.Wait()
+		return reports
+	})
+}
+
+// pids names the running processes of the deployment by pid.
+func (c *campaign) pids() map[int]string {
+	out := make(map[int]string, len(c.procs))
+	for _, p := range c.procs {
+		if cmd, _ := p.current(); cmd != nil && p.alive() {
+			out[cmd.Process.Pid] = p.name
+		}
+	}
+	return out
+}
+
 func (c *campaign) replayCounts() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -151,7 +216,7 @@ func (c *campaign) finding(format string, args ...any) {
 
 func main() {
 	var (
-		profName   = flag.String("profile", "short", "short (3+ minutes, 11+ faults) or long (30 minutes)")
+		profName   = flag.String("profile", "short", "short (3+ minutes, 11+ faults), heavy (6+ minutes of heavy load, network and disk faults too) or long (30 minutes)")
 		brokerKind = flag.String("broker", "kfake", "kfake (in this process) or kafka3 (Apache Kafka via scripts/kafka-local.sh)")
 		brokers    = flag.String("brokers", "", "kafka3: bootstrap list (default: HOOKSTREAM_CAMPAIGN_BROKERS)")
 		script     = flag.String("script", "scripts/kafka-local.sh", "kafka3: the script whose stop-broker N and start-broker N bounce a node")
@@ -159,18 +224,22 @@ func main() {
 		bin        = flag.String("bin", "", "hookstream binary (default: built from ./cmd/hookstream)")
 		work       = flag.String("work", "", "work directory for data and logs (default: a new temporary one)")
 		out        = flag.String("out", "", "write the JSON summary here (default: <work>/summary.json)")
-		maxRSS     = flag.Int64("max-rss-mib", 768, "memory bound of each process (invariant 5)")
 		duration   = flag.Duration("duration", 0, "override the profile's least load duration")
 		faults     = flag.Int("faults", 0, "stop after this many faults (default: every kind at least once, for the whole duration)")
+		rate       = flag.Float64("rate", 0, "override the profile's load: requests per second, all sources together")
+		measure    = flag.Bool("measure", false, "inject no fault: raise the load from --rate step by step and report the highest rate the deployment sustains")
 	)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Toxiproxy's toxics log through zerolog's global logger: its trace
+	// lines say nothing the campaign does not.
+	zerolog.SetGlobalLevel(zerolog.Disabled)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	prof, ok := profiles[*profName]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "campaign: --profile %q: want short or long\n", *profName)
+		fmt.Fprintf(os.Stderr, "campaign: --profile %q: want short, heavy or long\n", *profName)
 		os.Exit(2)
 	}
 	if *duration > 0 {
@@ -179,13 +248,18 @@ func main() {
 	if *faults > 0 {
 		prof.maxFaults = *faults
 	}
+	var rateFlag string
+	if *rate > 0 {
+		prof.rate = *rate / float64(len(sources))
+		rateFlag = fmt.Sprintf(" --rate %g", *rate)
+	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano() % 1e9)
 	}
 	fmt.Printf("campaign: seed %d, profile %s, broker %s (replay with --seed %d)\n", *seed, *profName, *brokerKind, *seed)
 	sum, err := runCampaign(ctx, log, config{
 		seed: *seed, profName: *profName, prof: prof, brokerKind: *brokerKind, brokers: *brokers,
-		script: *script, bin: *bin, work: *work, out: *out, maxRSS: *maxRSS << 20,
+		script: *script, bin: *bin, work: *work, out: *out, measure: *measure, rateFlag: rateFlag,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "campaign: %v (seed %d)\n", err, *seed)
@@ -202,7 +276,8 @@ type config struct {
 	prof                   profile
 	brokerKind, brokers    string
 	script, bin, work, out string
-	maxRSS                 int64
+	measure                bool
+	rateFlag               string // " --rate N" when the rate was set
 }
 
 func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, error) {
@@ -243,13 +318,24 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	}
 
 	taken := make(map[string]bool)
+	// With network faults every process reaches the brokers through
+	// fronts (network.go): fronts[i] is what broker i advertises,
+	// upstreams[i] its listener.
+	var fronts, upstreams []string
 	switch cfg.brokerKind {
 	case "kfake":
 		addr, err := freeAddr(taken)
 		if err != nil {
 			return nil, err
 		}
-		c.broker, err = startKfake(filepath.Join(work, "broker"), addr, log.With("component", "kfake"))
+		var advertise string
+		if c.prof.network() {
+			if advertise, err = freeAddr(taken); err != nil {
+				return nil, err
+			}
+			fronts, upstreams = []string{advertise}, []string{addr}
+		}
+		c.broker, err = startKfake(filepath.Join(work, "broker"), addr, advertise, log.With("component", "kfake"))
 		if err != nil {
 			return nil, err
 		}
@@ -263,10 +349,31 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		}
 		seeds := strings.Split(list, ",")
 		c.broker = &broker{kind: "kafka3", seeds: seeds, nodes: len(seeds), script: cfg.script, log: log}
+		if c.prof.network() {
+			out, err := exec.CommandContext(ctx, cfg.script, "proxies").Output()
+			if err != nil {
+				return nil, fmt.Errorf("%s proxies: %w (network faults need the cluster started with --proxy-port)", cfg.script, err)
+			}
+			for pair := range strings.SplitSeq(strings.TrimSpace(string(out)), ",") {
+				front, up, ok := strings.Cut(pair, "=")
+				if !ok {
+					return nil, fmt.Errorf("%s proxies: %q is not front=listener", cfg.script, pair)
+				}
+				fronts, upstreams = append(fronts, front), append(upstreams, up)
+			}
+			c.broker.seeds = fronts
+		}
 	default:
 		return nil, fmt.Errorf("--broker %q: want kfake or kafka3", cfg.brokerKind)
 	}
 	defer c.broker.close()
+	if fronts != nil {
+		c.net, err = newNetwork(fronts, upstreams, log.With("component", "network"))
+		if err != nil {
+			return nil, err
+		}
+		defer c.net.close()
+	}
 
 	config, err := writeSources(work)
 	if err != nil {
@@ -309,11 +416,17 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	subSrv := &http.Server{Handler: c.subs, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = subSrv.Serve(ln) }() // ends with Close below
 	defer subSrv.Close()
+	subAddr := ln.Addr().String()
+	if c.net != nil {
+		if subAddr, err = c.net.proxySubscribers(subAddr); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range subKinds {
 		// Topics just created may not be known to every broker yet: poll.
 		var out []byte
 		for try := 0; ; try++ {
-			args := append([]string{"subscriptions", "add", "--url", "http://" + ln.Addr().String() + "/sub/" + k,
+			args := append([]string{"subscriptions", "add", "--url", "http://" + subAddr + "/sub/" + k,
 				"--from", "earliest", "--description", "campaign " + k, "--output", "json"}, addFlags[k]...)
 			out, err = cli(ctx, c.bin, c.cliEnv, args...)
 			if err == nil {
@@ -370,6 +483,28 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		case "processor":
 			processors = append(processors, l.name)
 		}
+		if c.net != nil {
+			if err := c.net.addProcess(l.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Each processor's data directory on a small file system that the
+	// diskfull fault fills: without the right to mount one, no diskfull.
+	extra := c.prof.extra
+	if c.prof.disks() {
+		for _, name := range processors {
+			dir := filepath.Join(work, "data", name)
+			if err := mountSmallDisk(dir); err != nil {
+				c.finding("no diskfull faults: %v", err)
+				extra = slices.DeleteFunc(slices.Clone(extra), func(k string) bool { return slices.Contains(diskKinds, k) })
+				break
+			}
+			defer unmountSmallDisk(dir)
+		}
+	}
+	if c.net != nil {
+		c.net.follow(c.pids)
 	}
 	defer func() {
 		for _, p := range c.procs {
@@ -404,32 +539,17 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	})
 	defer func() { stopSampling(); samplerWG.Wait() }()
 
-	// Load: one open-loop generator per source, sources spread over the
-	// ingest instances.
 	c.load = newRecorder()
+	if cfg.measure {
+		return &summary{Passed: true}, c.measure(ctx)
+	}
 	loadStart := c.load.start
 	c.subs.byKind[subDead].recoverAt.Store(loadStart.Add(c.prof.deadRecovr).UnixNano())
-	loadCtx, stopLoad := context.WithCancel(ctx)
+	stopLoad := c.startLoad(ctx, c.prof.rate)
 	defer stopLoad()
-	httpClient := &http.Client{Transport: c.load, Timeout: 15 * time.Second}
-	var loadWG sync.WaitGroup
-	reports := make([]loadgen.Report, len(sources))
-	for i, src := range sources {
-		ing := c.ingests[i%len(c.ingests)]
-		loadWG.Go(func() {
-			r, err := loadgen.Run(loadCtx, loadgen.Config{
-				URL: "http://" + ing.httpAddr + "/webhooks/" + src, Source: src,
-				Rate: c.prof.rate, Concurrency: 64, Duration: 24 * time.Hour, BodySize: 256, Duplicates: 0.2,
-			}, httpClient, nil, nil)
-			if err != nil {
-				c.finding("load %s: %v", src, err)
-			}
-			reports[i] = r
-		})
-	}
 
 	// Faults.
-	plan := newPlanner(c.seed, c.broker.kind, procNames, processors, c.broker.nodes, c.prof.gap)
+	plan := newPlanner(c.seed, c.broker.kind, procNames, processors, c.broker.nodes, c.prof.gap, extra...)
 	var results []faultResult
 	sleepCtx(ctx, c.prof.warmup)
 	for ctx.Err() == nil {
@@ -460,8 +580,7 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	c.subs.byKind[subFlap].flapUntil.Store(lastFault.UnixNano())
 	c.subs.byKind[subDead].recoverAt.Store(min(c.subs.byKind[subDead].recoverAt.Load(), lastFault.UnixNano()))
 	sleepCtx(ctx, 5*time.Second) // load with no fault
-	stopLoad()
-	loadWG.Wait()
+	reports := stopLoad()
 	loadEnd := time.Now()
 	log.Info("load stopped; waiting for the system to quiesce", "accepted", len(c.load.keys()))
 
@@ -554,29 +673,37 @@ type summary struct {
 	// subscription's (by the role that stopped for it).
 	Replays map[string]int `json:"replays"`
 
-	FaultsByKind   map[string]int     `json:"faults_by_kind"`
-	RecoveryByKind map[string]string  `json:"recovery_max_by_kind"`
-	Faults         []faultResult      `json:"faults"`
-	RateNoFault    float64            `json:"accepted_per_second_outside_faults"`
-	RateInFault    float64            `json:"accepted_per_second_during_faults"`
-	QuiescedAfter  string             `json:"quiesced_after_last_fault"`
-	PeakRSSMiB     map[string]float64 `json:"peak_rss_mib"`
-	MaxRSSMiB      float64            `json:"max_rss_bound_mib"`
-	Outcome        outcome            `json:"invariants"`
-	Findings       []string           `json:"findings"`
-	Failures       []string           `json:"failures"`
+	FaultsByKind   map[string]int    `json:"faults_by_kind"`
+	RecoveryByKind map[string]string `json:"recovery_max_by_kind"`
+	// RecoveryAfter is each kind's worst recovery after its injection
+	// ended, bounded by RecoveryBound (invariant 7).
+	RecoveryAfter map[string]string `json:"recovery_after_injection_max_by_kind"`
+	RecoveryBound string            `json:"recovery_after_injection_bound"`
+	Faults        []faultResult     `json:"faults"`
+	RateNoFault   float64           `json:"accepted_per_second_outside_faults"`
+	RateInFault   float64           `json:"accepted_per_second_during_faults"`
+	// RateByKind is the accepted rate while faults of each kind ran,
+	// injection to recovery.
+	RateByKind    map[string]float64 `json:"accepted_per_second_by_kind"`
+	QuiescedAfter string             `json:"quiesced_after_last_fault"`
+	PeakRSSMiB    map[string]float64 `json:"peak_rss_mib"`
+	// RSSBoundMiB is each role's memory bound (invariant 5).
+	RSSBoundMiB map[string]float64 `json:"rss_bound_mib"`
+	Outcome     outcome            `json:"invariants"`
+	Findings    []string           `json:"findings"`
+	Failures    []string           `json:"failures"`
 }
 
 func (c *campaign) summarize(cfg config, results []faultResult, reports []loadgen.Report, o outcome,
 	loadStart, loadEnd, lastFault time.Time, quiesced time.Duration) *summary {
 	s := &summary{
 		Seed: c.seed, Profile: cfg.profName, Broker: c.broker.kind, Work: c.work,
-		Command:  fmt.Sprintf("go run ./internal/campaign --profile %s --broker %s --seed %d", cfg.profName, c.broker.kind, c.seed),
+		Command:  fmt.Sprintf("go run ./internal/campaign --profile %s --broker %s --seed %d%s", cfg.profName, c.broker.kind, c.seed, cfg.rateFlag),
 		LoadSecs: int(loadEnd.Sub(loadStart).Seconds()),
 		Accepted: o.Accepted, Lost: o.Lost, Duplicated: o.Duplicated, Outcome: o,
 		DuplicateDeliveries: map[string]int{}, Delivered: map[string]int{},
-		FaultsByKind: map[string]int{}, RecoveryByKind: map[string]string{}, Faults: results,
-		PeakRSSMiB: map[string]float64{}, MaxRSSMiB: float64(cfg.maxRSS >> 20), Replays: c.replayCounts(),
+		FaultsByKind: map[string]int{}, RecoveryByKind: map[string]string{}, RecoveryAfter: map[string]string{}, RecoveryBound: recoveryBound.String(), Faults: results,
+		RateByKind: map[string]float64{}, PeakRSSMiB: map[string]float64{}, RSSBoundMiB: map[string]float64{}, Replays: c.replayCounts(),
 	}
 	for _, r := range reports {
 		s.Sent += r.Sent
@@ -590,7 +717,8 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		d, e := sub.counts(func(id string) bool { return accepted[id] })
 		s.Delivered[kind], s.DuplicateDeliveries[kind] = d, e
 	}
-	worst := map[string]time.Duration{}
+	worst, worstAfter := map[string]time.Duration{}, map[string]time.Duration{}
+	kindTime := map[string]time.Duration{}
 	var inFault time.Duration
 	var inFaultAccepted float64
 	for _, r := range results {
@@ -598,9 +726,21 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		worst[r.Kind] = max(worst[r.Kind], r.Recovery)
 		inFault += r.Recovery
 		inFaultAccepted += r.Rate * r.Recovery.Seconds()
+		kindTime[r.Kind] += r.Recovery
+		s.RateByKind[r.Kind] += r.Rate * r.Recovery.Seconds()
+		after := r.Recovery - r.Took
+		worstAfter[r.Kind] = max(worstAfter[r.Kind], after)
+		if after > recoveryBound {
+			s.Failures = append(s.Failures, fmt.Sprintf("invariant 7: %s %s recovered %v after its injection ended, over the bound %v",
+				r.Kind, r.Target, after.Round(100*time.Millisecond), recoveryBound))
+		}
 	}
 	for k, d := range worst {
 		s.RecoveryByKind[k] = d.Round(100 * time.Millisecond).String()
+		s.RecoveryAfter[k] = worstAfter[k].Round(100 * time.Millisecond).String()
+		if kindTime[k] > 0 {
+			s.RateByKind[k] = float64(int(s.RateByKind[k]/kindTime[k].Seconds()*10)) / 10
+		}
 	}
 	if inFault > 0 {
 		s.RateInFault = inFaultAccepted / inFault.Seconds()
@@ -617,8 +757,10 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 	for _, p := range c.procs {
 		mib := float64(p.peakRSS()) / (1 << 20)
 		s.PeakRSSMiB[p.name] = float64(int(mib*10)) / 10
-		if p.peakRSS() > cfg.maxRSS {
-			s.Failures = append(s.Failures, fmt.Sprintf("invariant 5: %s peaked at %.0f MiB, over %d MiB", p.name, mib, cfg.maxRSS>>20))
+		bound := rssBound[p.roles]
+		s.RSSBoundMiB[p.roles] = float64(bound >> 20)
+		if p.peakRSS() > bound {
+			s.Failures = append(s.Failures, fmt.Sprintf("invariant 5: %s peaked at %.0f MiB, over the %s bound %d MiB", p.name, mib, p.roles, bound>>20))
 		}
 	}
 	_ = lastFault
@@ -641,7 +783,7 @@ func (s *summary) print(w *os.File) {
 	fmt.Fprintf(w, "\n==== hookstream fault campaign: %s (seed %d, profile %s, broker %s, %ds of load)\n", verdict, s.Seed, s.Profile, s.Broker, s.LoadSecs)
 	fmt.Fprintf(w, "requests sent %d, answers %v, transport errors %d\n", s.Sent, s.Status, s.Errors)
 	fmt.Fprintf(w, "events accepted (distinct) %d, lost %d, duplicated on events %d\n", s.Accepted, s.Lost, s.Duplicated)
-	fmt.Fprintf(w, "throughput (2xx/s): %.1f outside faults, %.1f during faults\n", s.RateNoFault, s.RateInFault)
+	fmt.Fprintf(w, "throughput (2xx/s): %.1f outside faults, %.1f during faults; by kind %v\n", s.RateNoFault, s.RateInFault, s.RateByKind)
 	kinds := make([]string, 0, len(s.Delivered))
 	for k := range s.Delivered {
 		kinds = append(kinds, k)
@@ -651,14 +793,14 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "  subscriber %-8s delivered %6d distinct, %5d duplicate deliveries, %5d dead-lettered, %d missing\n",
 			k, s.Delivered[k], s.DuplicateDeliveries[k], s.Outcome.DeadLettered[k], s.Outcome.Undelivered[k])
 	}
-	fmt.Fprintf(w, "faults %d:", len(s.Faults))
+	fmt.Fprintf(w, "faults %d (recovery after each injection bounded by %s):", len(s.Faults), s.RecoveryBound)
 	fk := make([]string, 0, len(s.FaultsByKind))
 	for k := range s.FaultsByKind {
 		fk = append(fk, k)
 	}
 	sort.Strings(fk)
 	for _, k := range fk {
-		fmt.Fprintf(w, " %s x%d (worst recovery %s)", k, s.FaultsByKind[k], s.RecoveryByKind[k])
+		fmt.Fprintf(w, " %s x%d (worst recovery %s, %s after the injection)", k, s.FaultsByKind[k], s.RecoveryByKind[k], s.RecoveryAfter[k])
 	}
 	fmt.Fprintln(w)
 	for i, f := range s.Faults {
@@ -666,7 +808,7 @@ func (s *summary) print(w *os.File) {
 			f.Took.Round(100*time.Millisecond), f.Recovery.Round(100*time.Millisecond), f.Rate, f.Error)
 	}
 	fmt.Fprintf(w, "quiesced (invariants 1-4 and 6 held) %s after the last fault\n", s.QuiescedAfter)
-	fmt.Fprintf(w, "peak RSS MiB (bound %.0f): %v\n", s.MaxRSSMiB, s.PeakRSSMiB)
+	fmt.Fprintf(w, "peak RSS MiB (bounds by role %v): %v\n", s.RSSBoundMiB, s.PeakRSSMiB)
 	for _, f := range s.Failures {
 		fmt.Fprintln(w, "FAIL:", f)
 	}

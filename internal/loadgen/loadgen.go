@@ -16,8 +16,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,10 @@ type Config struct {
 	Duration time.Duration
 	// BodySize is the JSON body size in bytes.
 	BodySize int
+	// MaxBodySize, when above BodySize, makes each body's size a draw
+	// between BodySize and MaxBodySize, log-uniform: as many bodies
+	// between 256 B and 512 B as between 32 KiB and 64 KiB.
+	MaxBodySize int
 	// Duplicates is the share (0 to 1) of requests that repeat an earlier id.
 	Duplicates float64
 	// Scheme signs requests: none, github or standard; Secret is its key.
@@ -102,6 +108,9 @@ func Run(ctx context.Context, cfg Config, client *http.Client, sink *Sink, progr
 	if cfg.Duplicates < 0 || cfg.Duplicates > 1 {
 		return Report{}, fmt.Errorf("duplicates: %v is not between 0 and 1", cfg.Duplicates)
 	}
+	if cfg.MaxBodySize > 0 && cfg.MaxBodySize < cfg.BodySize {
+		return Report{}, fmt.Errorf("max body size: %d is below the body size %d", cfg.MaxBodySize, cfg.BodySize)
+	}
 	var key []byte
 	switch cfg.Scheme {
 	case "", ingest.SchemeNone:
@@ -116,7 +125,7 @@ func Run(ctx context.Context, cfg Config, client *http.Client, sink *Sink, progr
 	default:
 		return Report{}, fmt.Errorf("scheme: %q is not none, github or standard", cfg.Scheme)
 	}
-	pad := bytes.Repeat([]byte("x"), max(0, cfg.BodySize-40))
+	pad := bytes.Repeat([]byte("x"), max(cfg.BodySize, cfg.MaxBodySize))
 	run := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
@@ -138,7 +147,8 @@ func Run(ctx context.Context, cfg Config, client *http.Client, sink *Sink, progr
 		if n > 0 && rand.Float64() < cfg.Duplicates {
 			id = run + "-" + strconv.FormatInt(rand.Int64N(n), 10)
 		}
-		body := fmt.Appendf(nil, `{"id":%q,"type":"bench","pad":"%s"}`, id, pad)
+		body := fmt.Appendf(nil, `{"id":%q,"type":"bench","pad":""}`, id)
+		body = slices.Insert(body, len(body)-2, pad[:max(0, bodySize(cfg)-len(body))]...)
 		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, cfg.URL, bytes.NewReader(body))
 		if err != nil {
 			errs.Add(1)
@@ -207,6 +217,15 @@ loop:
 	r := Report{Sent: sent.Load(), Completed: done.Load(), Errors: errs.Load(), Status: status, Elapsed: elapsed,
 		PerSecond: float64(done.Load()) / elapsed.Seconds(), Latency: summarize(hist)}
 	return r, nil
+}
+
+// bodySize is the size of the next body.
+func bodySize(cfg Config) int {
+	if cfg.MaxBodySize <= cfg.BodySize {
+		return cfg.BodySize
+	}
+	lo := math.Log(float64(max(cfg.BodySize, 1)))
+	return int(math.Exp(lo + rand.Float64()*(math.Log(float64(cfg.MaxBodySize))-lo)))
 }
 
 // sign adds the scheme's signature headers.

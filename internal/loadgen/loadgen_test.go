@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -73,6 +74,53 @@ func TestRunCountsAndSigns(t *testing.T) {
 	}
 }
 
+// TestBodySizesSpanTheRange: with MaxBodySize, body sizes are drawn between
+// BodySize and MaxBodySize, small ones more often (log-uniform), each body
+// still one JSON object.
+func TestBodySizesSpanTheRange(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var v map[string]any
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Errorf("body of %d bytes: %v", len(body), err)
+		}
+		mu.Lock()
+		sizes = append(sizes, len(body))
+		if len(sizes) == 2000 {
+			cancel() // enough bodies: the run ends
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	cfg := Config{URL: srv.URL, Source: "bench", Concurrency: 4, Duration: time.Hour, BodySize: 256, MaxBodySize: 60 << 10}
+	if _, err := Run(ctx, cfg, srv.Client(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var small, large int
+	for _, n := range sizes {
+		if n < cfg.BodySize || n > cfg.MaxBodySize {
+			t.Fatalf("a body of %d bytes, want %d to %d", n, cfg.BodySize, cfg.MaxBodySize)
+		}
+		if n < 4<<10 {
+			small++
+		}
+		if n > 30<<10 {
+			large++
+		}
+	}
+	// log-uniform over 256 B..60 KiB: half below 4 KiB, an eighth above 30 KiB.
+	if small < len(sizes)*2/5 || large < len(sizes)/20 {
+		t.Errorf("%d bodies: %d under 4 KiB and %d over 30 KiB, want about half and an eighth", len(sizes), small, large)
+	}
+}
+
 func TestRunRefusesBadConfig(t *testing.T) {
 	tests := []struct {
 		name string
@@ -81,6 +129,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	}{
 		{"concurrency", Config{Concurrency: 0}, "concurrency: 0 must be at least 1"},
 		{"duplicates", Config{Concurrency: 1, Duplicates: 2}, "duplicates: 2 is not between 0 and 1"},
+		{"body sizes", Config{Concurrency: 1, BodySize: 512, MaxBodySize: 256}, "max body size: 256 is below the body size 512"},
 		{"scheme", Config{Concurrency: 1, Scheme: "md5"}, `scheme: "md5" is not none, github or standard`},
 		{"secret", Config{Concurrency: 1, Scheme: "standard", Secret: "nope"}, "secret: "},
 	}
