@@ -255,7 +255,7 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 		}
 		dead[sub+"|"+key] = true
 	}
-	for _, s := range c.subs.byKind {
+	for _, s := range c.subs.all() {
 		if s.kind == subGone || s.kind == subOps {
 			continue // disabled at its first answer, its events wait; operational events only
 		}
@@ -276,15 +276,32 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 		}
 	}
 
-	for _, k := range c.subs.byKind[subFiltered].keys() {
-		if !filteredWants(k) {
-			o.Unwanted++
-			if len(o.UnwantedSample) < 5 {
-				o.UnwantedSample = append(o.UnwantedSample, k)
+	for _, sub := range c.subs.ofKind(subFiltered) {
+		for _, k := range sub.keys() {
+			if !filteredWants(k) {
+				o.Unwanted++
+				if len(o.UnwantedSample) < 5 {
+					o.UnwantedSample = append(o.UnwantedSample, k)
+				}
 			}
 		}
 	}
-	o.BadBodies, o.BadBodySample = c.subs.byKind[subTransformed].bad()
+	for _, sub := range c.subs.ofKind(subTransformed) {
+		n, sample := sub.bad()
+		o.BadBodies += n
+		o.BadBodySample = append(o.BadBodySample, sample...)
+	}
+
+	// Invariant 2, the pull subscription: its client read every accepted
+	// event, however many answers it dropped.
+	for _, k := range accepted {
+		if !c.puller.received(k) {
+			o.Undelivered[subPull]++
+			if len(o.UndeliveredSample[subPull]) < 5 {
+				o.UndeliveredSample[subPull] = append(o.UndeliveredSample[subPull], k)
+			}
+		}
+	}
 
 	// Invariant 2, operational events: the subscription that answered 410
 	// was said disabled, and each toggle said disabled and enabled, to

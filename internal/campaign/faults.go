@@ -252,15 +252,15 @@ func (c *campaign) diskFull(ctx context.Context, p *proc) error {
 	return nil
 }
 
-// replay rewinds a group by 30s: the processes of role that are its
-// members stop (replay refuses a group with members), the offsets are
-// reset with the CLI, and the processes start again. The healthy
-// subscription's group delivers the last 30s again; the processor group
-// re-emits them, each re-emission marked with its replay count.
+// replay rewinds a group by 30s with the CLI. The processor group's
+// members stop first (replay refuses a group with members) and start
+// again after: it re-emits the last 30s, each re-emission marked with its
+// replay count. A subscription's group is replayed while the dispatchers
+// run, which apply it: the healthy subscription gets the last 30s again.
 func (c *campaign) replay(ctx context.Context, role, group string) error {
 	var members []*proc
 	for _, p := range c.procs {
-		if p.roles == role {
+		if p.roles == role && role != "dispatcher" {
 			members = append(members, p)
 		}
 	}

@@ -71,6 +71,9 @@ type profile struct {
 	quiesce    time.Duration    // bound for invariants 1, 2 and 4 after the last fault
 	deadRecovr time.Duration    // the dead subscriber recovers this long after the load starts
 	bodyMax    int              // bodies from 256 B to this many bytes (0: all 256 B)
+	// fan is how many subscriptions there are beyond one of each kind,
+	// of the fanKinds in turn.
+	fan int
 	// extra are fault kinds beyond the short profile's: network kinds
 	// put the fault proxies in the deployment's paths, disk kinds mount
 	// each processor's data directory on a small file system.
@@ -80,6 +83,10 @@ type profile struct {
 var profiles = map[string]profile{
 	"short": {minLoad: 3 * time.Minute, warmup: 15 * time.Second, maxFaults: 0, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
 		rate: 10, quiesce: 4 * time.Minute, deadRecovr: 45 * time.Second},
+	// many: the short profile with 200 subscriptions (one of each kind,
+	// the others of the fanKinds in turn), replayed while running.
+	"many": {minLoad: 3 * time.Minute, warmup: 15 * time.Second, maxFaults: 0, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
+		rate: 10, quiesce: 6 * time.Minute, deadRecovr: 45 * time.Second, fan: 200 - len(subKinds)},
 	"long": {minLoad: 30 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{20 * time.Second, 60 * time.Second},
 		rate: 10, quiesce: 6 * time.Minute, deadRecovr: 3 * time.Minute},
 	// heavy: open-loop load at about 70% of what the deployment sustains
@@ -117,6 +124,7 @@ type campaign struct {
 	ingests    []*proc
 	cliEnv     []string
 	subs       *subscribers
+	puller     *puller
 	load       *recorder
 	producer   *kgo.Client
 	log        *slog.Logger
@@ -198,6 +206,32 @@ func (c *campaign) pids() map[int]string {
 		}
 	}
 	return out
+}
+
+// addSubscription runs `hookstream subscriptions add` with args, trying
+// again while the topics just created are not known to every broker, and
+// returns the subscription's id and, for a pull subscription, its token.
+func (c *campaign) addSubscription(ctx context.Context, args ...string) (id, pullToken string, err error) {
+	var out []byte
+	for try := 0; ; try++ {
+		out, err = cli(ctx, c.bin, c.cliEnv, append(args, "--output", "json")...)
+		if err == nil {
+			break
+		}
+		if try == 30 {
+			return "", "", err
+		}
+		c.log.Info("subscriptions add failed; trying again", "err", err)
+		sleepCtx(ctx, time.Second)
+	}
+	var s struct {
+		ID        string `json:"id"`
+		PullToken string `json:"pull_token"`
+	}
+	if err := json.Unmarshal(out, &s); err != nil || s.ID == "" {
+		return "", "", fmt.Errorf("subscriptions add: %q: %v", out, err)
+	}
+	return s.ID, s.PullToken, nil
 }
 
 func (c *campaign) replayCounts() map[string]int {
@@ -303,7 +337,7 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		seed: cfg.seed, prof: cfg.prof, work: work, maxBody: 64 << 10, log: log,
 		names:      topics.NewNames(fmt.Sprintf("cmp%d-%d", cfg.seed, time.Now().Unix()%100000)),
 		procByName: make(map[string]*proc),
-		subs:       newSubscribers(),
+		subs:       newSubscribers(cfg.prof.fan),
 		replays:    make(map[string]int),
 	}
 
@@ -422,30 +456,19 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 			return nil, err
 		}
 	}
-	for _, k := range subKinds {
+	for _, sub := range c.subs.all() {
 		// Topics just created may not be known to every broker yet: poll.
-		var out []byte
-		for try := 0; ; try++ {
-			args := append([]string{"subscriptions", "add", "--url", "http://" + subAddr + "/sub/" + k,
-				"--from", "earliest", "--description", "campaign " + k, "--output", "json"}, addFlags[k]...)
-			out, err = cli(ctx, c.bin, c.cliEnv, args...)
-			if err == nil {
-				break
-			}
-			if try == 30 {
-				return nil, err
-			}
-			log.Info("subscriptions add failed; trying again", "err", err)
-			sleepCtx(ctx, time.Second)
+		args := append([]string{"subscriptions", "add", "--url", "http://" + subAddr + c.subs.path(sub),
+			"--from", "earliest", "--description", "campaign " + sub.kind}, addFlags[sub.kind]...)
+		if sub.id, _, err = c.addSubscription(ctx, args...); err != nil {
+			return nil, err
 		}
-		var s struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(out, &s); err != nil || s.ID == "" {
-			return nil, fmt.Errorf("subscriptions add: %q: %v", out, err)
-		}
-		c.subs.byKind[k].id = s.ID
 	}
+	pullID, pullToken, err := c.addSubscription(ctx, "subscriptions", "add", "--pull", "--from", "earliest", "--description", "campaign pull")
+	if err != nil {
+		return nil, err
+	}
+	c.puller = newPuller(pullID, pullToken, c.seed)
 	far := time.Now().Add(24 * time.Hour).UnixNano()
 	c.subs.byKind[subDead].recoverAt.Store(far)
 	c.subs.byKind[subFlap].flapUntil.Store(far)
@@ -547,6 +570,15 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	c.subs.byKind[subDead].recoverAt.Store(loadStart.Add(c.prof.deadRecovr).UnixNano())
 	stopLoad := c.startLoad(ctx, c.prof.rate)
 	defer stopLoad()
+	pullCtx, stopPull := context.WithCancel(ctx)
+	defer stopPull()
+	go c.puller.run(pullCtx, func() []string {
+		addrs := make([]string, len(c.ingests))
+		for i, p := range c.ingests {
+			addrs[i] = p.httpAddr
+		}
+		return addrs
+	})
 
 	// Faults.
 	plan := newPlanner(c.seed, c.broker.kind, procNames, processors, c.broker.nodes, c.prof.gap, extra...)
@@ -666,9 +698,20 @@ type summary struct {
 	Accepted   int              `json:"accepted_distinct"`
 	Lost       int              `json:"lost"`
 	Duplicated int              `json:"duplicated_on_events"`
-	// DuplicateDeliveries is the at-least-once excess per subscriber.
+	// DuplicateDeliveries is the at-least-once excess per subscriber
+	// kind (over its subscribers).
 	DuplicateDeliveries map[string]int `json:"duplicate_deliveries"`
 	Delivered           map[string]int `json:"delivered_distinct"`
+	// Subscriptions in the deployment, of every kind.
+	Subscriptions int `json:"subscriptions"`
+	// The pull client's answers read, answers dropped as if lost,
+	// requests failed or refused, events it read more than once, and its
+	// last failure.
+	PullAnswers   int64  `json:"pull_answers"`
+	PullDropped   int64  `json:"pull_dropped"`
+	PullFailures  int64  `json:"pull_failures"`
+	PullRepeated  int    `json:"pull_repeated"`
+	PullLastError string `json:"pull_last_error,omitempty"`
 	// Replays counts the replays of the processor's group and of a
 	// subscription's (by the role that stopped for it).
 	Replays map[string]int `json:"replays"`
@@ -713,10 +756,13 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 	for _, k := range c.load.keys() {
 		accepted[k] = true
 	}
-	for kind, sub := range c.subs.byKind {
+	for _, sub := range c.subs.all() {
 		d, e := sub.counts(func(id string) bool { return accepted[id] })
-		s.Delivered[kind], s.DuplicateDeliveries[kind] = d, e
+		s.Delivered[sub.kind] += d
+		s.DuplicateDeliveries[sub.kind] += e
 	}
+	s.Subscriptions = len(c.subs.all()) + 1 // and the pull one
+	s.PullAnswers, s.PullDropped, s.PullFailures, s.PullRepeated, s.PullLastError = c.puller.stats()
 	worst, worstAfter := map[string]time.Duration{}, map[string]time.Duration{}
 	kindTime := map[string]time.Duration{}
 	var inFault time.Duration
@@ -793,6 +839,9 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "  subscriber %-8s delivered %6d distinct, %5d duplicate deliveries, %5d dead-lettered, %d missing\n",
 			k, s.Delivered[k], s.DuplicateDeliveries[k], s.Outcome.DeadLettered[k], s.Outcome.Undelivered[k])
 	}
+	fmt.Fprintf(w, "  pull client: %d answers read, %d dropped as lost, %d requests failed, %d events read twice (last failure: %s)\n",
+		s.PullAnswers, s.PullDropped, s.PullFailures, s.PullRepeated, s.PullLastError)
+	fmt.Fprintf(w, "subscriptions: %d\n", s.Subscriptions)
 	fmt.Fprintf(w, "faults %d (recovery after each injection bounded by %s):", len(s.Faults), s.RecoveryBound)
 	fk := make([]string, 0, len(s.FaultsByKind))
 	for k := range s.FaultsByKind {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,9 +33,16 @@ const (
 	// subTransformed: 204; each event's transform result as the body
 	// (transformedBody), never the envelope.
 	subTransformed = "transformed"
+	// subOrdered: ordered delivery (retries in place), flaky like
+	// subFlaky.
+	subOrdered = "ordered"
 )
 
-var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps, subFiltered, subTransformed}
+var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps, subFiltered, subTransformed, subOrdered}
+
+// fanKinds are the behaviours the fan-out subscriptions take in turn
+// (the many profile): each is checked as its kind's single one is.
+var fanKinds = []string{subHealthy, subSlow, subFlaky, subBatched, subFiltered, subTransformed, subOrdered}
 
 // The filter and transform of subFiltered and subTransformed, over the
 // load's bodies, {"id":"<event id>","type":"bench","pad":"..."}.
@@ -62,6 +71,7 @@ var addFlags = map[string][]string{
 	subOps:         {"--source", topics.OperationalSource},
 	subFiltered:    {"--filter", campaignFilter},
 	subTransformed: {"--transform", campaignTransform},
+	subOrdered:     {"--ordered"},
 }
 
 // subscriber is a loopback endpoint with one behaviour. It counts the
@@ -117,7 +127,7 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch s.kind {
 	case subSlow:
 		time.Sleep(250 * time.Millisecond) // the behaviour under test: a slow endpoint
-	case subFlaky, subBatched, subFiltered:
+	case subFlaky, subBatched, subFiltered, subOrdered:
 		if try <= 2 {
 			status = http.StatusServiceUnavailable
 		}
@@ -241,21 +251,60 @@ func (s *subscriber) counts(keep func(string) bool) (distinct, excess int) {
 }
 
 // subscribers serves every subscriber on one loopback listener, one path
-// per behaviour.
+// per behaviour (/sub/<kind>), and the fan-out subscribers
+// (/sub/fan/<i>).
 type subscribers struct {
 	byKind map[string]*subscriber
+	fan    []*subscriber
 }
 
-func newSubscribers() *subscribers {
+// newSubscribers makes one subscriber of each kind and fan more, of the
+// fanKinds in turn.
+func newSubscribers(fan int) *subscribers {
 	s := &subscribers{byKind: make(map[string]*subscriber)}
 	for _, k := range subKinds {
 		s.byKind[k] = newSubscriber(k)
 	}
+	for i := range fan {
+		s.fan = append(s.fan, newSubscriber(fanKinds[i%len(fanKinds)]))
+	}
 	return s
 }
 
+// all are every subscriber: one of each kind, then the fan-out ones.
+func (s *subscribers) all() []*subscriber {
+	var out []*subscriber
+	for _, k := range subKinds {
+		out = append(out, s.byKind[k])
+	}
+	return append(out, s.fan...)
+}
+
+// ofKind are the subscribers of kind, its own and the fan-out ones.
+func (s *subscribers) ofKind(kind string) []*subscriber {
+	var out []*subscriber
+	for _, sub := range s.all() {
+		if sub.kind == kind {
+			out = append(out, sub)
+		}
+	}
+	return out
+}
+
+// path is where sub is served.
+func (s *subscribers) path(sub *subscriber) string {
+	if i := slices.Index(s.fan, sub); i >= 0 {
+		return "/sub/fan/" + strconv.Itoa(i)
+	}
+	return "/sub/" + sub.kind
+}
+
 func (s *subscribers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sub, ok := s.byKind[strings.TrimPrefix(r.URL.Path, "/sub/")]
+	name := strings.TrimPrefix(r.URL.Path, "/sub/")
+	sub, ok := s.byKind[name]
+	if i, err := strconv.Atoi(strings.TrimPrefix(name, "fan/")); strings.HasPrefix(name, "fan/") && err == nil && i >= 0 && i < len(s.fan) {
+		sub, ok = s.fan[i], true
+	}
 	if !ok {
 		http.NotFound(w, r)
 		return
