@@ -132,8 +132,8 @@ func (a API) createSubscription(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if in.URL == nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "url: required")
+	if in.URL == nil && in.Topic == nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "url or topic: required")
 	}
 	var s Subscription
 	if in.ID != nil {

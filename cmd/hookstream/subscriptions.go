@@ -148,7 +148,7 @@ func (c cluster) registry() (*subscriptions.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec), nil
+	return subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec).Replicas(c.cfg.ReplicationFactor), nil
 }
 
 // subscriptionSecurity is how subscriptions are guarded:
