@@ -23,6 +23,7 @@ import (
 // subscriptionFlags are the writable fields of a subscription.
 type subscriptionFlags struct {
 	url, secret, description string
+	topic                    string
 	sources, eventTypes      []string
 	ordered                  bool
 	maxInFlight              int
@@ -38,6 +39,7 @@ type subscriptionFlags struct {
 func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.url, "url", "", "subscriber URL (http or https)")
+	fs.StringVar(&f.topic, "topic", "", "instead of a URL: Kafka topic the events are written to, exactly once (created when missing; read it read_committed)")
 	fs.StringVar(&f.secret, "secret", "", "signing secret, whsec_ + base64 (generated when not given)")
 	fs.StringVar(&f.description, "description", "", "what the subscription is for")
 	fs.StringArrayVar(&f.sources, "source", nil, "deliver only events of these sources (glob, repeatable)")
@@ -73,6 +75,7 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) (subscriptions.Patch, erro
 		set  func()
 	}{
 		{"url", func() { p.URL = &f.url }},
+		{"topic", func() { p.Topic = &f.topic }},
 		{"secret", func() { p.Secret = &f.secret }},
 		{"description", func() { p.Description = &f.description }},
 		{"source", func() { p.Sources = &f.sources }},
@@ -222,6 +225,14 @@ the body instead of the envelope. An expression that does not compile is
 refused ("invalid filter: line L, column C: ..."), nothing written. See
 docs/delivery.md, "Subscription controls".
 
+With --topic instead of --url the matching events (the envelope, or the
+transform's JSON) are written to that Kafka topic of the same cluster
+exactly once, keyed <source>:<event-id>: read it with
+isolation.level=read_committed. The topic is created when missing, like
+the events topic (partitions, retention); hookstream's own topics, __*
+and another subscription's topic are refused. See docs/delivery.md,
+"Topic subscriptions".
+
 With HOOKSTREAM_SECRET_KEY set, the secret and the --header values are
 stored encrypted; with HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off
 the embedded broker), only https URLs are accepted.`,
@@ -233,7 +244,8 @@ the embedded broker), only https URLs are accepted.`,
     --filter 'has(data.data.object.amount) && data.data.object.amount > 100000' \
     --header 'Authorization: Bearer s3cret' --schedule 10s,1m,10m --timeout 5s
   hookstream subscriptions add --url https://hooks.slack.com/services/T0/B0/XYZ --source github \
-    --transform '{"text": "push to " + data.repository.full_name + " by " + data.pusher.name}'`,
+    --transform '{"text": "push to " + data.repository.full_name + " by " + data.pusher.name}'
+  hookstream subscriptions add --topic billing.stripe-payments --source stripe --event-type 'payment_intent.*' --from earliest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsAdd(cmd, *output, o) },
 	}
@@ -266,8 +278,11 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
 		var s subscriptions.Subscription
 		p.Apply(&s)
-		if s.URL == "" {
-			return fmt.Errorf("--url is required")
+		if s.URL == "" && s.Topic == "" {
+			return fmt.Errorf("--url or --topic is required")
+		}
+		if o.verify && s.Topic != "" {
+			return fmt.Errorf("--verify checks a URL: a topic subscription has none")
 		}
 		if o.verify {
 			if err := verifyEndpoint(ctx, c.cfg, r, &s); err != nil {
@@ -497,7 +512,7 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tURL\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
+	fmt.Fprintln(tw, "ID\tURL/TOPIC\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
 	for _, s := range subs {
 		enabled := fmt.Sprint(s.Enabled)
 		if s.DisabledReason != "" {
@@ -507,7 +522,7 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		if s.BatchMax > 1 {
 			batch = fmt.Sprintf("%d, wait %v", s.BatchMax, s.BatchWait)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.URL, enabled, s.Ordered, batch,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, target(s), enabled, s.Ordered, batch,
 			orAll(s.Sources), orAll(s.EventTypes), s.Secret)
 	}
 	if err := tw.Flush(); err != nil {
@@ -517,6 +532,14 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return printControls(w, subs[0])
 	}
 	return nil
+}
+
+// target is where s's events go: its URL, or "topic NAME".
+func target(s subscriptions.Subscription) string {
+	if s.Topic != "" {
+		return "topic " + s.Topic
+	}
+	return s.URL
 }
 
 // printControls prints the controls s has, one a line, below the table
