@@ -92,9 +92,11 @@ type campaign struct {
 	ingests    []*proc
 	cliEnv     []string
 	subs       *subscribers
-	load       *recorder
-	producer   *kgo.Client
-	log        *slog.Logger
+	// topicSub is the topic subscriber's topic (campaignFilter's events).
+	topicSub topics.Topic
+	load     *recorder
+	producer *kgo.Client
+	log      *slog.Logger
 
 	mu         sync.Mutex
 	findings   []string
@@ -133,6 +135,32 @@ func writeSources(dir string) (string, error) {
 	}
 	path := filepath.Join(dir, "sources.yaml")
 	return path, os.WriteFile(path, []byte(sourcesYAML), 0o644)
+}
+
+// subscribe adds a subscription from --from earliest with args and
+// returns its id. Topics just created may not be known to every broker
+// yet: it polls.
+func (c *campaign) subscribe(ctx context.Context, args []string) (string, error) {
+	args = append([]string{"subscriptions", "add", "--from", "earliest", "--output", "json"}, args...)
+	var out []byte
+	var err error
+	for try := 0; ; try++ {
+		if out, err = cli(ctx, c.bin, c.cliEnv, args...); err == nil {
+			break
+		}
+		if try == 30 {
+			return "", err
+		}
+		c.log.Info("subscriptions add failed; trying again", "err", err)
+		sleepCtx(ctx, time.Second)
+	}
+	var s struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(out, &s); err != nil || s.ID == "" {
+		return "", fmt.Errorf("subscriptions add: %q: %v", out, err)
+	}
+	return s.ID, nil
 }
 
 func (c *campaign) replayCounts() map[string]int {
@@ -310,28 +338,17 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	go func() { _ = subSrv.Serve(ln) }() // ends with Close below
 	defer subSrv.Close()
 	for _, k := range subKinds {
-		// Topics just created may not be known to every broker yet: poll.
-		var out []byte
-		for try := 0; ; try++ {
-			args := append([]string{"subscriptions", "add", "--url", "http://" + ln.Addr().String() + "/sub/" + k,
-				"--from", "earliest", "--description", "campaign " + k, "--output", "json"}, addFlags[k]...)
-			out, err = cli(ctx, c.bin, c.cliEnv, args...)
-			if err == nil {
-				break
-			}
-			if try == 30 {
-				return nil, err
-			}
-			log.Info("subscriptions add failed; trying again", "err", err)
-			sleepCtx(ctx, time.Second)
+		id, err := c.subscribe(ctx, append([]string{"--url", "http://" + ln.Addr().String() + "/sub/" + k, "--description", "campaign " + k}, addFlags[k]...))
+		if err != nil {
+			return nil, err
 		}
-		var s struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(out, &s); err != nil || s.ID == "" {
-			return nil, fmt.Errorf("subscriptions add: %q: %v", out, err)
-		}
-		c.subs.byKind[k].id = s.ID
+		c.subs.byKind[k].id = id
+	}
+	// The topic subscriber: the filtered subscriber's events, written to
+	// a topic of its own exactly once.
+	c.topicSub = topics.Topic(c.names.Prefix + "-campaign-topic")
+	if _, err := c.subscribe(ctx, []string{"--topic", string(c.topicSub), "--filter", campaignFilter, "--description", "campaign topic"}); err != nil {
+		return nil, err
 	}
 	far := time.Now().Add(24 * time.Hour).UnixNano()
 	c.subs.byKind[subDead].recoverAt.Store(far)
