@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -217,4 +218,50 @@ func TestTopicDeletedStopsSubscription(t *testing.T) {
 		t.Fatalf("enable: %v", err)
 	}
 	h.exactlyOnce(t, gone, later)
+}
+
+// TestTopicSubscriptionReplayWhileRunning: a topic subscription's replay
+// while dispatchers run writes the replayed range again, each record
+// marked hs-replay 1, and what follows once, unmarked.
+func TestTopicSubscriptionReplayWhileRunning(t *testing.T) {
+	h := newHarness(t, true)
+	sub := h.topicSub(t, "replayed")
+	var ids []string
+	for range 6 {
+		ids = append(ids, h.event(t, "shop", "order"))
+	}
+	h.exactlyOnce(t, sub, ids)
+	target, err := groups.ParseTarget("earliest", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := groups.API{Kafka: h.cl, Names: h.env.Names, Registry: h.registry}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, target, true); err != nil || !r.Executed {
+		t.Fatalf("replay while running: executed %v, %v", r.Executed, err)
+	}
+	after := h.event(t, "shop", "order")
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		first, replayed := make(map[string]int), make(map[string]int)
+		for _, r := range h.env.Records(t, topics.Topic(sub.Topic)) {
+			switch mark := kafkatest.Headers(r)[topics.HeaderReplay]; mark {
+			case "":
+				first[string(r.Key)]++
+			case "1":
+				replayed[string(r.Key)]++
+			default:
+				return fmt.Errorf("%s marked %s=%q, want 1", r.Key, topics.HeaderReplay, mark)
+			}
+		}
+		for _, id := range ids {
+			if first[id] != 1 || replayed[id] != 1 {
+				return fmt.Errorf("%s written %d times, %d marked replayed; want once each", id, first[id], replayed[id])
+			}
+		}
+		if first[after] != 1 || replayed[after] != 0 {
+			return fmt.Errorf("the event after the replay written %d times, %d marked; want once, unmarked", first[after], replayed[after])
+		}
+		return nil
+	})
 }
