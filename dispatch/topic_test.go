@@ -28,7 +28,8 @@ func (h *harness) topicSub(t *testing.T, name string) subscriptions.Subscription
 
 // exactlyOnce waits until sub's cursor has passed every events record,
 // then checks that its topic holds each of want exactly once, read
-// committed, and nothing else, each record as the events record was.
+// committed, and nothing else, each record as the events record was, and
+// each with one delivered attempt in the attempts topic.
 func (h *harness) exactlyOnce(t *testing.T, sub subscriptions.Subscription, want []string) {
 	t.Helper()
 	h.env.WaitCommitted(t, h.env.Names.SubscriptionGroup(sub.ID), h.env.Names.Events)
@@ -60,6 +61,13 @@ func (h *harness) exactlyOnce(t *testing.T, sub subscriptions.Subscription, want
 	}
 	if len(count) > 0 {
 		t.Errorf("%s holds events its filter refuses: %v", sub.Topic, count)
+	}
+	// The ledger: each write is one delivered attempt, committed with it.
+	attempts := h.attemptsOf(t, sub.ID)
+	for _, id := range want {
+		if as := attempts[id]; len(as) != 1 || as[0].Outcome != topics.OutcomeDelivered {
+			t.Errorf("attempts of %s for %s: got %d, want one delivered", id, sub.ID, len(as))
+		}
 	}
 }
 
