@@ -224,3 +224,31 @@ func TestSubscriptionTest(t *testing.T) {
 		t.Errorf("test an unknown event: got %d, want 404 said in the page", a.status)
 	}
 }
+
+// TestTopicSubscriptionPages: the list and the page of a topic
+// subscription show its topic, and the page offers none of a webhook's
+// controls (secret rotation, delivery shape).
+func TestTopicSubscriptionPages(t *testing.T) {
+	h := serve(t, options{token: token})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	target := h.env.Names.Prefix + "-orders"
+	s := subscriptions.Subscription{ID: "sub_t", Topic: target}
+	if err := h.registry.Create(ctx, &s, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := h.browser(t)
+	b.signIn()
+	if list := b.get("/ui/subscriptions"); !strings.Contains(list.body, "topic <code>"+target+"</code>") {
+		t.Errorf("list: want the topic %s shown:\n%s", target, list.body)
+	}
+	page := b.get("/ui/subscriptions/sub_t")
+	if !strings.Contains(page.body, "<dt>Topic</dt><dd><code>"+target+"</code>") {
+		t.Errorf("detail: want the topic %s shown:\n%s", target, page.body)
+	}
+	for _, webhookOnly := range []string{"Rotate secret", "<dt>Concurrency</dt>", "<dt>URL</dt>"} {
+		if strings.Contains(page.body, webhookOnly) {
+			t.Errorf("detail: a topic subscription's page offers %q", webhookOnly)
+		}
+	}
+}

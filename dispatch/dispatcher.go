@@ -56,7 +56,9 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,9 +160,11 @@ type Dispatcher struct {
 	metrics  *metrics
 	now      func() time.Time
 	producer *kgo.Client // retry and DLQ writes
-	tracer   trace.Tracer
-	retries  *retries
-	reader   *reader
+	// txnID is the transactional id of topic subscriptions' writes.
+	txnID   string
+	tracer  trace.Tracer
+	retries *retries
+	reader  *reader
 	// loaded is closed once the registry has read the subscriptions
 	// topic to its end: until then an unknown subscription may exist.
 	loaded     chan struct{}
@@ -244,6 +248,7 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,
 		producer: producer,
+		txnID:    cfg.Names.TopicWriter(cmp.Or(cfg.InstanceID, crand.Text())),
 		loaded:   make(chan struct{}),
 		subs:     make(map[string]*subState),
 		workers:  make(map[string]*worker),
@@ -337,7 +342,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 		// Changes to delivery shape restart the worker; others apply live.
 		// A rewind (a replay while running) restarts it too: the new
 		// lanes start from the rewind's offsets.
-		restart := w != nil && !w.stopped && (old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
+		restart := w != nil && !w.stopped && (old.Topic != s.Topic || old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
 			old.BatchMax != s.BatchMax || old.BatchWait != s.BatchWait || old.Rewind.Tag() != s.Rewind.Tag())
 		if w != nil && !w.stopped && (!s.Enabled || restart) {
 			w.stop()
@@ -695,12 +700,13 @@ func (d *Dispatcher) record(ctx context.Context, st *subState, sub subscriptions
 // disable marks a subscription disabled in the registry, unless an
 // operator changed it since the dispatcher last saw it (their word
 // stands) or deleted it; the registry's watcher then stops its worker.
-func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
+// It reports whether it disabled the subscription.
+func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) bool {
 	st.mu.Lock()
 	seen := st.sub
 	if !seen.Enabled || st.disabling {
 		st.mu.Unlock()
-		return
+		return false
 	}
 	st.disabling = true
 	st.mu.Unlock()
@@ -722,8 +728,10 @@ func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
 	switch {
 	case errors.Is(err, errSuperseded), errors.Is(err, subscriptions.ErrNotFound):
 		d.log.Info("subscription not disabled: changed or deleted meanwhile", "subscription", seen.ID, "reason", reason)
+		return false
 	case err != nil:
 		d.log.Error("could not record the disabled subscription", "subscription", seen.ID, "err", err)
+		return false
 	default:
 		d.log.Warn("subscription disabled", "subscription", seen.ID, "reason", reason)
 		st.mu.Lock()
@@ -732,6 +740,7 @@ func (d *Dispatcher) disable(ctx context.Context, st *subState, reason string) {
 		}
 		st.mu.Unlock()
 	}
+	return true
 }
 
 // delay is the wait before retry attempt (1-based) of schedule with ±20%

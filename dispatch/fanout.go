@@ -37,6 +37,9 @@ const commitEvery = time.Second
 type reader struct {
 	d       *Dispatcher
 	catchup *catchup
+	// topics writes topic subscriptions' events, set once the head's
+	// client exists.
+	topics *topicWriter
 
 	mu    sync.Mutex
 	parts map[int32]*partHead
@@ -63,7 +66,10 @@ type lane struct {
 	w  *worker
 	ph *partHead
 
-	ready     bool  // positioned at its cursor
+	ready bool // positioned at its cursor
+	// replayTo: records before it are written again by a topic
+	// subscription's replay while running (marked hs-replay); 0 none.
+	replayTo  int64
 	fed       int64 // offset after the last record queued
 	behind    bool  // reads through the catch-up path
 	queued    bool  // waits in the catch-up queue
@@ -95,6 +101,7 @@ func (r *reader) run(ctx context.Context) error {
 		wg.Go(func() { r.catchup.run(ctx) })
 	}
 	wg.Go(func() { r.commitLoop(ctx) })
+	r.topics = newTopicWriter(r)
 	cl, closeClient, err := d.consumer(ctx, d.cfg.Names.DispatchGroup(),
 		kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -121,6 +128,9 @@ func (r *reader) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The topic writer outlives the revocation of every partition on
+	// close: it commits the transaction under way.
+	wg.Go(func() { r.topics.run(ctx, cl) })
 	defer closeClient() // revokes, so commits, every partition
 	for {
 		fs := cl.PollFetches(ctx)
@@ -156,6 +166,16 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 	for _, w := range workers {
 		groups = append(groups, string(d.cfg.Names.SubscriptionGroup(w.sub.ID)))
 	}
+	if slices.ContainsFunc(workers, (*worker).topic) {
+		// Taking the transactional id aborts what a predecessor under it
+		// left open, which would hold the cursors unstable until its
+		// timeout.
+		if err := r.topics.init(ctx); err != nil {
+			d.log.Warn("topic subscriptions: cannot take the transactional id; the cursors wait for the transaction timeout", "err", err)
+		}
+	}
+	// A cursor a transaction is moving is read once the transaction ends.
+	ctx = kadm.RequireStable(ctx)
 	var ends, firsts kadm.ListedOffsets
 	var cursors kadm.FetchOffsetsResponses
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
@@ -172,6 +192,9 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 		if err == nil && len(groups) > 0 {
 			cursors = adm.FetchManyOffsets(ctx, groups...)
 			for _, c := range cursors {
+				if c.Err == nil {
+					c.Err = c.Fetched.Error() // UNSTABLE_OFFSET_COMMIT, say: not "no cursor"
+				}
 				if c.Err != nil {
 					err = c.Err
 				}
@@ -187,6 +210,7 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 	}
 	starts := make(map[int32]int64, len(parts))
 	placed := make(map[int32]map[*worker]int64, len(parts))
+	replays := make(map[int32]map[*worker]int64, len(parts))
 	for _, p := range parts {
 		end, first := int64(0), int64(0)
 		if o, ok := ends.Lookup(topic, p); ok {
@@ -196,13 +220,14 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 			first = o.Offset
 		}
 		at := make(map[*worker]int64, len(workers))
+		replays[p] = make(map[*worker]int64)
 		furthest := int64(-1)
 		for _, w := range workers {
 			c := end // no cursor: from the end
 			if o, ok := cursors[string(d.cfg.Names.SubscriptionGroup(w.sub.ID))].Fetched.Lookup(topic, p); ok && o.At >= 0 {
 				c = o.At
 				if at, rewound := w.rewound(p, o.Metadata); rewound {
-					c = at
+					c, replays[p][w] = at, c
 				}
 				c = min(max(c, first), end)
 			}
@@ -242,7 +267,7 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 			if !ok || w.prev != nil {
 				c = -1 // started since, or after another: reads its own cursor
 			}
-			ph.start(w, c) // committed again at once, tagged
+			ph.start(w, c, replays[p][w]) // committed again at once, tagged
 		}
 	}
 	return starts, nil
@@ -253,7 +278,7 @@ func (r *reader) attach(w *worker) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ph := range r.parts {
-		ph.start(w, -1)
+		ph.start(w, -1, 0)
 	}
 }
 
@@ -271,8 +296,9 @@ func (d *Dispatcher) runningWorkers() []*worker {
 }
 
 // start starts w's lane on ph at cursor c, or at w's committed cursor
-// when c is -1 (read once the worker w replaces has committed its own).
-func (ph *partHead) start(w *worker, c int64) {
+// when c is -1 (read once the worker w replaces has committed its own);
+// a rewind moved c back from replayTo (0: none).
+func (ph *partHead) start(w *worker, c, replayTo int64) {
 	if !w.addLane() {
 		return
 	}
@@ -302,7 +328,7 @@ func (ph *partHead) start(w *worker, c int64) {
 				return
 			}
 			if at, rewound := w.rewound(ph.id, meta); rewound {
-				c, meta = at, ""
+				c, meta, replayTo = at, "", c
 			}
 			if meta == w.sub.Rewind.Tag() && c >= 0 {
 				l.committed = c
@@ -313,10 +339,17 @@ func (ph *partHead) start(w *worker, c int64) {
 			c = ph.pos
 		}
 		l.ready, l.fed, l.mark = true, c, c
+		if w.topic() {
+			l.replayTo = replayTo
+		}
 		if c < ph.pos {
 			l.fallBehind()
 		}
 		ph.mu.Unlock()
+		if w.topic() {
+			w.drainTopic(ctx, l)
+			return
+		}
 		w.drain(ctx, l)
 	}()
 }
@@ -340,10 +373,15 @@ func (ph *partHead) cursor(ctx context.Context, id string) (int64, string, bool)
 	adm := kadm.NewClient(d.producer)
 	topic := string(d.cfg.Names.Events)
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
+	ctx = kadm.RequireStable(ctx) // a cursor a transaction is moving is read once it ends
 	for {
 		fetched, err := adm.FetchOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)))
+		o, ok := fetched.Lookup(topic, ph.id)
+		if err == nil && ok {
+			err = o.Err // UNSTABLE_OFFSET_COMMIT, say: not "no cursor"
+		}
 		if err == nil {
-			if o, ok := fetched.Lookup(topic, ph.id); ok && o.Err == nil && o.At >= 0 {
+			if ok && o.At >= 0 {
 				return o.At, o.Metadata, true
 			}
 			return -1, "", true
@@ -364,7 +402,7 @@ func (l *lane) end() {
 		delete(ph.lanes, l.w.sub.ID)
 	}
 	l.gone, l.queue = true, nil
-	commit := l.ready && !ph.lost && l.mark != l.committed
+	commit := l.ready && !ph.lost && l.mark != l.committed && !l.w.topic() // a topic lane's moves in transactions
 	ph.mu.Unlock()
 	if commit {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.w.ctx), closeGrace)
@@ -498,7 +536,7 @@ func (r *reader) drop(ctx context.Context, parts []int32, lost bool) {
 	if lost {
 		return
 	}
-	lanes = slices.DeleteFunc(lanes, func(l *lane) bool { return !l.ready || l.mark == l.committed })
+	lanes = slices.DeleteFunc(lanes, func(l *lane) bool { return !l.ready || l.mark == l.committed || l.w.topic() })
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
 	defer cancel()
 	r.commit(ctx, lanes)
@@ -519,7 +557,7 @@ func (r *reader) commitLoop(ctx context.Context) {
 		for _, ph := range r.parts {
 			ph.mu.Lock()
 			for _, l := range ph.lanes {
-				if l.ready && l.mark != l.committed {
+				if l.ready && l.mark != l.committed && !l.w.topic() { // a topic lane's moves in transactions
 					lanes = append(lanes, l)
 				}
 			}

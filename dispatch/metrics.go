@@ -13,6 +13,8 @@ type metrics struct {
 	// attemptWriteErrors counts attempts the attempts topic did not take.
 	attemptWriteErrors prometheus.Counter
 	filterErrors       *prometheus.CounterVec
+	topicTxns          *prometheus.CounterVec
+	topicStopped       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
@@ -54,6 +56,14 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 			Name: "hookstream_delivery_filter_errors_total",
 			Help: "Events whose subscription's filter failed to evaluate (a missing field without has(), a type mismatch, the cost limit), by subscription: not delivered to it, as if the filter were false.",
 		}, []string{"subscription"}),
+		topicTxns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_topic_transactions_total",
+			Help: "Transactions of topic subscriptions' writes and cursors, by outcome (committed, aborted: tried again).",
+		}, []string{"outcome"}),
+		topicStopped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_topic_stopped_total",
+			Help: "Topic subscriptions stopped (disabled) because their topic cannot be written: deleted, refusing the dispatcher, or refusing a record for good, by subscription.",
+		}, []string{"subscription"}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_delivery_open_circuits",
@@ -63,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, m.filterErrors, open, disabled, subscriptionStates{d})
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, m.filterErrors, m.topicTxns, m.topicStopped, open, disabled, subscriptionStates{d})
 	return m
 }
 

@@ -160,8 +160,8 @@ func (a API) createSubscription(c *echo.Context) error {
 		return err
 	}
 	pull := in.Pull != nil && *in.Pull
-	if in.URL == nil && !pull {
-		return echo.NewHTTPError(http.StatusBadRequest, "url or pull: required")
+	if in.URL == nil && in.Topic == nil && !pull {
+		return echo.NewHTTPError(http.StatusBadRequest, "url, topic or pull: required")
 	}
 	s := Subscription{Pull: pull}
 	if in.ID != nil {

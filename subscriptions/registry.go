@@ -55,6 +55,8 @@ type Registry struct {
 	log   *slog.Logger
 	now   func() time.Time
 	sec   Security
+	// replicas of the topics created for topic subscriptions.
+	replicas int16
 
 	mu      sync.Mutex
 	watched *snapshot     // nil while no Watch has loaded
@@ -88,6 +90,14 @@ type Security struct {
 	// exist (HOOKSTREAM_MAX_SUBSCRIPTIONS): each enabled one costs every
 	// dispatcher a Kafka client and a consumer group. 0: no limit.
 	MaxSubscriptions int
+}
+
+// Replicas sets the replication factor of the topics r creates for topic
+// subscriptions (HOOKSTREAM_REPLICATION_FACTOR; 0: as many as the cluster
+// has brokers, at most 3) and returns r. Call it before using r.
+func (r *Registry) Replicas(rf int16) *Registry {
+	r.replicas = rf
+	return r
 }
 
 // Secure sets how r guards subscriptions and returns r. Call it before
@@ -344,8 +354,18 @@ func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscriptio
 		if err := edit(&s); err != nil {
 			return nil, err
 		}
-		if s.URL != prev.URL {
+		if s.URL != prev.URL && s.Kind() == KindWebhook {
 			if err := r.CheckURL(s.URL); err != nil {
+				return nil, err
+			}
+		}
+		// A topic subscription's topic is created again when it is
+		// enabled: stopped because its topic was deleted, say.
+		if s.Kind() == KindTopic && (s.Topic != prev.Topic || s.Enabled && !prev.Enabled) {
+			if err := r.checkTopic(subs, s); err != nil {
+				return nil, err
+			}
+			if err := r.ensureTopic(ctx, s); err != nil {
 				return nil, err
 			}
 		}
@@ -408,7 +428,7 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	if s.ID == "" {
 		s.ID = NewID()
 	}
-	if s.Secret == "" {
+	if s.Secret == "" && s.Kind() != KindTopic {
 		s.Secret = signature.NewSecret()
 	}
 	if s.MaxInFlight == 0 {
@@ -442,7 +462,13 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 	if err := r.room(subs); err != nil {
 		return err
 	}
+	if err := r.checkTopic(subs, *s); err != nil {
+		return err
+	}
 	if err := r.setStart(ctx, s.ID, from); err != nil {
+		return err
+	}
+	if err := r.ensureTopic(ctx, *s); err != nil {
 		return err
 	}
 	return r.write(ctx, func(subs map[string]Subscription) ([]*kgo.Record, error) {
@@ -452,9 +478,72 @@ func (r *Registry) Create(ctx context.Context, s *Subscription, from string) err
 		if err := r.room(subs); err != nil {
 			return nil, err
 		}
+		if err := r.checkTopic(subs, *s); err != nil {
+			return nil, err
+		}
 		rec, err := r.record(s, true)
 		return []*kgo.Record{rec}, err
 	})
+}
+
+// checkTopic refuses a topic subscription s whose topic is one of
+// hookstream's own or Kafka's internal ones (topics.Names.Reserved), or
+// the topic of another subscription of subs: two writers of one topic
+// would interleave their events and neither could say which are its own.
+func (r *Registry) checkTopic(subs map[string]Subscription, s Subscription) error {
+	if s.Kind() != KindTopic {
+		return nil
+	}
+	if r.names.Reserved(s.Topic) {
+		return fmt.Errorf("%w: topic: %s is hookstream's own (%s.*) or Kafka's internal (__*): name a topic of your own", ErrInvalid, s.Topic, r.names.Prefix)
+	}
+	for _, id := range slices.Sorted(maps.Keys(subs)) {
+		if o := subs[id]; id != s.ID && o.Topic == s.Topic {
+			return fmt.Errorf("%w: topic: %s is subscription %s's already: a topic has one writer", ErrInvalid, s.Topic, id)
+		}
+	}
+	return nil
+}
+
+// ensureTopic creates topic subscription s's topic when it is missing,
+// as the events topic is: its partition count (an event keeps its
+// partition), retention and record size limit; replicated as the
+// registry's topics are (Replicas).
+func (r *Registry) ensureTopic(ctx context.Context, s Subscription) error {
+	if s.Kind() != KindTopic {
+		return nil
+	}
+	adm := kadm.NewClient(r.cl)
+	events := string(r.names.Events)
+	listed, err := adm.ListTopics(ctx, events)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("subscriptions: topic %s: the events topic: %w", s.Topic, err)
+	}
+	described, err := adm.DescribeTopicConfigs(ctx, events)
+	if err != nil {
+		return fmt.Errorf("subscriptions: topic %s: the events topic's configs: %w", s.Topic, err)
+	}
+	rc, err := described.On(events, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return fmt.Errorf("subscriptions: topic %s: the events topic's configs: %w", s.Topic, err)
+	}
+	configs := map[string]string{"cleanup.policy": "delete"}
+	for _, c := range rc.Configs {
+		if (c.Key == "retention.ms" || c.Key == "max.message.bytes") && c.Value != nil {
+			configs[c.Key] = *c.Value
+		}
+	}
+	spec := topics.Spec{Topic: topics.Topic(s.Topic), Partitions: int32(len(listed[events].Partitions)), Configs: configs}
+	if _, err := topics.Ensure(ctx, r.cl, []topics.Spec{spec}, r.replicas); err != nil {
+		return fmt.Errorf("subscriptions: %w", err)
+	}
+	return nil
 }
 
 // room returns ErrLimit when subs leave no room for one more subscription.

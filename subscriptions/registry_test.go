@@ -161,3 +161,76 @@ func TestStoredExpressionRecompiledOnlyWhenChanged(t *testing.T) {
 		t.Errorf("change to a filter that does not compile: got %v, want invalid filter", err)
 	}
 }
+
+// TestTopicSubscriptionTopics: a topic subscription's topic is created as
+// the events topic is, and a topic of hookstream's own, Kafka's internal
+// ones, or another subscription's is refused at create and update.
+func TestTopicSubscriptionTopics(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<20)
+	cl := env.Client(t)
+	r := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	target := env.Names.Prefix + "-orders"
+	s := &subscriptions.Subscription{Topic: target, Filter: `type == "order"`}
+	if err := r.Create(ctx, s, ""); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if s.Secret != "" || s.Kind() != subscriptions.KindTopic {
+		t.Errorf("created %+v: got kind %s, secret %q; want a topic subscription without a secret", s, s.Kind(), s.Secret)
+	}
+	adm := env.Admin(t)
+	listed, err := adm.ListTopics(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(listed[target].Partitions); got != 3 {
+		t.Errorf("topic %s: got %d partitions, want the events topic's 3", target, got)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, target, string(env.Names.Events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(topic, key string) string {
+		rc, err := configs.On(topic, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == key && c.Value != nil {
+				return *c.Value
+			}
+		}
+		return ""
+	}
+	for _, key := range []string{"retention.ms", "max.message.bytes"} {
+		if got, want := value(target, key), value(string(env.Names.Events), key); got != want {
+			t.Errorf("topic %s: got %s %s, want the events topic's %s", target, key, got, want)
+		}
+	}
+
+	for _, name := range []string{string(env.Names.Events), env.Names.Prefix + ".mine", strings.ReplaceAll(env.Names.Prefix, ".", "_") + "_mine",
+		"__consumer_offsets", "__transaction_state", "__x", target} {
+		err := r.Create(ctx, &subscriptions.Subscription{Topic: name}, "")
+		if !errors.Is(err, subscriptions.ErrInvalid) {
+			t.Errorf("create with topic %s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	other := &subscriptions.Subscription{Topic: env.Names.Prefix + "-other"}
+	if err := r.Create(ctx, other, ""); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	for _, name := range []string{target, "__consumer_offsets", string(env.Names.DLQ)} {
+		_, err := r.Update(ctx, other.ID, func(s *subscriptions.Subscription) error { s.Topic = name; return nil })
+		if !errors.Is(err, subscriptions.ErrInvalid) {
+			t.Errorf("update to topic %s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	subs, err := r.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 || subs[other.ID].Topic != env.Names.Prefix+"-other" {
+		t.Errorf("got subscriptions %v, want the two created, unchanged", subs)
+	}
+}

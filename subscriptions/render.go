@@ -356,10 +356,11 @@ type Preview struct {
 // Preview decides whether the subscription receives e and, when it does,
 // builds the body and the headers of its first attempt at now as the
 // dispatcher would: for a subscription that batches, those of a batch
-// holding e alone. The trace context is e's record's: an attempt sends
-// the same trace, with its own span id when spans are exported. For a
-// pull subscription it is what a pull answer serves of e: its body and
-// its trace context.
+// holding e alone; for a topic subscription, the record's value and
+// headers. The trace context is e's record's: an attempt sends the same
+// trace, with its own span id when spans are exported. For a pull
+// subscription it is what a pull answer serves of e: its body and its
+// trace context.
 func (c *Compiled) Preview(e *Event, now time.Time, userAgent string) Preview {
 	d := c.Match(e)
 	p := Preview{Match: d.Match, Reason: d.Reason()}
@@ -382,6 +383,15 @@ func (c *Compiled) Preview(e *Event, now time.Time, userAgent string) Preview {
 		return p
 	case pull:
 		p.Body = body
+		return p
+	}
+	if c.sub.Topic != "" {
+		// A topic subscription's record: the body and the record's headers.
+		rec := topics.SubscriptionRecord(topics.Topic(c.sub.Topic), e.rec, body)
+		p.Body, p.Headers = body, make(map[string]string, len(rec.Headers))
+		for _, h := range rec.Headers {
+			p.Headers[h.Key] = string(h.Value)
+		}
 		return p
 	}
 	id := string(e.rec.Key)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -208,6 +209,13 @@ func TestPreview(t *testing.T) {
 	s.Sources = []string{"stripe"}
 	if p = subscriptions.Compile(s).Preview(subscriptions.NewEvent(rec), now, ""); p.Match || p.Body != nil || p.Headers != nil || p.Reason == "" {
 		t.Errorf("not received: got %+v, want no match, a reason, no body", p)
+	}
+
+	topic := subscriptions.Subscription{ID: "sub_t", Topic: "orders"}
+	p = subscriptions.Compile(topic).Preview(subscriptions.NewEvent(rec), now, "")
+	wantTopic := map[string]string{topics.HeaderSource: "github", topics.HeaderEventID: "1", topics.HeaderEventType: "push", topics.HeaderTraceparent: traceparent}
+	if !p.Match || string(p.Body) != string(rec.Value) || p.Error != "" || !maps.Equal(p.Headers, wantTopic) {
+		t.Errorf("topic subscription: got %+v, want the envelope and the record's headers %v", p, wantTopic)
 	}
 
 	s.Sources, s.Transform = nil, `{"text": data.sender.login}`

@@ -480,6 +480,7 @@ func (s Subscription) Redacted() Subscription {
 // API take it: nil fields stay as they are.
 type Patch struct {
 	URL         *string   `json:"url"`
+	Topic       *string   `json:"topic"`
 	Secret      *string   `json:"secret"`
 	Description *string   `json:"description"`
 	Sources     *[]string `json:"sources"`
@@ -524,6 +525,7 @@ func (p Patch) Validate() error {
 // disabled it for.
 func (p Patch) Apply(s *Subscription) {
 	set(&s.URL, p.URL)
+	set(&s.Topic, p.Topic)
 	set(&s.Secret, p.Secret)
 	set(&s.Description, p.Description)
 	set(&s.Sources, p.Sources)

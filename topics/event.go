@@ -119,3 +119,18 @@ func EventSourceType(r *kgo.Record) (source, eventType string) {
 	}
 	return source, eventType
 }
+
+// SubscriptionRecord is the record a topic subscription writes to topic
+// for events record r: r's key (<source>:<event-id>), value (the envelope
+// or the subscription's transform result), and r's identifying headers,
+// its marks (HeaderReplay, HeaderRedrivenFrom) and trace context.
+func SubscriptionRecord(topic Topic, r *kgo.Record, value []byte) *kgo.Record {
+	headers := make([]kgo.RecordHeader, 0, 7)
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSource, HeaderEventID, HeaderEventType, HeaderReplay, HeaderRedrivenFrom, HeaderTraceparent, HeaderTracestate:
+			headers = append(headers, h)
+		}
+	}
+	return &kgo.Record{Topic: string(topic), Key: r.Key, Value: value, Headers: headers}
+}

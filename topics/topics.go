@@ -10,6 +10,8 @@
 // of hookstream and holds no business logic.
 package topics
 
+import "strings"
+
 // Topic is a Kafka topic name.
 type Topic string
 
@@ -77,6 +79,22 @@ func (n Names) DispatchGroup() Group { return Group(n.Prefix + "-dispatch") }
 // committed offsets are the subscription's cursor, committed by the
 // dispatchers, the group having no members.
 func (n Names) SubscriptionGroup(id string) Group { return Group(n.Prefix + "-sub-" + id) }
+
+// TopicWriter is the transactional id of a dispatcher's writes to topic
+// subscriptions' topics: <prefix>-dispatch-<instance>, instance the
+// dispatcher's stable identity (a restart fences its predecessor's open
+// transaction at once) or, without one, an id of its own per start. It
+// shares no id with the processors (<prefix>-processor-*), the
+// subscriptions writer or the redrives (<prefix>-redrive-*).
+func (n Names) TopicWriter(instance string) string { return n.Prefix + "-dispatch-" + instance }
+
+// Reserved reports whether name may not be a topic subscription's topic:
+// one of hookstream's own (anything under <prefix>., Kafka taking '_' and
+// '.' for the same in metric names) or Kafka's internal ones (__*).
+func (n Names) Reserved(name string) bool {
+	dotted := func(s string) string { return strings.ReplaceAll(s, "_", ".") }
+	return strings.HasPrefix(name, "__") || dotted(name) == dotted(n.Prefix) || strings.HasPrefix(dotted(name), dotted(n.Prefix)+".")
+}
 
 // SubscriptionsWriter is the transactional id every writer of the
 // subscriptions topic shares: each write fences the one before, so

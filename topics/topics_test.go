@@ -27,3 +27,27 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+func TestReserved(t *testing.T) {
+	names := topics.NewNames("hookstream")
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"hookstream.events", true},
+		{"hookstream.anything", true},
+		{"hookstream_events", true},
+		{"hookstream", true},
+		{"__consumer_offsets", true},
+		{"__transaction_state", true},
+		{"__mine", true},
+		{"orders", false},
+		{"hookstream-orders", false},
+		{"hookstreamer.orders", false},
+		{"_orders", false},
+	} {
+		if got := names.Reserved(tc.name); got != tc.want {
+			t.Errorf("Reserved(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -589,7 +590,8 @@ func exported(families map[string]string, m string) bool {
 // TestDashboardQueriesExportedMetrics runs `hookstream run` on the embedded
 // broker, drives one webhook through ingest, processing and two
 // subscriptions (one answering 204, one 500 with a one-step retry schedule,
-// so every delivery family gets a series), and checks that every metric the
+// so every delivery family gets a series) and a topic subscription whose
+// topic is deleted, and checks that every metric the
 // Grafana dashboard queries is in /metrics.
 func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	t.Parallel()
@@ -628,6 +630,16 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("hookstream subscriptions add --url %s: %v\n%s", url, err, out)
 		}
+	}
+
+	// A topic subscription whose topic is gone: it is stopped, counted.
+	cmd := exec.Command(hookstreamBin, "subscriptions", "add", "--topic", "dashboard-gone", "--from", "earliest")
+	cmd.Env = environ(map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr})
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hookstream subscriptions add --topic: %v\n%s", err, out)
+	}
+	if _, err := d.kafka.Admin(t).DeleteTopics(context.Background(), "dashboard-gone"); err != nil {
+		t.Fatalf("delete dashboard-gone: %v", err)
 	}
 
 	d.mustAccept(t, "dashboard-1", `{"type":"push"}`)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 // subscriptionFlags are the writable fields of a subscription.
 type subscriptionFlags struct {
 	url, secret, description string
+	topic                    string
 	sources, eventTypes      []string
 	ordered                  bool
 	maxInFlight              int
@@ -39,6 +39,7 @@ type subscriptionFlags struct {
 func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.url, "url", "", "subscriber URL (http or https)")
+	fs.StringVar(&f.topic, "topic", "", "instead of a URL: Kafka topic the events are written to, exactly once (created when missing; read it read_committed)")
 	fs.StringVar(&f.secret, "secret", "", "signing secret, whsec_ + base64 (generated when not given)")
 	fs.StringVar(&f.description, "description", "", "what the subscription is for")
 	fs.StringArrayVar(&f.sources, "source", nil, "deliver only events of these sources (glob, repeatable)")
@@ -74,6 +75,7 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) (subscriptions.Patch, erro
 		set  func()
 	}{
 		{"url", func() { p.URL = &f.url }},
+		{"topic", func() { p.Topic = &f.topic }},
 		{"secret", func() { p.Secret = &f.secret }},
 		{"description", func() { p.Description = &f.description }},
 		{"source", func() { p.Sources = &f.sources }},
@@ -149,7 +151,7 @@ func (c cluster) registry() (*subscriptions.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec), nil
+	return subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec).Replicas(c.cfg.ReplicationFactor), nil
 }
 
 // subscriptionSecurity is how subscriptions are guarded:
@@ -224,6 +226,14 @@ the body instead of the envelope. An expression that does not compile is
 refused ("invalid filter: line L, column C: ..."), nothing written. See
 docs/delivery.md, "Subscription controls".
 
+With --topic instead of --url the matching events (the envelope, or the
+transform's JSON) are written to that Kafka topic of the same cluster
+exactly once, keyed <source>:<event-id>: read it with
+isolation.level=read_committed. The topic is created when missing, like
+the events topic (partitions, retention); hookstream's own topics, __*
+and another subscription's topic are refused. See docs/delivery.md,
+"Topic subscriptions".
+
 With HOOKSTREAM_SECRET_KEY set, the secret and the --header values are
 stored encrypted; with HOOKSTREAM_DELIVERY_REQUIRE_HTTPS (the default off
 the embedded broker), only https URLs are accepted.
@@ -244,7 +254,8 @@ the old token valid 24 hours. See docs/delivery.md, "Pull subscriptions".`,
     --header 'Authorization: Bearer s3cret' --schedule 10s,1m,10m --timeout 5s
   hookstream subscriptions add --url https://hooks.slack.com/services/T0/B0/XYZ --source github \
     --transform '{"text": "push to " + data.repository.full_name + " by " + data.pusher.name}'
-  hookstream subscriptions add --pull --source stripe --from earliest`,
+  hookstream subscriptions add --pull --source stripe --from earliest
+  hookstream subscriptions add --topic billing.stripe-payments --source stripe --event-type 'payment_intent.*' --from earliest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsAdd(cmd, *output, o) },
 	}
@@ -278,8 +289,11 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
 		s := subscriptions.Subscription{Pull: o.pull}
 		p.Apply(&s)
-		if s.URL == "" && !s.Pull {
-			return fmt.Errorf("--url or --pull is required")
+		if s.URL == "" && s.Topic == "" && !s.Pull {
+			return fmt.Errorf("--url, --topic or --pull is required")
+		}
+		if o.verify && s.Kind() != subscriptions.KindWebhook {
+			return fmt.Errorf("--verify checks a URL: a %s subscription has none", s.Kind())
 		}
 		if o.verify {
 			if err := verifyEndpoint(ctx, c.cfg, r, &s); err != nil {
@@ -510,7 +524,7 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tURL\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
+	fmt.Fprintln(tw, "ID\tKIND\tURL/TOPIC\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
 	for _, s := range subs {
 		enabled := fmt.Sprint(s.Enabled)
 		if s.DisabledReason != "" {
@@ -524,7 +538,7 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		if s.Kind() == subscriptions.KindPull {
 			secret = "-" // its pull token has a line of its own
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.Kind(), cmp.Or(s.URL, "-"), enabled, s.Ordered, batch,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.Kind(), target(s), enabled, s.Ordered, batch,
 			orAll(s.Sources), orAll(s.EventTypes), secret)
 	}
 	if err := tw.Flush(); err != nil {
@@ -534,6 +548,14 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return printControls(w, subs[0], withSecret)
 	}
 	return nil
+}
+
+// target is where s's events go: its URL, or "topic NAME".
+func target(s subscriptions.Subscription) string {
+	if s.Topic != "" {
+		return "topic " + s.Topic
+	}
+	return s.URL
 }
 
 // printControls prints the controls s has, one a line, below the table

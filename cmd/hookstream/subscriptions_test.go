@@ -226,3 +226,40 @@ func TestPullTokenCLI(t *testing.T) {
 		t.Errorf("add --url --output json: %+v, want its secret and no pull_token", webhook)
 	}
 }
+
+// TestTopicSubscriptionCLI: `subscriptions add --topic` creates a topic
+// subscription and its topic; list and get show the topic; a topic of
+// hookstream's own, or one another subscription writes, is refused.
+func TestTopicSubscriptionCLI(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS": "3"}
+	target := env.Names.Prefix + "-payments"
+	out, errOut, code := lagReplayRun(t, cliEnv, "subscriptions", "add", "--topic", target, "--source", "stripe", "--output", "json")
+	if code != 0 {
+		t.Fatalf("add --topic: exit %d, stderr %q", code, errOut)
+	}
+	var s subscriptions.Subscription
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("add: %v in %q", err, out)
+	}
+	if s.Topic != target || s.URL != "" || s.Secret != "" {
+		t.Errorf("add --topic: got %+v, want topic %s, no url nor secret", s, target)
+	}
+	if _, err := env.Admin(t).ListTopics(context.Background(), target); err != nil {
+		t.Fatalf("list %s: %v", target, err)
+	}
+	for _, args := range [][]string{{"subscriptions", "list"}, {"subscriptions", "get", s.ID}} {
+		out, errOut, code := lagReplayRun(t, cliEnv, args...)
+		if code != 0 || !strings.Contains(out, "topic "+target) {
+			t.Errorf("%s: exit %d, output %q (stderr %q), want it to show topic %s", strings.Join(args, " "), code, out, errOut, target)
+		}
+	}
+	for _, name := range []string{string(env.Names.Events), "__consumer_offsets", target} {
+		_, errOut, code := lagReplayRun(t, cliEnv, "subscriptions", "add", "--topic", name)
+		if code == 0 || !strings.Contains(errOut, "topic: "+name) {
+			t.Errorf("add --topic %s: exit %d, stderr %q; want it refused, naming the topic", name, code, errOut)
+		}
+	}
+}

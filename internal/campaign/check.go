@@ -124,8 +124,18 @@ type outcome struct {
 	// Trust names the trust boundaries an adversary's fault crossed: a
 	// credential sent to a rogue member, a forged story shown, a story
 	// past its bound.
-	Trust []string         `json:"trust_violations,omitempty"`
-	Lag   map[string]int64 `json:"lag"`
+	Trust []string `json:"trust_violations,omitempty"`
+	// TopicWritten counts the events on the topic subscriber's topic
+	// (first writes); TopicMissing those its filter lets through that are
+	// not there, TopicDuplicated those there more than once, TopicUnwanted
+	// those its filter refuses.
+	TopicWritten    int      `json:"topic_written"`
+	TopicMissing    int      `json:"topic_missing"`
+	TopicDuplicated int      `json:"topic_duplicated"`
+	TopicUnwanted   int      `json:"topic_unwanted"`
+	TopicSample     []string `json:"topic_sample,omitempty"`
+
+	Lag map[string]int64 `json:"lag"`
 }
 
 func (o outcome) failures() []string {
@@ -149,6 +159,10 @@ func (o outcome) failures() []string {
 	}
 	if o.BadBodies > 0 {
 		f = append(f, fmt.Sprintf("invariant 2: the transformed subscriber received %d bodies other than its transform's, e.g. %v", o.BadBodies, o.BadBodySample))
+	}
+	if o.TopicMissing+o.TopicDuplicated+o.TopicUnwanted > 0 {
+		f = append(f, fmt.Sprintf("invariant 2: the topic subscriber's topic misses %d events, holds %d more than once and %d its filter refuses, e.g. %v",
+			o.TopicMissing, o.TopicDuplicated, o.TopicUnwanted, o.TopicSample))
 	}
 	if len(o.OpsMissing) > 0 {
 		f = append(f, fmt.Sprintf("invariant 2: operational events not received: %v", o.OpsMissing))
@@ -300,6 +314,42 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			if len(o.UndeliveredSample[subPull]) < 5 {
 				o.UndeliveredSample[subPull] = append(o.UndeliveredSample[subPull], k)
 			}
+		}
+	}
+
+	// Invariant 2, topic subscriber: each event its filter lets through
+	// is on its topic exactly once, read_committed, counted by event key;
+	// a processor replay's re-emission is written again, marked.
+	written, err := readTopic(ctx, c.broker.seeds, c.topicSub)
+	if err != nil {
+		return o, err
+	}
+	onTopic := make(map[string]int, len(written))
+	for _, r := range written {
+		if header(r, topics.HeaderReplay) == "" {
+			onTopic[string(r.Key)]++
+		}
+	}
+	o.TopicWritten = len(onTopic)
+	sample := func(format string, args ...any) {
+		if len(o.TopicSample) < 10 {
+			o.TopicSample = append(o.TopicSample, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, k := range accepted {
+		if filteredWants(k) && onTopic[k] == 0 {
+			o.TopicMissing++
+			sample("%s missing", k)
+		}
+	}
+	for k, n := range onTopic {
+		switch {
+		case !filteredWants(k):
+			o.TopicUnwanted++
+			sample("%s unwanted", k)
+		case n > 1:
+			o.TopicDuplicated++
+			sample("%s x%d", k, n)
 		}
 	}
 

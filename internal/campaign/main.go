@@ -125,10 +125,12 @@ type campaign struct {
 	cliEnv     []string
 	subs       *subscribers
 	puller     *puller
-	load       *recorder
-	producer   *kgo.Client
-	log        *slog.Logger
-	net        *network // the fault proxies, when the profile has network faults
+	// topicSub is the topic subscriber's topic (campaignFilter's events).
+	topicSub topics.Topic
+	load     *recorder
+	producer *kgo.Client
+	log      *slog.Logger
+	net      *network // the fault proxies, when the profile has network faults
 
 	mu         sync.Mutex
 	findings   []string
@@ -455,6 +457,13 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		if subAddr, err = c.net.proxySubscribers(subAddr); err != nil {
 			return nil, err
 		}
+	}
+	// The topic subscriber: the filtered subscriber's events, written to
+	// a topic of its own exactly once.
+	c.topicSub = topics.Topic(c.names.Prefix + "-campaign-topic")
+	if _, _, err := c.addSubscription(ctx, "subscriptions", "add", "--topic", string(c.topicSub), "--filter", campaignFilter,
+		"--from", "earliest", "--description", "campaign topic"); err != nil {
+		return nil, err
 	}
 	for _, sub := range c.subs.all() {
 		// Topics just created may not be known to every broker yet: poll.

@@ -1,0 +1,577 @@
+// Topic subscriptions: a subscription with a topic has its matching
+// events written to that Kafka topic exactly once, in transactions that
+// also move its cursor.
+//
+// One transactional producer per dispatcher (Names.TopicWriter), created
+// when the first topic subscription runs, writes for every topic
+// subscription's lane on every partition the dispatcher owns: a
+// transaction carries the records of the lanes' batches, their ledger
+// entries (delivery attempts), each subscription's cursor as a
+// transactional offset commit of its group (<prefix>-sub-<id>, a group
+// with no members), and last a transactional offset commit to
+// <prefix>-dispatch under the head's member id and generation. That last
+// commit is the fencing (KIP-447): a dispatcher that lost a partition is
+// no longer a member of that generation, the broker refuses its commit and
+// its transaction aborts; one revoked finishes its transaction before it
+// lets the partition go; the next owner reads the cursors with
+// require_stable, so once every transaction that moves them has ended.
+// The cursors of topic lanes move only there, never in commitLoop.
+//
+// The producer speaks the transaction protocol of before KIP-890 part 2
+// (Kafka 4's transaction.version 2): a transaction that moves cursors
+// only (a new lane's, or past records no subscription takes) is ended by
+// an EndTxn of the dispatcher's own, which the client does not send
+// without records, and under KIP-890 part 2 that EndTxn would bump the
+// producer epoch behind the client's back. Kafka 4 serves both.
+
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/hookstream/hookstream/internal/backoff"
+	"github.com/hookstream/hookstream/topics"
+)
+
+// topicTxnTimeout bounds one transaction, and is its timeout on the
+// broker: a dispatcher killed mid-transaction holds its cursors and its
+// records from read_committed readers no longer, and less than the group
+// session timeout after which its partitions move.
+const topicTxnTimeout = 10 * time.Second
+
+// topicWriter runs the transactions of topic subscriptions.
+type topicWriter struct {
+	r *reader
+
+	mu    sync.Mutex
+	queue []*topicBatch // submitted, not yet in a transaction
+	wake  chan struct{}
+
+	clMu   sync.Mutex
+	cl     *kgo.Client // the transactional producer; nil until needed, or after a failure
+	closed bool
+}
+
+// topicBatch is what one lane hands to a transaction: records for its
+// topic and its cursor after them.
+type topicBatch struct {
+	l      *lane
+	sub    string
+	recs   []*kgo.Record // to the subscription's topic, then their ledger entries
+	cursor int64
+	tag    string // the cursor's commit metadata (Rewind.Tag)
+	taken  bool   // in a transaction: its outcome decides
+	err    error  // the first error of its records, under the writer's mu
+	done   chan error
+}
+
+// errTopicStopped wraps an error that stops a topic subscription: its
+// topic is missing or refuses it, or refuses a record for good.
+type errTopicStopped struct{ err error }
+
+func (e *errTopicStopped) Error() string { return e.err.Error() }
+func (e *errTopicStopped) Unwrap() error { return e.err }
+
+// stopsTopic reports whether a produce error stops the subscription whose
+// record it is: the topic is gone, refuses the dispatcher, or can never
+// take the record. Anything else (leaders moving, timeouts, fencing) is
+// tried again.
+func stopsTopic(err error) bool {
+	for _, e := range []*kerr.Error{kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.TopicAuthorizationFailed, kerr.InvalidTopicException} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return topics.IsPermanentProduceErr(err)
+}
+
+func newTopicWriter(r *reader) *topicWriter {
+	return &topicWriter{r: r, wake: make(chan struct{}, 1)}
+}
+
+// write hands b to the next transaction and returns its outcome: nil once
+// committed. When ctx ends first, b is withdrawn, unless a transaction
+// has it: then its outcome is waited for, so a partition revoked lets go
+// once its writes are committed or aborted.
+func (tw *topicWriter) write(ctx context.Context, b *topicBatch) error {
+	b.done, b.taken, b.err = make(chan error, 1), false, nil
+	tw.mu.Lock()
+	tw.queue = append(tw.queue, b)
+	tw.mu.Unlock()
+	select {
+	case tw.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-b.done:
+		return err
+	case <-ctx.Done():
+	}
+	tw.mu.Lock()
+	if !b.taken {
+		for i, q := range tw.queue {
+			if q == b {
+				tw.queue = append(tw.queue[:i], tw.queue[i+1:]...)
+				break
+			}
+		}
+		tw.mu.Unlock()
+		return ctx.Err()
+	}
+	tw.mu.Unlock()
+	return <-b.done
+}
+
+// run runs a transaction for what the lanes handed over, one at a time,
+// until ctx ends; head is the dispatch group's member.
+func (tw *topicWriter) run(ctx context.Context, head *kgo.Client) {
+	defer tw.close()
+	d := tw.r.d
+	wait := backoff.New(100*time.Millisecond, 5*time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tw.wake:
+		}
+		tw.mu.Lock()
+		batches := tw.queue
+		tw.queue = nil
+		for _, b := range batches {
+			b.taken = true
+		}
+		tw.mu.Unlock()
+		if len(batches) == 0 {
+			continue
+		}
+		err := tw.transact(ctx, head, batches)
+		outcome := "committed"
+		if err != nil {
+			outcome = "aborted"
+			d.log.Warn("topic subscriptions: transaction aborted; trying again", "batches", len(batches), "err", err)
+		}
+		d.metrics.topicTxns.WithLabelValues(outcome).Inc()
+		for _, b := range batches {
+			if err == nil {
+				n := 0
+				for _, r := range b.recs {
+					if r.Topic != string(d.cfg.Names.DeliveryAttempts) {
+						n++
+					}
+				}
+				d.metrics.attempts.WithLabelValues(b.sub, "success").Add(float64(n))
+			}
+			tw.mu.Lock()
+			berr := b.err
+			tw.mu.Unlock()
+			if berr != nil && stopsTopic(berr) {
+				b.done <- &errTopicStopped{berr}
+				continue
+			}
+			b.done <- err
+		}
+		if err == nil {
+			wait.Reset()
+		} else if !wait.Wait(ctx) {
+			return
+		}
+	}
+}
+
+// init takes the transactional id now, if it is not taken yet: the
+// producer fences the one a predecessor left, and aborts its transaction.
+func (tw *topicWriter) init(ctx context.Context) error {
+	_, err := tw.client(ctx)
+	return err
+}
+
+// client returns the transactional producer, created and initialized
+// when missing.
+func (tw *topicWriter) client(ctx context.Context) (*kgo.Client, error) {
+	tw.clMu.Lock()
+	defer tw.clMu.Unlock()
+	if tw.closed {
+		return nil, errors.New("topic writer stopped")
+	}
+	if tw.cl != nil {
+		return tw.cl, nil
+	}
+	d := tw.r.d
+	// Transactions as before KIP-890 part 2: see the file's comment.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	versions.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	versions.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	opts := append(d.opts[:len(d.opts):len(d.opts)],
+		kgo.TransactionalID(d.txnID),
+		kgo.TransactionTimeout(topicTxnTimeout),
+		kgo.MaxVersions(versions),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(topicTxnTimeout),
+	)
+	if d.cfg.MaxRecordBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(d.cfg.MaxRecordBytes)))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("initialize transactional producer %s: %w", d.txnID, err)
+	}
+	tw.cl = cl
+	return cl, nil
+}
+
+// reset closes the producer after a failed transaction: the next one
+// starts with a new producer, whose initialization aborts what is left.
+func (tw *topicWriter) reset() {
+	tw.clMu.Lock()
+	defer tw.clMu.Unlock()
+	if tw.cl != nil {
+		tw.cl.Close()
+		tw.cl = nil
+	}
+}
+
+func (tw *topicWriter) close() {
+	tw.reset()
+	tw.clMu.Lock()
+	tw.closed = true
+	tw.clMu.Unlock()
+}
+
+// transact writes batches in one transaction with their cursors. Any
+// failure aborts it (the producer is closed, its successor's
+// initialization aborts the transaction) and is returned; a batch whose
+// records failed carries the first error.
+func (tw *topicWriter) transact(ctx context.Context, head *kgo.Client, batches []*topicBatch) error {
+	// A transaction under way finishes even as the dispatcher stops: the
+	// lanes of a revoked partition wait for it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topicTxnTimeout)
+	defer cancel()
+	member, generation := head.GroupMetadata()
+	if member == "" || generation < 0 {
+		return errors.New("not a member of the dispatch group (yet)")
+	}
+	cl, err := tw.client(ctx)
+	if err != nil {
+		return err
+	}
+	err = tw.transactOn(ctx, cl, member, generation, batches)
+	if err != nil {
+		tw.reset()
+	}
+	return err
+}
+
+func (tw *topicWriter) transactOn(ctx context.Context, cl *kgo.Client, member string, generation int32, batches []*topicBatch) error {
+	d := tw.r.d
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	produced := false
+	var wg sync.WaitGroup
+	for _, b := range batches {
+		for _, rec := range b.recs {
+			produced = true
+			wg.Add(1)
+			// A copy: the client stamps what it produces (time,
+			// context), and a batch tried again must start afresh.
+			rec := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+			cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					tw.mu.Lock()
+					if b.err == nil {
+						b.err = fmt.Errorf("%s: %w", rec.Topic, err)
+					}
+					tw.mu.Unlock()
+				}
+			})
+		}
+	}
+	written := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(written)
+	}()
+	select {
+	case <-written:
+	case <-ctx.Done():
+		tw.reset() // fails the records still buffered
+		<-written
+		return fmt.Errorf("records not written within %v: %w", topicTxnTimeout, ctx.Err())
+	}
+	for _, b := range batches {
+		tw.mu.Lock()
+		err := b.err
+		tw.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("subscription %s: %w", b.sub, err)
+		}
+	}
+	// The cursors, each subscription's group on its own, then the
+	// fencing commit to the dispatch group, after them.
+	events := string(d.cfg.Names.Events)
+	cursors := make(map[string]map[int32]offsetCommit)
+	furthest := make(map[int32]offsetCommit)
+	for _, b := range batches {
+		group := string(d.cfg.Names.SubscriptionGroup(b.sub))
+		if cursors[group] == nil {
+			cursors[group] = make(map[int32]offsetCommit)
+		}
+		p := b.l.ph.id
+		cursors[group][p] = offsetCommit{at: b.cursor, meta: b.tag}
+		// Every partition of the transaction: a commit of none would
+		// not be checked.
+		if o, ok := furthest[p]; !ok || b.cursor > o.at {
+			furthest[p] = offsetCommit{at: b.cursor, meta: "topic subscriptions"}
+		}
+	}
+	for group, offs := range cursors {
+		if err := tw.commitOffsets(ctx, cl, group, "", -1, nil, events, offs); err != nil {
+			return err
+		}
+	}
+	var instance *string
+	if d.cfg.InstanceID != "" {
+		instance = &d.cfg.InstanceID
+	}
+	if err := tw.commitOffsets(ctx, cl, string(d.cfg.Names.DispatchGroup()), member, generation, instance, events, furthest); err != nil {
+		return fmt.Errorf("fenced as the partitions' owner: %w", err)
+	}
+	if produced {
+		return cl.EndTransaction(ctx, kgo.TryCommit)
+	}
+	return tw.endTxn(ctx, cl)
+}
+
+type offsetCommit struct {
+	at   int64
+	meta string
+}
+
+// commitOffsets adds group's offsets to the transaction: AddOffsetsToTxn,
+// then TxnOffsetCommit as member of generation (-1 and "" for a group
+// with no members).
+func (tw *topicWriter) commitOffsets(ctx context.Context, cl *kgo.Client, group, member string, generation int32, instance *string,
+	topic string, offs map[int32]offsetCommit) error {
+	d := tw.r.d
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = d.txnID, id, epoch, group
+	if err := concurrently(ctx, func() error {
+		resp, err := add.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}); err != nil {
+		return fmt.Errorf("add the offsets of %s to the transaction: %w", group, err)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = d.txnID, group, id, epoch
+	req.Generation, req.MemberID, req.InstanceID = generation, member, instance
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	for p, o := range offs {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, o.at, -1, kmsg.StringPtr(o.meta)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("commit the offsets of %s: %w", group, err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("commit the offsets of %s: %w", group, err)
+			}
+		}
+	}
+	return nil
+}
+
+// endTxn commits a transaction that holds offsets only, which the client
+// would not end.
+func (tw *topicWriter) endTxn(ctx context.Context, cl *kgo.Client) error {
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = tw.r.d.txnID, id, epoch, true
+	if err := concurrently(ctx, func() error {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}); err != nil {
+		return fmt.Errorf("end the transaction: %w", err)
+	}
+	// The client began a transaction it never sent: end it on its side.
+	return cl.EndTransaction(ctx, kgo.TryCommit)
+}
+
+// concurrently runs a transaction request until the coordinator is done
+// with the transaction before (CONCURRENT_TRANSACTIONS) or ctx ends.
+func concurrently(ctx context.Context, fn func() error) error {
+	wait := backoff.New(10*time.Millisecond, 500*time.Millisecond)
+	for {
+		err := fn()
+		if !errors.Is(err, kerr.ConcurrentTransactions) || !wait.Wait(ctx) {
+			return err
+		}
+	}
+}
+
+// topic reports whether w's subscription is a topic subscription.
+func (w *worker) topic() bool { return w.sub.Topic != "" }
+
+// drainTopic writes a topic subscription's lane: what it receives goes
+// to its topic in the writer's transactions, which move its cursor; an
+// event whose transform fails is dead-lettered first (stage transform).
+// A topic that stops the subscription disables it, with the reason.
+func (w *worker) drainTopic(ctx context.Context, l *lane) {
+	tw := l.ph.r.topics
+	wait := backoff.New(100*time.Millisecond, 10*time.Second)
+	var b *topicBatch
+	for {
+		if b == nil {
+			var ok bool
+			if b, ok = w.topicBatch(ctx, l); !ok {
+				return
+			}
+		}
+		if b == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.wake:
+			}
+			continue
+		}
+		err := tw.write(ctx, b)
+		if err == nil {
+			l.committedTo(b.cursor)
+			b = nil
+			wait.Reset()
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		var stop *errTopicStopped
+		if errors.As(err, &stop) {
+			// Written no more: the subscription is disabled (here or by
+			// another lane) and its worker stops; the others go on.
+			for w.st.enabled() {
+				w.d.stopTopic(ctx, w.st, stop.err)
+				if !wait.Wait(ctx) {
+					return
+				}
+			}
+			<-ctx.Done()
+			return
+		}
+		if !wait.Wait(ctx) {
+			return
+		}
+	}
+}
+
+// topicBatch takes the lane's queue as a batch for the writer: nil when
+// there is nothing to write nor a cursor to commit; false when ctx ended
+// while dead-lettering.
+func (w *worker) topicBatch(ctx context.Context, l *lane) (*topicBatch, bool) {
+	q := l.takeQueue(0)
+	ph := l.ph
+	ph.mu.Lock()
+	b := &topicBatch{l: l, sub: w.sub.ID, cursor: l.mark, tag: w.sub.Rewind.Tag()}
+	moved := l.mark != l.committed
+	replayTo := l.replayTo
+	ph.mu.Unlock()
+	if len(q) == 0 && !moved {
+		return nil, true
+	}
+	target := topics.Topic(w.sub.Topic)
+	now := w.d.now()
+	var notes []*kgo.Record
+	for _, it := range q {
+		b.cursor = it.rec.Offset + 1
+		if !it.match {
+			continue
+		}
+		if it.err != nil {
+			m := &message{id: string(it.rec.Key), failed: it.err, events: []event{{id: string(it.rec.Key), envelope: it.rec.Value, orig: it.rec}}}
+			if !w.d.handOff(ctx, w.sub.ID, m, func(ctx context.Context) error { return w.d.deadLetter(ctx, w.sub.ID, m, 0, Result{}) }) {
+				return nil, false
+			}
+			continue
+		}
+		rec := topics.SubscriptionRecord(target, it.rec, it.part)
+		if it.rec.Offset < replayTo {
+			markReplay(rec)
+		}
+		b.recs = append(b.recs, rec)
+		a := topics.Attempt{Subscription: w.sub.ID, EventID: string(it.rec.Key), N: 1, Outcome: topics.OutcomeDelivered, At: now}
+		notes = append(notes, a.Record(w.d.cfg.Names.DeliveryAttempts))
+	}
+	b.recs = append(b.recs, notes...)
+	return b, true
+}
+
+// markReplay marks a record written again by a replay: hs-replay one more
+// than the events record's.
+func markReplay(rec *kgo.Record) {
+	n := 0
+	for i, h := range rec.Headers {
+		if h.Key == topics.HeaderReplay {
+			n, _ = strconv.Atoi(string(h.Value))
+			rec.Headers = append(rec.Headers[:i:i], rec.Headers[i+1:]...)
+			break
+		}
+	}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: topics.HeaderReplay, Value: strconv.AppendInt(nil, int64(n+1), 10)})
+}
+
+// committedTo moves the lane's cursor to c, committed by a transaction.
+func (l *lane) committedTo(c int64) {
+	ph := l.ph
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	l.mark = max(l.mark, c)
+	l.committed = l.mark
+	if l.behind && !l.queued && len(l.queue) < laneLow {
+		l.queued = true
+		ph.r.catchup.add(l)
+	}
+}
+
+// stopTopic disables a topic subscription whose topic stopped it, with
+// the reason: the other subscriptions go on.
+func (d *Dispatcher) stopTopic(ctx context.Context, st *subState, err error) {
+	sub := st.current()
+	if d.disable(ctx, st, fmt.Sprintf("topic %s cannot be written (%v): fix the topic, then enable the subscription, which creates it when missing", sub.Topic, errorText(err))) {
+		d.metrics.topicStopped.WithLabelValues(sub.ID).Inc()
+		d.log.Error("topic subscription stopped: its topic cannot be written", "subscription", sub.ID, "topic", sub.Topic, "err", err)
+	}
+}
