@@ -161,6 +161,11 @@ type Dispatcher struct {
 	LoadSockets int     `json:"most_broker_connections_under_load"`
 	// Share of the deliveries this dispatcher made.
 	Share float64 `json:"share_of_deliveries"`
+	// CPUPerDelivery is the CPU time (user and system) the dispatcher
+	// used under load, from its start to the last delivery, per delivery
+	// it made: steadier than the rate when other work shares the
+	// machine.
+	CPUPerDelivery time.Duration `json:"cpu_per_delivery"`
 }
 
 func run(ctx context.Context, o options) error {
@@ -342,6 +347,7 @@ func (b *bench) measure(ctx context.Context, work string) (Row, error) {
 			return row, err
 		}
 		row.Processes[i].PeakRSS = m.Peak
+		cpu[i] = harness.CPUTime(p.cmd.Process.Pid)
 		if made[i], err = deliveriesMade(ctx, p.admin); err != nil {
 			return row, err
 		}
@@ -350,6 +356,9 @@ func (b *bench) measure(ctx context.Context, work string) (Row, error) {
 	for i := range procs {
 		if total > 0 {
 			row.Processes[i].Share = made[i] / total
+		}
+		if made[i] > 0 {
+			row.Processes[i].CPUPerDelivery = time.Duration(float64(cpu[i]) / made[i])
 		}
 	}
 	return row, nil
@@ -558,6 +567,7 @@ func summarize(rows []Row) []Row {
 			w.IdleRSS, w.PeakRSS = max(w.IdleRSS, p.IdleRSS), max(w.PeakRSS, p.PeakRSS)
 			w.IdleSockets, w.LoadSockets, w.IdleFDs = max(w.IdleSockets, p.IdleSockets), max(w.LoadSockets, p.LoadSockets), max(w.IdleFDs, p.IdleFDs)
 			w.IdleCPU, w.Share = max(w.IdleCPU, p.IdleCPU), max(w.Share, p.Share)
+			w.CPUPerDelivery = max(w.CPUPerDelivery, p.CPUPerDelivery)
 		}
 	}
 	for i := range out {
@@ -588,7 +598,7 @@ func (r Result) print(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s\nload average before: %s, after: %s\n\n", r.Machine, r.LoadBefore, r.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "%d rounds: deliveries/s and the ratio are medians, the other figures the worst round's\n", r.Summary[0].Round)
-	fmt.Fprintln(tw, "subscriptions\tdispatchers\tidle RSS\tpeak RSS\tbroker connections (idle/load)\tfds\tidle CPU\tdeliveries\tdeliveries/s\tvs first row\tshare")
+	fmt.Fprintln(tw, "subscriptions\tdispatchers\tidle RSS\tpeak RSS\tbroker connections (idle/load)\tfds\tidle CPU\tCPU per delivery\tdeliveries\tdeliveries/s\tvs first row\tshare")
 	for _, row := range r.Summary {
 		for i, d := range row.Processes {
 			lead := fmt.Sprintf("%d\t%d", row.Subscriptions, row.Dispatchers)
@@ -596,8 +606,8 @@ func (r Result) print(w io.Writer) error {
 			if i > 0 {
 				lead, rate = "\t", "\t\t"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%.1f%%\t%s\t%.2f\n", lead, mib(d.IdleRSS), mib(d.PeakRSS), d.IdleSockets, d.LoadSockets,
-				d.IdleFDs, 100*d.IdleCPU, rate, d.Share)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%.1f%%\t%v\t%s\t%.2f\n", lead, mib(d.IdleRSS), mib(d.PeakRSS), d.IdleSockets, d.LoadSockets,
+				d.IdleFDs, 100*d.IdleCPU, d.CPUPerDelivery.Round(time.Microsecond), rate, d.Share)
 		}
 	}
 	return tw.Flush()
