@@ -254,3 +254,33 @@ func kafkaHeader(r *kgo.Record, key string) string {
 	}
 	return ""
 }
+
+// TestSubscriptionRecord: a topic subscription's record keeps the events
+// record's key, its identifying headers, its marks and its trace context
+// (so a reader of the team's topic continues the event's trace), and
+// nothing else of hookstream's.
+func TestSubscriptionRecord(t *testing.T) {
+	events := &kgo.Record{Key: []byte("stripe:evt_1"), Value: []byte(`{"id":"stripe:evt_1"}`), Headers: []kgo.RecordHeader{
+		{Key: HeaderSource, Value: []byte("stripe")},
+		{Key: HeaderEventID, Value: []byte("evt_1")},
+		{Key: HeaderEventType, Value: []byte("charge.succeeded")},
+		{Key: HeaderReplay, Value: []byte("1")},
+		{Key: HeaderTraceparent, Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+		{Key: HeaderTracestate, Value: []byte("vendor=x")},
+		{Key: HeaderViolations, Value: []byte("something internal")},
+	}}
+	got := SubscriptionRecord("team.payments", events, []byte(`{"amount":1}`))
+	if got.Topic != "team.payments" || string(got.Key) != "stripe:evt_1" || string(got.Value) != `{"amount":1}` {
+		t.Fatalf("record: topic %q key %q value %q; want team.payments, the events key, the given value", got.Topic, got.Key, got.Value)
+	}
+	want := map[string]string{HeaderSource: "stripe", HeaderEventID: "evt_1", HeaderEventType: "charge.succeeded", HeaderReplay: "1",
+		HeaderTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", HeaderTracestate: "vendor=x"}
+	if len(got.Headers) != len(want) {
+		t.Errorf("headers: %v, want exactly %v", got.Headers, want)
+	}
+	for _, h := range got.Headers {
+		if want[h.Key] != string(h.Value) {
+			t.Errorf("header %s = %q, want %q", h.Key, h.Value, want[h.Key])
+		}
+	}
+}
