@@ -577,21 +577,9 @@ func summarize(rows []Row) []Row {
 				rates, ratios = append(rates, r.PerSecond), append(ratios, r.RatioToCeiling)
 			}
 		}
-		out[i].PerSecond, out[i].RatioToCeiling = median(rates), median(ratios)
+		out[i].PerSecond, out[i].RatioToCeiling = harness.Median(rates), harness.Median(ratios)
 	}
 	return out
-}
-
-// median of xs; 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Sorted(slices.Values(xs))
-	if n := len(xs); n%2 == 0 {
-		return (xs[n/2-1] + xs[n/2]) / 2
-	}
-	return xs[len(xs)/2]
 }
 
 func (r Result) print(w io.Writer) error {

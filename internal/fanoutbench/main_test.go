@@ -23,7 +23,4 @@ func TestSummarize(t *testing.T) {
 	if s := got[1]; s.PerSecond != 64 || s.RatioToCeiling != 0.9 || s.Processes[0].PeakRSS != 95 {
 		t.Errorf("1000 subscriptions: %+v; want median 64/s and ratio 0.9 (each round's own), worst peak 95", s)
 	}
-	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
-		t.Errorf("median of 1..4: %v, want 2.5", m)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,19 @@ func WaitReady(ctx context.Context, adminAddr string, timeout time.Duration) err
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// Median of xs (the mean of the middle two for an even count); 0 for
+// none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 // FreeAddr returns a loopback address nothing listens on.

@@ -102,3 +102,14 @@ func TestReadOffsets(t *testing.T) {
 		t.Errorf("after commits: got %+v, want %+v", got, want)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{9, 1, 5}, 5}} {
+		if got := Median(tc.xs); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}

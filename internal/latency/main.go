@@ -418,26 +418,14 @@ func (r *result) summarize(rates []float64) {
 			}
 		}
 		s.PerSecond = quantile(perSecond, 0.5)
-		s.ToCeiling50, s.ToCeiling99 = median(to50), median(to99)
+		s.ToCeiling50, s.ToCeiling99 = harness.Median(to50), harness.Median(to99)
 		for _, name := range append(append([]string{"ack (client, every event)", "end to end (client, every event)"}, stageNames...), "ceiling ack", "ceiling end to end") {
 			if v, ok := rows[name]; ok {
-				s.Rows = append(s.Rows, Stage{Name: name, P50: time.Duration(median(v[0])), P99: time.Duration(median(v[1]))})
+				s.Rows = append(s.Rows, Stage{Name: name, P50: time.Duration(harness.Median(v[0])), P99: time.Duration(harness.Median(v[1]))})
 			}
 		}
 		r.Summary = append(r.Summary, s)
 	}
-}
-
-// median of xs; 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Sorted(slices.Values(xs))
-	if n := len(xs); n%2 == 0 {
-		return (xs[n/2-1] + xs[n/2]) / 2
-	}
-	return xs[len(xs)/2]
 }
 
 func (r *result) print(w io.Writer) error {

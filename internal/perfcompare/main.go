@@ -474,13 +474,13 @@ func (c *comparison) summarize() {
 				flat = flat && r.Pipeline.Flat
 			}
 		}
-		sum.Rate, sum.P50, sum.P99 = median(rates), time.Duration(median(p50)), time.Duration(median(p99))
-		sum.CPUPerRequest = time.Duration(median(cpu))
+		sum.Rate, sum.P50, sum.P99 = harness.Median(rates), time.Duration(harness.Median(p50)), time.Duration(harness.Median(p99))
+		sum.CPUPerRequest = time.Duration(harness.Median(cpu))
 		if s.off != "" {
-			sum.SpansPerSecond = median(spans)
+			sum.SpansPerSecond = harness.Median(spans)
 		}
 		if s.pipeline {
-			sum.AcceptedPerSecond, sum.ProcessedPerSecond, sum.Flat = median(accepted), median(processed), &flat
+			sum.AcceptedPerSecond, sum.ProcessedPerSecond, sum.Flat = harness.Median(accepted), harness.Median(processed), &flat
 		}
 		c.Servers = append(c.Servers, sum)
 	}
@@ -504,18 +504,6 @@ func (c *comparison) summarize() {
 func (c *comparison) server(name string) summary {
 	i := slices.IndexFunc(c.Servers, func(s summary) bool { return s.Name == name })
 	return c.Servers[i]
-}
-
-// median of xs; 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Sorted(slices.Values(xs))
-	if n := len(xs); n%2 == 0 {
-		return (xs[n/2-1] + xs[n/2]) / 2
-	}
-	return xs[len(xs)/2]
 }
 
 // The targets of the receiver against the thin durable receiver.

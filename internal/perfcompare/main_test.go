@@ -58,9 +58,6 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("all: got rate %v, accepted %v, processed %v, flat %v; want the sustained median 100, 200, 100, not flat",
 			all.Rate, all.AcceptedPerSecond, all.ProcessedPerSecond, *all.Flat)
 	}
-	if median([]float64{4, 1, 3, 2}) != 2.5 {
-		t.Errorf("median of 1 to 4: got %v, want 2.5", median([]float64{4, 1, 3, 2}))
-	}
 }
 
 // TestSummarizeTraced: a traced server's ratio is to the same server
