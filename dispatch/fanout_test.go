@@ -15,6 +15,7 @@ import (
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // fanSink is one endpoint for many subscriptions, each at its own path:
@@ -270,14 +271,7 @@ func TestKillAndRebalanceLoseNothing(t *testing.T) {
 	send(20)
 	c := h.proc(t, "c")
 	members(3)
-	kafkatest.WaitFor(t, 60*time.Second, func() error {
-		for m, parts := range h.assignment(t, group, h.env.Names.Events) {
-			if len(parts) != 1 {
-				return fmt.Errorf("member %s holds %v, want one partition each", m, parts)
-			}
-		}
-		return nil
-	})
+	h.onePartitionEach(t, group)
 	send(20)
 	c.stop()
 	send(20)
@@ -325,4 +319,18 @@ func TestUpgradeStartsFromTheOldGroupsOffsets(t *testing.T) {
 	if n, _ := sink.missing([]string{"upgraded"}, delivered); n != len(delivered) {
 		t.Errorf("%d of the %d events the old dispatcher delivered came again, want none", len(delivered)-n, len(delivered))
 	}
+}
+
+// onePartitionEach waits until every member of group holds one partition
+// of the events topic.
+func (h *harness) onePartitionEach(t *testing.T, group topics.Group) {
+	t.Helper()
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		for m, parts := range h.assignment(t, group, h.env.Names.Events) {
+			if len(parts) != 1 {
+				return fmt.Errorf("member %s holds %v, want one partition each", m, parts)
+			}
+		}
+		return nil
+	})
 }

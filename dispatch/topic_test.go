@@ -106,14 +106,7 @@ func TestTopicSubscriptionExactlyOnce(t *testing.T) {
 	send(15)
 	c := h.proc(t, "c")
 	members(3)
-	kafkatest.WaitFor(t, 60*time.Second, func() error {
-		for m, parts := range h.assignment(t, group, h.env.Names.Events) {
-			if len(parts) != 1 {
-				return fmt.Errorf("member %s holds %v, want one partition each", m, parts)
-			}
-		}
-		return nil
-	})
+	h.onePartitionEach(t, group)
 	send(15)
 	c.stop()
 	send(15)
