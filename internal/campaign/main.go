@@ -83,12 +83,13 @@ type profile struct {
 var profiles = map[string]profile{
 	"short": {minLoad: 3 * time.Minute, warmup: 15 * time.Second, maxFaults: 0, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
 		rate: 10, quiesce: 4 * time.Minute, deadRecovr: 45 * time.Second},
-	// many: the short profile with 200 subscriptions (one of each kind,
-	// the others of the fanKinds in turn), replayed while running. Each
+	// many: the short profile with 200 subscriptions (one of each kind, a
+	// topic and a pull one, the others of the fanKinds in turn), replayed
+	// while running. Each
 	// event is about 200 deliveries, so the load is a fifth of short's:
 	// 8 events/s, 1,600 deliveries/s and their retries.
 	"many": {minLoad: 3 * time.Minute, warmup: 15 * time.Second, maxFaults: 0, gap: [2]time.Duration{3 * time.Second, 8 * time.Second},
-		rate: 2, quiesce: 6 * time.Minute, deadRecovr: 45 * time.Second, fan: 200 - len(subKinds)},
+		rate: 2, quiesce: 6 * time.Minute, deadRecovr: 45 * time.Second, fan: 200 - len(subKinds) - 2},
 	"long": {minLoad: 30 * time.Minute, warmup: 30 * time.Second, gap: [2]time.Duration{20 * time.Second, 60 * time.Second},
 		rate: 10, quiesce: 6 * time.Minute, deadRecovr: 3 * time.Minute},
 	// heavy: open-loop load at about 70% of what the deployment sustains
@@ -772,7 +773,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 		s.Delivered[sub.kind] += d
 		s.DuplicateDeliveries[sub.kind] += e
 	}
-	s.Subscriptions = len(c.subs.all()) + 1 // and the pull one
+	s.Subscriptions = len(c.subs.all()) + 2 // and the topic and pull ones
 	s.PullAnswers, s.PullDropped, s.PullFailures, s.PullRepeated, s.PullLastError = c.puller.stats()
 	worst, worstAfter := map[string]time.Duration{}, map[string]time.Duration{}
 	kindTime := map[string]time.Duration{}
