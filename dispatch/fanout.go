@@ -546,26 +546,69 @@ func (r *reader) drop(ctx context.Context, parts []int32, lost bool) {
 func (r *reader) commitLoop(ctx context.Context) {
 	t := time.NewTicker(commitEvery)
 	defer t.Stop()
+	var after string // the subscription the last turn ended with
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		var lanes []*lane
+		moved := make(map[string][]*lane)
+		urgent := make(map[string]bool) // a lane not committed since it started: a rewind waits for it
 		r.mu.Lock()
 		for _, ph := range r.parts {
 			ph.mu.Lock()
 			for _, l := range ph.lanes {
 				if l.ready && l.mark != l.committed && !l.w.topic() { // a topic lane's moves in transactions
-					lanes = append(lanes, l)
+					moved[l.w.sub.ID] = append(moved[l.w.sub.ID], l)
+					if l.committed < 0 {
+						urgent[l.w.sub.ID] = true
+					}
 				}
 			}
 			ph.mu.Unlock()
 		}
 		r.mu.Unlock()
+		var lanes []*lane
+		for id := range urgent {
+			lanes = append(lanes, moved[id]...)
+			delete(moved, id)
+		}
+		var ids []string
+		ids, after = inTurn(slices.Sorted(maps.Keys(moved)), after, commitBudget)
+		for _, id := range ids {
+			lanes = append(lanes, moved[id]...)
+		}
 		r.commit(ctx, lanes)
 	}
+}
+
+// commitBudget bounds the subscriptions whose cursors a dispatcher
+// commits per tick of commitEvery: with more of them moved, they take
+// turns, so the commits a dispatcher sends per second do not grow with
+// its subscriptions. A cursor waits at most one tick per commitBudget
+// subscriptions moved (10 s with 1,000 of them), which only bounds what
+// a crash delivers again. A lane not committed since it started (a
+// rewind waits for that commit) is committed at the next tick, and
+// revocations and stops commit every cursor.
+const commitBudget = 100
+
+// inTurn picks up to n of ids (sorted) for this turn: those after after,
+// then from the start, and returns them and the last one picked, where
+// the next turn continues.
+func inTurn(ids []string, after string, n int) (picked []string, last string) {
+	if len(ids) <= n {
+		return ids, after
+	}
+	i, _ := slices.BinarySearch(ids, after)
+	if i < len(ids) && ids[i] == after {
+		i++
+	}
+	for len(picked) < n {
+		picked = append(picked, ids[i%len(ids)])
+		i++
+	}
+	return picked, picked[len(picked)-1]
 }
 
 // commitConcurrency bounds the commits in flight, one per subscription.
