@@ -134,7 +134,7 @@ func TestAPIErrors(t *testing.T) {
 		{"no token", "GET", "/api/subscriptions", "", nil, 401, "missing or invalid bearer token"},
 		{"wrong token", "GET", "/api/subscriptions", "Bearer nope", nil, 401, "missing or invalid bearer token"},
 		{"unknown subscription", "GET", "/api/subscriptions/sub_nope", bearer, nil, 404, "subscription not found: sub_nope"},
-		{"no url", "POST", "/api/subscriptions", bearer, map[string]any{}, 400, "url or pull: required"},
+		{"no url", "POST", "/api/subscriptions", bearer, map[string]any{}, 400, "url, topic or pull: required"},
 		{"bad url", "POST", "/api/subscriptions", bearer, map[string]any{"url": "ftp://x"}, 400, "invalid subscription: url: must be http or https"},
 		{"bad glob", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "event_types": []string{"["}}, 400, `invalid subscription: event_types: invalid glob "["`},
 		{"bad from", "POST", "/api/subscriptions", bearer, map[string]any{"url": "http://127.0.0.1:1/", "from": "yesterday"}, 400, `invalid subscription: from: "yesterday" is not earliest, latest or an RFC 3339 time`},
