@@ -38,7 +38,11 @@ const (
 	subOrdered = "ordered"
 )
 
-var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps, subFiltered, subTransformed, subOrdered}
+// subKinds have one subscriber each in every profile. subOrdered is
+// among the fan-out kinds only: retrying each event's failures in place,
+// holding its partition, it delivers about 8 events a second, a fifth of
+// the short profile's load.
+var subKinds = []string{subHealthy, subSlow, subFlaky, subDead, subFlap, subGone, subToggled, subBatched, subOps, subFiltered, subTransformed}
 
 // fanKinds are the behaviours the fan-out subscriptions take in turn
 // (the many profile): each is checked as its kind's single one is.
