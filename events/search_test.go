@@ -51,7 +51,8 @@ func eventRecord(t *testing.T, names topics.Names, source, id, typ string, at ti
 }
 
 // writeEvents writes records in transactions of three, as the processor
-// writes the events topic: each transaction ends in a commit marker.
+// writes the events topic: each transaction ends in a commit marker. It
+// returns once a read_committed reader sees them all.
 func writeEvents(t *testing.T, env *kafkatest.Env, recs []*kgo.Record) {
 	t.Helper()
 	cl := env.Client(t, kgo.TransactionalID(env.Names.Prefix+"-events-writer"))
@@ -67,6 +68,7 @@ func writeEvents(t *testing.T, env *kafkatest.Env, recs []*kgo.Record) {
 			t.Fatalf("commit: %v", err)
 		}
 	}
+	env.WaitStable(t, env.Names.Events)
 }
 
 // keys are the keys of results, sorted.

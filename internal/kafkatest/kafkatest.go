@@ -173,6 +173,34 @@ func (e *Env) WaitCommitted(t testing.TB, group topics.Group, topic topics.Topic
 	})
 }
 
+// WaitStable waits until every transaction on topic is settled: its last
+// stable offset is its end on every partition. Kafka answers EndTxn
+// before the coordinator has written the commit markers, so a
+// read_committed reader may not see a just-committed transaction yet.
+func (e *Env) WaitStable(t testing.TB, topic topics.Topic) {
+	t.Helper()
+	adm := e.Admin(t)
+	WaitFor(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, string(topic))
+		if err != nil {
+			return err
+		}
+		stable, err := adm.ListCommittedOffsets(ctx, string(topic))
+		if err != nil {
+			return err
+		}
+		var open error
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, _ := stable.Lookup(o.Topic, o.Partition); s.Offset != o.Offset {
+				open = fmt.Errorf("%s/%d: last stable offset %d, end %d", o.Topic, o.Partition, s.Offset, o.Offset)
+			}
+		})
+		return open
+	})
+}
+
 // ReplayProcessor resets the processor group, stopped, to the start of
 // the ingest topic, as `hookstream replay --group processor --to-earliest`.
 func (e *Env) ReplayProcessor(t testing.TB) {
