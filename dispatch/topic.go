@@ -492,10 +492,38 @@ func (w *worker) drainTopic(ctx context.Context, l *lane) {
 			<-ctx.Done()
 			return
 		}
+		// The transaction may have committed all the same: its end
+		// reached the broker and the answer was lost. Its cursor says.
+		committed, ok := w.settled(ctx, l, b)
+		if !ok {
+			return
+		}
+		if committed {
+			l.committedTo(b.cursor)
+			b = nil
+			continue
+		}
 		if !wait.Wait(ctx) {
 			return
 		}
 	}
+}
+
+// settled reports whether the transaction that failed to write b
+// committed after all, as one whose commit reached the broker and whose
+// answer was lost does: b's cursor is then the subscription's. It reads
+// the cursor stable once the writer's producer is initialized again,
+// which ends that transaction on the broker, committed or aborted; ok is
+// false when ctx ended first.
+func (w *worker) settled(ctx context.Context, l *lane, b *topicBatch) (committed, ok bool) {
+	wait := backoff.New(100*time.Millisecond, 5*time.Second)
+	for l.ph.r.topics.init(ctx) != nil {
+		if !wait.Wait(ctx) {
+			return false, false
+		}
+	}
+	c, _, ok := l.ph.cursor(ctx, w.sub.ID)
+	return ok && c >= b.cursor, ok
 }
 
 // topicBatch takes the lane's queue as a batch for the writer: nil when

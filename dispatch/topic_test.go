@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -174,6 +176,80 @@ func TestTopicSubscriptionFencesZombie(t *testing.T) {
 		return nil
 	})
 	send(40) // the zombie reads and writes them too
+	h.exactlyOnce(t, sub, want)
+}
+
+// TestTopicSubscriptionCommitAnswerLost: a transaction whose commit
+// reached the broker but whose answer never came back (a network black
+// hole at the wrong moment) committed: the dispatcher must not write its
+// records again. kfake only: the broker forwards the commit and holds its
+// answer.
+func TestTopicSubscriptionCommitAnswerLost(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("holds an EndTxn answer in kfake")
+	}
+	h := newHarness(t, true)
+	h.stop()
+	sub := h.topicSub(t, "orders")
+	writer := h.env.Names.TopicWriter("a")
+	var armed, produced, forwarding, lost atomic.Bool
+	h.env.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.env.Cluster.KeepControl()
+		if p := req.(*kmsg.ProduceRequest); armed.Load() && p.TransactionID != nil && *p.TransactionID == writer {
+			produced.Store(true)
+		}
+		return nil, nil, false
+	})
+	side := h.env.Client(t)
+	h.env.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.env.Cluster.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		if end.TransactionalID != writer || !end.Commit || !produced.Load() || lost.Load() {
+			return nil, nil, false
+		}
+		if forwarding.Swap(true) {
+			return nil, nil, false // the copy: committed as any
+		}
+		// The commit reaches the broker; its answer is lost.
+		h.env.Cluster.SleepControl(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cp := *end
+			resp, err := cp.RequestWith(ctx, side)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			if err != nil {
+				t.Errorf("forwarding the commit: %v", err)
+			}
+		})
+		lost.Store(true)
+		return nil, nil, true // never answered
+	})
+	h.proc(t, "a")
+	var want []string
+	for range 5 {
+		want = append(want, h.event(t, "shop", "order"))
+	}
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if got := len(h.env.Records(t, topics.Topic(sub.Topic))); got < 5 {
+			return fmt.Errorf("%d records written, want 5", got)
+		}
+		return nil
+	})
+	armed.Store(true)
+	for range 5 {
+		want = append(want, h.event(t, "shop", "order"))
+	}
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		if !lost.Load() {
+			return errors.New("no commit answer lost yet")
+		}
+		return nil
+	})
+	for range 5 {
+		want = append(want, h.event(t, "shop", "order"))
+	}
 	h.exactlyOnce(t, sub, want)
 }
 
