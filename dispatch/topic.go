@@ -501,6 +501,7 @@ func (w *worker) drainTopic(ctx context.Context, l *lane) {
 		if committed {
 			l.committedTo(b.cursor)
 			b = nil
+			wait.Reset()
 			continue
 		}
 		if !wait.Wait(ctx) {

@@ -192,7 +192,7 @@ func TestTopicSubscriptionCommitAnswerLost(t *testing.T) {
 	h.stop()
 	sub := h.topicSub(t, "orders")
 	writer := h.env.Names.TopicWriter("a")
-	var armed, produced, forwarding, lost atomic.Bool
+	var armed, produced, forwarded, lost atomic.Bool
 	h.env.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		h.env.Cluster.KeepControl()
 		if p := req.(*kmsg.ProduceRequest); armed.Load() && p.TransactionID != nil && *p.TransactionID == writer {
@@ -204,11 +204,11 @@ func TestTopicSubscriptionCommitAnswerLost(t *testing.T) {
 	h.env.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		h.env.Cluster.KeepControl()
 		end := req.(*kmsg.EndTxnRequest)
-		if end.TransactionalID != writer || !end.Commit || !produced.Load() || lost.Load() {
+		if end.TransactionalID != writer || !end.Commit || !produced.Load() {
 			return nil, nil, false
 		}
-		if forwarding.Swap(true) {
-			return nil, nil, false // the copy: committed as any
+		if forwarded.Swap(true) {
+			return nil, nil, false // the copy, and every commit after it
 		}
 		// The commit reaches the broker; its answer is lost.
 		h.env.Cluster.SleepControl(func() {
