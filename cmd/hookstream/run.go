@@ -128,7 +128,27 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	}
 	defer n.close()
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
+	if err := n.start(ctx, g, sources, roles); err != nil {
+		// Stop what already started before the error is printed, so it
+		// is the last line and nothing outlives the broker.
+		cancel()
+		_ = g.Wait()
+		return err
+	}
+	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	log.Info("hookstream stopped")
+	return nil
+}
+
+// start starts the selected roles, the tallies, the console and the admin
+// server in g.
+func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sources, roles []string) error {
 	g.Go(func() error { return n.tally.Run(ctx) })
 	g.Go(func() error { return n.counts.Run(ctx) })
 	var (
@@ -164,18 +184,13 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 	}
 	stories := n.mount(rejected, local)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Kafka: n.cl, Opts: kafkaOpts(cfg, log), Names: n.names, Stories: stories.Story, UserAgent: deliveryClientConfig(cfg).UserAgent, Log: log})
+		Kafka: n.cl, Opts: kafkaOpts(n.cfg, n.log), Names: n.names, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
 	if err != nil {
 		return err
 	}
 	ui.Mount(n.srv)
 	g.Go(func() error { return ui.Run(ctx) })
 	g.Go(func() error { return n.srv.Run(ctx) })
-	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	log.Info("hookstream stopped")
 	return nil
 }
 
