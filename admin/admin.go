@@ -34,6 +34,8 @@ import (
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookstream/hookstream/internal/httpserver"
 )
 
 // Check reports one component's readiness with a detail for operators.
@@ -178,6 +180,7 @@ func (s *Server) Run(ctx context.Context) error {
 		GracefulTimeout: 5 * time.Second,
 		BeforeServeFunc: func(srv *http.Server) error {
 			srv.ReadHeaderTimeout = 10 * time.Second
+			httpserver.DropUnusedConns(srv)
 			return nil
 		},
 		ListenerAddrFunc: func(a net.Addr) { s.log.Info("admin listening", "addr", a.String()) },

@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
+	"github.com/hookstream/hookstream/internal/httpserver"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
 )
@@ -210,6 +211,7 @@ func (h *Handler) Run(ctx context.Context) error {
 			// bounds requests that never reach it.
 			s.ReadTimeout = s.ReadHeaderTimeout + cmp.Or(h.cfg.BodyTimeout, DefaultBodyTimeout)
 			s.IdleTimeout = 2 * time.Minute
+			httpserver.DropUnusedConns(s)
 			return nil
 		},
 		ListenerAddrFunc: func(a net.Addr) { h.log.Info("ingest listening", "addr", a.String()) },
