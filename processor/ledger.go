@@ -160,7 +160,7 @@ func (t *txn) attempts(ctx context.Context, id int32, records []*kgo.Record) {
 			if !ok || !t.p.now().Before(old.Expires) {
 				continue
 			}
-			st = &old
+			st = folding(old)
 			folded[string(r.Key)] = st
 			keys = append(keys, r.Key)
 		}
@@ -171,31 +171,34 @@ func (t *txn) attempts(ctx context.Context, id int32, records []*kgo.Record) {
 	}
 }
 
+// folding is old taking attempts: a copy whose deliveries record may
+// change in place (old's are shared with the pending changes).
+func folding(old statestore.State) *statestore.State {
+	old.Deliveries = slices.Clone(old.Deliveries)
+	return &old
+}
+
 // record adds attempt a to st's deliveries: the subscription's entry
 // moves to the end (the deliveries are in the order of their last attempt
 // record), and past statestore.MaxDeliveries the first, least recently
 // attempted, are dropped and counted as omitted. A subscription without
 // an entry whose record is not a first attempt had one, dropped: it is no
 // longer omitted, and its new entry counts its attempts from a's number.
-// st's Deliveries are copied, never changed in place (pending states
-// share them).
+// It changes st's Deliveries in place (folding copies them), not the
+// Recent tries they share with the pending changes.
 func record(st *statestore.State, a *topics.Attempt) {
 	d := statestore.Delivery{Subscription: a.Subscription}
-	ds := make([]statestore.Delivery, 0, min(len(st.Deliveries)+1, statestore.MaxDeliveries))
-	found := false
-	for _, e := range st.Deliveries {
-		if e.Subscription == a.Subscription {
-			d, found = e, true
-		} else {
-			ds = append(ds, e)
-		}
+	i := slices.IndexFunc(st.Deliveries, func(e statestore.Delivery) bool { return e.Subscription == a.Subscription })
+	if i >= 0 {
+		d = st.Deliveries[i]
+		st.Deliveries = slices.Delete(st.Deliveries, i, i+1)
 	}
 	real := a.Outcome == topics.OutcomeDelivered || a.Outcome == topics.OutcomeFailed
-	if !found && st.Omitted > 0 && (a.N > 1 || !real) {
+	if i < 0 && st.Omitted > 0 && (a.N > 1 || !real) {
 		st.Omitted--
 	}
-	if drop := len(ds) + 1 - statestore.MaxDeliveries; drop > 0 {
-		ds = ds[drop:]
+	if drop := len(st.Deliveries) + 1 - statestore.MaxDeliveries; drop > 0 {
+		st.Deliveries = slices.Delete(st.Deliveries, 0, drop)
 		st.Omitted += uint32(drop)
 	}
 	d.Outcome, d.Status = a.Outcome, a.Status
@@ -217,5 +220,5 @@ func record(st *statestore.State, a *topics.Attempt) {
 		d.DueAt = time.Time{}
 		d.DeadLetteredAt = a.At
 	}
-	st.Deliveries = append(ds, d)
+	st.Deliveries = append(st.Deliveries, d)
 }
