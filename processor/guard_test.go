@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,37 @@ func TestStateRecordGuard(t *testing.T) {
 					n, len(got.Deliveries), got.Deliveries[len(got.Deliveries)-1].Subscription, got.Omitted, tt.limit, tt.wantKept, 3-tt.wantKept)
 			}
 		})
+	}
+}
+
+// TestFoldLeavesTheStateItCopied: attempts folded into a key's story
+// change the fold's copy only; the state it started from, which the
+// pending changes of an earlier batch hold, keeps its deliveries, their
+// order and their tries.
+func TestFoldLeavesTheStateItCopied(t *testing.T) {
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	old := statestore.State{Status: statestore.Done, FirstSeen: now, Expires: now.Add(time.Hour)}
+	for i := range 3 {
+		record(&old, &topics.Attempt{Subscription: fmt.Sprintf("sub_%d", i), N: 1, Outcome: topics.OutcomeFailed, Status: 503, At: now})
+	}
+	before, err := old.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := folding(old)
+	record(f, &topics.Attempt{Subscription: "sub_0", N: 2, Outcome: topics.OutcomeDelivered, Status: 204, At: now.Add(time.Second)})
+	record(f, &topics.Attempt{Subscription: "sub_3", N: 1, Outcome: topics.OutcomeDelivered, Status: 204, At: now.Add(time.Second)})
+	if after, _ := old.MarshalBinary(); string(after) != string(before) {
+		t.Errorf("the state folded from changed: its deliveries are %+v", old.Deliveries)
+	}
+	var order []string
+	for _, d := range f.Deliveries {
+		order = append(order, d.Subscription)
+	}
+	if got, want := strings.Join(order, ","), "sub_1,sub_2,sub_0,sub_3"; got != want {
+		t.Errorf("the fold's deliveries in the order of their last attempt: got %s, want %s", got, want)
+	}
+	if d := f.Deliveries[2]; d.Attempts != 2 || len(d.Recent) != 2 || d.Outcome != topics.OutcomeDelivered {
+		t.Errorf("sub_0 after its second attempt: %+v; want 2 attempts, 2 recent tries, delivered", d)
 	}
 }
