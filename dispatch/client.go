@@ -88,6 +88,9 @@ type Delivery struct {
 	// Timeout bounds the attempt, at most subscriptions.MaxTimeout; 0:
 	// the client's.
 	Timeout time.Duration
+	// Room, when set, is called once the attempt holds one of its host's
+	// connection slots, or has stopped waiting for one (Client.Room).
+	Room func()
 }
 
 // Result is the outcome of one attempt.
@@ -211,6 +214,9 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 		return Result{Err: fmt.Errorf("post %s: unsigned", target)}
 	}
 	release, err := c.hosts.acquire(parent, req.URL.Scheme+"://"+req.URL.Host)
+	if d.Room != nil {
+		d.Room()
+	}
 	if err != nil {
 		return Result{Err: fmt.Errorf("post %s: waiting for a connection: %w", target, err)}
 	}
@@ -258,10 +264,32 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	return res
 }
 
+// Room waits, as long as ctx allows, until an attempt to rawURL's host
+// may start: at most roomPerSlot times the host's connections wait for one
+// at once, so that many subscriptions sharing a host queue as callers of
+// Room (one goroutine a lane) rather than as parked attempts. The caller
+// passes release as the attempt's Delivery.Room, or calls it itself when
+// the attempt does not go; it may be called more than once. A URL that
+// does not parse has room: Deliver refuses it.
+func (c *Client) Room(ctx context.Context, rawURL string) (release func(), err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return func() {}, nil
+	}
+	leave, err := c.hosts.enter(ctx, u.Scheme+"://"+u.Host, func(g *hostGate) chan struct{} { return g.room })
+	if err != nil {
+		return nil, err
+	}
+	return sync.OnceFunc(leave), nil
+}
+
+// roomPerSlot: attempts that may wait for each connection slot of a host.
+const roomPerSlot = 2
+
 // hostGates bound the attempts in flight to each host (scheme, host and
-// port) to size, the transport's connections per host. A host's gate
-// exists while attempts hold or wait for it: the map is bounded by the
-// attempts in flight.
+// port) to size, the transport's connections per host, and those waiting
+// to roomPerSlot × size. A host's gate exists while attempts hold or wait
+// for it: the map is bounded by the attempts in flight.
 type hostGates struct {
 	size  int
 	mu    sync.Mutex
@@ -270,16 +298,23 @@ type hostGates struct {
 
 type hostGate struct {
 	slots chan struct{}
-	users int // attempts holding or waiting for a slot
+	room  chan struct{}
+	users int // holding or waiting for a slot or room
 }
 
 // acquire waits for a slot of host, or until ctx ends; release gives it
 // back.
 func (g *hostGates) acquire(ctx context.Context, host string) (release func(), err error) {
+	return g.enter(ctx, host, func(h *hostGate) chan struct{} { return h.slots })
+}
+
+// enter waits for a place in host's semaphore sem, or until ctx ends;
+// release gives it back.
+func (g *hostGates) enter(ctx context.Context, host string, sem func(*hostGate) chan struct{}) (release func(), err error) {
 	g.mu.Lock()
 	gate := g.gates[host]
 	if gate == nil {
-		gate = &hostGate{slots: make(chan struct{}, g.size)}
+		gate = &hostGate{slots: make(chan struct{}, g.size), room: make(chan struct{}, roomPerSlot*g.size)}
 		g.gates[host] = gate
 	}
 	gate.users++
@@ -291,9 +326,10 @@ func (g *hostGates) acquire(ctx context.Context, host string) (release func(), e
 		}
 		g.mu.Unlock()
 	}
+	ch := sem(gate)
 	select {
-	case gate.slots <- struct{}{}:
-		return func() { <-gate.slots; leave() }, nil
+	case ch <- struct{}{}:
+		return func() { <-ch; leave() }, nil
 	case <-ctx.Done():
 		leave()
 		return nil, ctx.Err()

@@ -697,3 +697,53 @@ func BenchmarkDeliver(b *testing.B) {
 		}
 	}
 }
+
+// TestClientRoomBoundsWaitingAttempts: at most roomPerSlot × MaxConns
+// attempts to one host hold room at once (the rest wait in Room, as lanes,
+// not as parked attempts); another host has its own; a release given
+// twice frees one place.
+func TestClientRoomBoundsWaitingAttempts(t *testing.T) {
+	const maxConns = 2
+	c := newClientForTest(t, ClientConfig{AllowPrivate: true, MaxConns: maxConns})
+	ctx := context.Background()
+	var held []func()
+	for range roomPerSlot * maxConns {
+		release, err := c.Room(ctx, "http://127.0.0.1:9/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, release)
+	}
+	full := func() bool {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		release, err := c.Room(short, "http://127.0.0.1:9/b")
+		if err == nil {
+			held = append(held, release)
+			return false
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Room on a full host: %v, want the context's deadline", err)
+		}
+		return true
+	}
+	if !full() {
+		t.Fatalf("Room gave a place beyond %d for one host", roomPerSlot*maxConns)
+	}
+	other, err := c.Room(ctx, "http://127.0.0.2:9/")
+	if err != nil {
+		t.Fatalf("Room of another host while the first is full: %v", err)
+	}
+	other()
+	held[0]()
+	held[0]()
+	if full() {
+		t.Fatal("no place after a release")
+	}
+	if !full() {
+		t.Fatal("a release given twice freed two places")
+	}
+	for _, release := range held {
+		release()
+	}
+}

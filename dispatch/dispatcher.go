@@ -569,16 +569,18 @@ func (d *Dispatcher) circuits() (open, disabled []string) {
 // subscriber, honouring its circuit and rate limit, and records the
 // outcome. An attempt the open circuit refuses is not made: then retryAt
 // says when to ask again, with the same n.
-func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n int) (res Result, retryAt time.Time) {
+func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n int, room func()) (res Result, retryAt time.Time) {
 	st.mu.Lock()
 	sub, render, limiter := st.sub, st.render, st.limiter
 	st.mu.Unlock()
 	ok, probe, retryAt := st.circuit.admit(d.now(), n)
 	if !ok {
+		room() // waiting for the probe is not waiting for the host
 		d.metrics.refused.WithLabelValues(sub.ID).Inc()
 		return Result{}, retryAt
 	}
 	if limiter != nil {
+		room()
 		if err := limiter.Wait(ctx); err != nil {
 			st.circuit.abandon(probe)
 			return Result{Err: err}, time.Time{}
@@ -586,9 +588,10 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 	}
 	actx, span := d.attemptSpan(ctx, sub, m, n)
 	if header, err := render.Header(m.id, m.body, d.now(), d.cfg.Client.UserAgent); err != nil {
+		room()
 		res = Result{Err: err}
 	} else {
-		res = d.client.Deliver(actx, Delivery{URL: sub.URL, Header: header, Body: m.body, Timeout: time.Duration(sub.Timeout)})
+		res = d.client.Deliver(actx, Delivery{URL: sub.URL, Header: header, Body: m.body, Timeout: time.Duration(sub.Timeout), Room: room})
 	}
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && !res.OK() {

@@ -662,7 +662,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	}
 	m, failed := retryMessage(retry, rec, st.compiled(), d.maxBodyBytes())
 	if m != nil {
-		res, refusedUntil := d.attempt(ctx, st, m, attempts+1)
+		res, refusedUntil := d.attempt(ctx, st, m, attempts+1, func() {})
 		switch {
 		case ctx.Err() != nil:
 			return stopped, time.Time{}

@@ -155,7 +155,7 @@ func (w *worker) drain(ctx context.Context, l *lane) {
 // reports whether every one reached a final state for this consumer.
 func (w *worker) deliverChunk(ctx context.Context, msgs []*message) bool {
 	if len(msgs) == 1 {
-		return w.deliver(ctx, msgs[0])
+		return w.deliver(ctx, msgs[0], func() {})
 	}
 	var wg sync.WaitGroup
 	ok := make([]bool, len(msgs))
@@ -166,9 +166,16 @@ func (w *worker) deliverChunk(ctx context.Context, msgs []*message) bool {
 			wg.Wait()
 			return false
 		}
+		// The lane, not a parked attempt, waits while the host is busy.
+		room, err := w.d.client.Room(ctx, w.sub.URL)
+		if err != nil {
+			<-w.sem
+			wg.Wait()
+			return false
+		}
 		wg.Go(func() {
 			defer func() { <-w.sem }()
-			ok[i] = w.deliver(ctx, m)
+			ok[i] = w.deliver(ctx, m, room)
 		})
 	}
 	wg.Wait()
@@ -183,16 +190,20 @@ func (w *worker) deliverChunk(ctx context.Context, msgs []*message) bool {
 // deliver takes a message to a final state: delivered, handed to the
 // retry topic, or (ordered) retried in place and finally dead-lettered;
 // one whose transform failed is dead-lettered with no attempt. It returns
-// false only when ctx ended first.
-func (w *worker) deliver(ctx context.Context, m *message) bool {
+// false only when ctx ended first. room is the first attempt's place in
+// its host's queue (Client.Room), given back once that attempt went or
+// did not.
+func (w *worker) deliver(ctx context.Context, m *message, room func()) bool {
 	subID := w.sub.ID
 	if m.failed != nil {
+		room()
 		return w.d.handOff(ctx, subID, m, func(ctx context.Context) error {
 			return w.d.deadLetter(ctx, subID, m, 0, Result{})
 		})
 	}
 	for attempt := 1; ; {
-		res, refusedUntil := w.d.attempt(ctx, w.st, m, attempt)
+		res, refusedUntil := w.d.attempt(ctx, w.st, m, attempt, room)
+		room()
 		if ctx.Err() != nil {
 			return false
 		}
