@@ -1,8 +1,10 @@
 package ingest_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,74 @@ func TestRejectedLogNamesTrace(t *testing.T) {
 	lines := logs.Lines("rejected webhook")
 	if len(lines) != 1 || lines[0]["trace_id"] != traceID {
 		t.Errorf("rejected webhook lines: got %v, want one with trace_id %s", lines, traceID)
+	}
+}
+
+// TestHostileTraceContext: a provider's traceparent or tracestate that
+// is malformed, forged to the zero trace or oversized is not carried: the
+// webhook is accepted and its record starts a trace of its own (with
+// tracing off as with export; with no spans at all, none), with no
+// tracestate.
+func TestHostileTraceContext(t *testing.T) {
+	valid := regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$`)
+	members := make([]string, 40)
+	for i := range members {
+		members[i] = fmt.Sprintf("v%d=1", i)
+	}
+	const (
+		providerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+		good          = "00-" + providerTrace + "-00f067aa0ba902b7-01"
+	)
+	hostile := []struct{ name, traceparent, tracestate string }{
+		{"zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "vendor=1"},
+		{"zero span id", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "vendor=1"},
+		{"version ff", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=1"},
+		{"not hex", "00-4bf92f3577b34da6a3ce929d0e0e47zz-00f067aa0ba902b7-01", "vendor=1"},
+		{"4 KiB", "00-" + strings.Repeat("a", 4096), "vendor=1"},
+		{"tracestate of 40 members", good, strings.Join(members, ",")},
+		{"tracestate value of 600 bytes", good, "vendor=" + strings.Repeat("x", 600)},
+	}
+	sdk := otlptest.Tracing(t, "")
+	for _, tr := range []struct {
+		name     string
+		tracing  tracing.Tracing
+		newTrace bool
+	}{
+		{"no spans", tracing.Tracing{}, false},
+		{"off", tracing.Tracing{Provider: tracing.Carrier{}}, true},
+		{"exported", sdk, true},
+	} {
+		t.Run(tr.name, func(t *testing.T) {
+			env := kafkatest.New(t, 1, 64<<10)
+			rc := newReceiver(t, env, ingest.Config{Sources: ingest.Sources{Sources: map[string]ingest.Source{"traced": {}}}, Tracing: tr.tracing})
+			for i, tc := range hostile {
+				header := http.Header{"Content-Type": {"application/json"}, "X-Event-Id": {fmt.Sprintf("e-%d", i)},
+					"Traceparent": {tc.traceparent}, "Tracestate": {tc.tracestate}}
+				if resp := rc.post(t, "traced", header, `{}`); resp.status != http.StatusAccepted {
+					t.Fatalf("%s: status: got %d %v, want 202", tc.name, resp.status, resp.body)
+				}
+			}
+			recs := env.Records(t, env.Names.Ingest)
+			if len(recs) != len(hostile) {
+				t.Fatalf("records: got %d, want %d", len(recs), len(hostile))
+			}
+			for i, tc := range hostile {
+				h := kafkatest.Headers(recs[i])
+				got := h[topics.HeaderTraceparent]
+				trace := strings.Split(got, "-")
+				switch {
+				case got == "" && tc.traceparent != good && !tr.newTrace:
+				case !valid.MatchString(got):
+					t.Errorf("%s: %s %q, want a valid one", tc.name, topics.HeaderTraceparent, got)
+				case tc.traceparent == good && trace[1] != providerTrace:
+					t.Errorf("%s: %s %q, want the provider's trace %s", tc.name, topics.HeaderTraceparent, got, providerTrace)
+				case tc.traceparent != good && (trace[1] == providerTrace || trace[1] == strings.Repeat("0", 32)):
+					t.Errorf("%s: %s %q, want a trace of its own", tc.name, topics.HeaderTraceparent, got)
+				}
+				if got := h[topics.HeaderTracestate]; got != "" {
+					t.Errorf("%s: %s %q, want none", tc.name, topics.HeaderTracestate, got)
+				}
+			}
+		})
 	}
 }
