@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -37,8 +38,19 @@ func TestPullEndToEnd(t *testing.T) {
 		Secret string `json:"pull_token"`
 		Pull   bool
 	}
-	if err := json.Unmarshal([]byte(cli("subscriptions", "add", "--pull", "--from", "earliest", "--output", "json")), &sub); err != nil || !sub.Pull || sub.Secret == "" {
+	added := cli("subscriptions", "add", "--pull", "--from", "earliest", "--output", "json")
+	if err := json.Unmarshal([]byte(added), &sub); err != nil || !sub.Pull || sub.Secret == "" {
 		t.Fatalf("subscriptions add --pull: %+v %v, want a pull subscription with its token", sub, err)
+	}
+	// The README's curl loop takes the id and the token from that output.
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(added), &fields); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"ID": sub.ID, "TOKEN": sub.Secret} {
+		if field := readmeSubField(t, name); fields[field] != want {
+			t.Errorf("README: %s=$(... | jq -r .%s) takes %v from subscriptions add --pull --output json, want %q", name, field, fields[field], want)
+		}
 	}
 	if out := cli("subscriptions", "get", sub.ID); !strings.Contains(out, "pull token:  "+sub.Secret) {
 		t.Errorf("subscriptions get: %q lacks the pull token", out)
@@ -122,4 +134,20 @@ func TestPullEndToEnd(t *testing.T) {
 	if status, _, err := httpGet("http://" + d.httpAddr + "/subscriptions/" + sub.ID + "/events"); err != nil || status != http.StatusUnauthorized {
 		t.Errorf("GET without a token: %d %v, want 401", status, err)
 	}
+}
+
+// readmeSubField is the field of `subscriptions add --output json` that
+// the README's pull loop assigns to the shell variable name, as
+// NAME=$(echo "$SUB" | jq -r .FIELD).
+func readmeSubField(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\b` + name + `=\$\(echo "\$SUB" \| jq -r \.(\w+)\)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("README: no %s=$(echo \"$SUB\" | jq -r .FIELD)", name)
+	}
+	return string(m[1])
 }
