@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -483,7 +484,7 @@ func printStory(w io.Writer, s processor.Story) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "EVENT %s  status %s, remembered until %s\n", s.ID, s.Status, s.ExpiresAt.Format(time.RFC3339))
 	if s.TraceID != "" {
-		fmt.Fprintf(tw, "TRACE %s  %s\n", s.TraceID, s.TraceURL)
+		fmt.Fprintln(tw, strings.TrimSpace("TRACE "+s.TraceID+"  "+s.TraceURL))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "TIME\tWHAT")
@@ -496,7 +497,11 @@ func printStory(w io.Writer, s processor.Story) error {
 		if d.DueAt != nil && d.State == "retrying" {
 			now += " at " + d.DueAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", d.Subscription, now, d.Attempts, d.Status)
+		status := "-" // no HTTP answer: a timeout, or a topic write or pull acknowledgment
+		if d.Status != 0 {
+			status = strconv.Itoa(d.Status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", d.Subscription, now, d.Attempts, status)
 	}
 	if len(s.Deliveries) == 0 && s.Omitted == 0 {
 		fmt.Fprintln(tw, "(no delivery attempt yet)")

@@ -126,6 +126,19 @@ func TestPullEndToEnd(t *testing.T) {
 		return fmt.Errorf("story deliveries %+v, want %s delivered", s.Deliveries, sub.ID)
 	})
 
+	// The table has no HTTP status for an acknowledgment: "-", as for an
+	// attempt that got no answer.
+	out := cli("events", "get", "github:p-1")
+	var row []string
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == sub.ID {
+			row = f
+		}
+	}
+	if len(row) != 4 || row[1] != "delivered" || row[3] != "-" {
+		t.Errorf("events get: subscription row %q in %q, want it delivered, with - for its last status", row, out)
+	}
+
 	// A wrong token: the command fails with the endpoint's answer.
 	_, errOut, code := lagReplayRun(t, nil, "events", "pull", sub.ID, "--token", "whsec_wrong", "--url", "http://"+d.httpAddr)
 	if code == 0 || !strings.Contains(errOut, "401") {
