@@ -45,12 +45,14 @@ const (
 // that many real subscriptions costs a consumer group each in every
 // dispatcher, far past this machine). The processor folds them into the
 // event's story, which must stay bounded, and its partition must go on.
+// As real attempts can only follow the event's processing (a dispatcher
+// reads it from the events topic), the storm takes an event whose story
+// exists: attempts of an event the processor has not claimed are skipped.
 func (c *campaign) storm(ctx context.Context) error {
-	keys := c.load.acceptedSince(time.Now().Add(-10*time.Second), 1)
-	if len(keys) == 0 {
-		return fmt.Errorf("storm: no event accepted in the last 10s")
+	key, err := c.processedSince(ctx, time.Now().Add(-10*time.Second), time.Minute)
+	if err != nil {
+		return fmt.Errorf("storm: %w", err)
 	}
-	key := keys[0]
 	c.mu.Lock()
 	c.stormN++
 	n := c.stormN
@@ -70,6 +72,70 @@ func (c *campaign) storm(ctx context.Context) error {
 	}
 	return nil
 }
+
+// processedSince waits at most timeout for one of the events accepted
+// since t to have a story (processed), and returns its key.
+func (c *campaign) processedSince(ctx context.Context, t time.Time, timeout time.Duration) (string, error) {
+	keys := c.load.acceptedSince(t, 20)
+	if len(keys) == 0 {
+		return "", fmt.Errorf("no event accepted since %s", t.Format(time.TimeOnly))
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var last error
+		for _, key := range keys {
+			_, err := c.story(ctx, key)
+			if err == nil {
+				return key, nil
+			}
+			last = err
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("none of %d events accepted since %s processed within %s: %v", len(keys), t.Format(time.TimeOnly), timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// storyShown is what the campaign reads of an event's story.
+type storyShown struct {
+	Deliveries []json.RawMessage `json:"deliveries"`
+	Omitted    int               `json:"omitted"`
+}
+
+// story asks a processor's admin API for key's story: an error unless it
+// answers 200 with one.
+func (c *campaign) story(ctx context.Context, key string) (storyShown, error) {
+	var s storyShown
+	var p *proc
+	for _, q := range c.procs {
+		if q.roles == "processor" {
+			p = q
+			break
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.adminAddr+"/api/events/"+url.PathEscape(key), nil)
+	if err != nil {
+		return s, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := storyClient.Do(req)
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&s)
+	if resp.StatusCode != http.StatusOK || err != nil {
+		return s, fmt.Errorf("story answered %d (%v)", resp.StatusCode, err)
+	}
+	return s, nil
+}
+
+var storyClient = &http.Client{Timeout: 10 * time.Second}
 
 // deepFlood posts JSON nested as deep as the body limit allows to every
 // receiver from deepFloodClients clients each for deepFloodFor. Every
@@ -233,34 +299,11 @@ func (c *campaign) stormStories(ctx context.Context) []string {
 	keys := append([]string(nil), c.stormKeys...)
 	c.mu.Unlock()
 	var bad []string
-	client := &http.Client{Timeout: 10 * time.Second}
 	for _, key := range keys {
-		var p *proc
-		for _, q := range c.procs {
-			if q.roles == "processor" {
-				p = q
-				break
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.adminAddr+"/api/events/"+url.PathEscape(key), nil)
-		if err != nil {
-			return append(bad, err.Error())
-		}
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		resp, err := client.Do(req)
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("%s: %v", key, err))
-			continue
-		}
-		var s struct {
-			Deliveries []json.RawMessage `json:"deliveries"`
-			Omitted    int               `json:"omitted"`
-		}
-		err = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&s)
-		resp.Body.Close()
+		s, err := c.story(ctx, key)
 		switch {
-		case resp.StatusCode != http.StatusOK || err != nil:
-			bad = append(bad, fmt.Sprintf("%s: story answered %d (%v)", key, resp.StatusCode, err))
+		case err != nil:
+			bad = append(bad, fmt.Sprintf("%s: %v", key, err))
 		case len(s.Deliveries) > storyMaxDeliveries || s.Omitted < stormSubscriptions-storyMaxDeliveries:
 			bad = append(bad, fmt.Sprintf("%s: story has %d deliveries and %d omitted, want at most %d and at least %d omitted",
 				key, len(s.Deliveries), s.Omitted, storyMaxDeliveries, stormSubscriptions-storyMaxDeliveries))
