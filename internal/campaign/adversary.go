@@ -90,14 +90,10 @@ func (c *campaign) processedSince(ctx context.Context, t time.Time, timeout time
 			}
 			last = err
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return "", fmt.Errorf("none of %d events accepted since %s processed within %s: %v", len(keys), t.Format(time.TimeOnly), timeout, last)
 		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		sleepCtx(ctx, 200*time.Millisecond)
 	}
 }
 
@@ -107,8 +103,8 @@ type storyShown struct {
 	Omitted    int               `json:"omitted"`
 }
 
-// story asks a processor's admin API for key's story: an error unless it
-// answers 200 with one.
+// story asks the first processor's admin API for key's story: an error
+// unless it answers 200 with one.
 func (c *campaign) story(ctx context.Context, key string) (storyShown, error) {
 	var s storyShown
 	var p *proc
@@ -118,21 +114,32 @@ func (c *campaign) story(ctx context.Context, key string) (storyShown, error) {
 			break
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.adminAddr+"/api/events/"+url.PathEscape(key), nil)
+	status, body, err := c.askStory(ctx, p, key)
 	if err != nil {
 		return s, err
+	}
+	err = json.Unmarshal(body, &s)
+	if status != http.StatusOK || err != nil {
+		return s, fmt.Errorf("story answered %d (%v)", status, err)
+	}
+	return s, nil
+}
+
+// askStory asks processor p's admin API, with the admin token, for key's
+// story: the answer's status and at most 4 MiB of its body.
+func (c *campaign) askStory(ctx context.Context, p *proc, key string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.adminAddr+"/api/events/"+url.PathEscape(key), nil)
+	if err != nil {
+		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := storyClient.Do(req)
 	if err != nil {
-		return s, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	err = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&s)
-	if resp.StatusCode != http.StatusOK || err != nil {
-		return s, fmt.Errorf("story answered %d (%v)", resp.StatusCode, err)
-	}
-	return s, nil
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, body, err
 }
 
 var storyClient = &http.Client{Timeout: 10 * time.Second}
@@ -252,25 +259,17 @@ func (c *campaign) rogue(ctx context.Context) error {
 			processors = append(processors, p)
 		}
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
 	end := time.Now().Add(rogueHolds)
 	var answers, refused int
 	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
 		for _, key := range c.load.acceptedSince(time.Now().Add(-time.Minute), 20) {
 			p := processors[i%len(processors)]
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.adminAddr+"/api/events/"+url.PathEscape(key), nil)
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Authorization", "Bearer "+c.token)
-			resp, err := client.Do(req)
+			status, body, err := c.askStory(ctx, p, key)
 			if err != nil {
 				continue
 			}
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
 			answers++
-			if resp.StatusCode != http.StatusOK {
+			if status != http.StatusOK {
 				refused++
 			}
 			if bytes.Contains(body, []byte(rogueMarker)) {
