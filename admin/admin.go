@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -123,9 +122,9 @@ func (s *Server) Peer() *echo.Group { return s.peer }
 const UIPrefix = "/ui"
 
 // UI is the /ui group, outside the /api guard, where the web console
-// mounts its pages: it keeps browsers out with its own sign-in, session
-// and CSRF checks (package console), using Config().Token and
-// LoopbackHost as /api does.
+// mounts its pages: it refuses what a page of another site sends with
+// RefuseCrossSite, as /api does without a token, and keeps browsers out
+// with its own sign-in, session and CSRF checks (package console).
 func (s *Server) UI() *echo.Group { return s.ui }
 
 // Config is the listener's configuration, for the routes that depend on
@@ -248,9 +247,8 @@ var (
 // guard keeps web pages from driving /api. With a token, the bearer token
 // is required: a browser cannot attach it to a cross-site request without
 // a CORS preflight, which this API never approves, so any host name may be
-// served. Without one, only what a local client sends is served: a
-// loopback Host (a DNS-rebound name is refused) and no cross-site Origin or
-// Sec-Fetch-Site. Either way a body must be application/json, which no
+// served. Without one, only what a local client sends is served
+// (RefuseCrossSite). Either way a body must be application/json, which no
 // HTML form or preflight-free request can send.
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	want := []byte(s.cfg.Token)
@@ -260,7 +258,7 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		if len(want) > 0 {
 			err = bearer(c, want)
 		} else {
-			err = local(r)
+			err = s.RefuseCrossSite(r)
 		}
 		if err == nil {
 			err = jsonBody(r)
@@ -282,14 +280,22 @@ func bearer(c *echo.Context, want []byte) error {
 	return nil
 }
 
-// local refuses a request a browser sent from another site or through a
-// DNS-rebound name.
-func local(r *http.Request) error {
-	if !LoopbackHost(r.Host) {
+// RefuseCrossSite refuses a request a web page of another site or origin
+// sent: one with a Sec-Fetch-Site of cross-site or same-site (a top-level
+// navigation included: it cannot read the answer, but it would still run
+// the handler), or an Origin other than the one the request was sent to
+// (Origin; another port of the same host, or null, is another origin);
+// without a token also one whose Host is not loopback (a DNS-rebound
+// name). What a local client sends (curl and the CLI send neither header)
+// and what a page of this origin sends pass. It is the whole guard of /api
+// without a token, and the console checks every /ui request with it, with
+// a token or without, before it looks at a session.
+func (s *Server) RefuseCrossSite(r *http.Request) error {
+	if s.cfg.Token == "" && !LoopbackHost(r.Host) {
 		return echo.NewHTTPError(http.StatusForbidden,
 			fmt.Sprintf("host %q is not loopback; set HOOKSTREAM_ADMIN_TOKEN to serve other names", r.Host))
 	}
-	if o := r.Header.Get(echo.HeaderOrigin); o != "" && !loopbackOrigin(o) {
+	if o := r.Header.Get(echo.HeaderOrigin); o != "" && OriginOf(o) != s.Origin(r) {
 		return errCrossSite
 	}
 	switch r.Header.Get("Sec-Fetch-Site") {
@@ -323,12 +329,6 @@ func LoopbackHost(hostport string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
-}
-
-// loopbackOrigin reports whether origin is a web origin on a loopback host.
-func loopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && LoopbackHost(u.Host)
 }
 
 // renderError answers errors as {"error": "..."}; unexpected ones are

@@ -116,9 +116,10 @@ func postAll(t *testing.T, srv *httptest.Server, cases []postCase) {
 const create = `{"url":"https://evil.example/collect","from":"earliest"}`
 
 // TestNoWebPageDrivesTheAPI: without a token, the API refuses what a
-// browser on another site can send (a simple text/plain POST, a DNS
-// rebinding Host, a cross-site Origin or Sec-Fetch-Site), creates nothing,
-// and still serves a local JSON client.
+// browser on another site or origin can send (a simple text/plain POST, a
+// DNS rebinding Host, an Origin not its own, another port of localhost
+// included, a cross-site or same-site Sec-Fetch-Site), creates nothing,
+// and still serves a local JSON client and a page of its own origin.
 func TestNoWebPageDrivesTheAPI(t *testing.T) {
 	srv := guardedAPI(t, "")
 	jsonType := http.Header{"Content-Type": {"application/json"}}
@@ -136,6 +137,7 @@ func TestNoWebPageDrivesTheAPI(t *testing.T) {
 		{"cross-site origin", with("Origin", "https://evil.example"), 403, "cross-site request refused"},
 		{"opaque origin", with("Origin", "null"), 403, "cross-site request refused"},
 		{"origin posing as loopback", with("Origin", "http://127.0.0.1.evil.example"), 403, "cross-site request refused"},
+		{"page on another loopback origin", with("Origin", "http://localhost:3000"), 403, "cross-site request refused"},
 		{"fetch metadata cross-site", with("Sec-Fetch-Site", "cross-site"), 403, "cross-site request refused"},
 		{"fetch metadata same-site", with("Sec-Fetch-Site", "same-site"), 403, "cross-site request refused"},
 	})
@@ -156,7 +158,7 @@ func TestNoWebPageDrivesTheAPI(t *testing.T) {
 		{"localhost with port", with("Host", "localhost:8081")},
 		{"IPv6 loopback", with("Host", "[::1]:8081")},
 		{"other 127/8 address", with("Host", "127.0.0.2")},
-		{"page on a loopback origin", with("Origin", "http://localhost:3000")},
+		{"page of its own origin", with("Origin", srv.URL)},
 		{"same-origin fetch", with("Sec-Fetch-Site", "same-origin")},
 	}
 	for i, tt := range local {

@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 )
 
@@ -27,6 +28,34 @@ func (s *Server) Addressed(r *http.Request) (scheme, host string) {
 		host = v
 	}
 	return scheme, host
+}
+
+// Origin is the origin a client sent r to (Addressed), as a browser's
+// Origin header names it: scheme://host[:port], lowercase, without the
+// scheme's default port.
+func (s *Server) Origin(r *http.Request) string { return origin(s.Addressed(r)) }
+
+// OriginOf is the origin of a URL (an Origin or Referer value) as Origin
+// writes it, "" when it has none (an opaque origin, "null").
+func OriginOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return origin(u.Scheme, u.Host)
+}
+
+// origin is scheme://host[:port], lowercase, without the scheme's default
+// port.
+func origin(scheme, host string) string {
+	host = strings.ToLower(host)
+	switch {
+	case scheme == "http" && strings.HasSuffix(host, ":80"):
+		host = strings.TrimSuffix(host, ":80")
+	case scheme == "https" && strings.HasSuffix(host, ":443"):
+		host = strings.TrimSuffix(host, ":443")
+	}
+	return scheme + "://" + host
 }
 
 // FromProxy reports whether the connection r came on is from one of

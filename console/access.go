@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +41,6 @@ const maxRevoked = 4096
 var (
 	errCrossOrigin = echo.NewHTTPError(http.StatusForbidden, "cross-origin request refused")
 	errCSRF        = echo.NewHTTPError(http.StatusForbidden, "missing or invalid CSRF token: reload the page and try again")
-	errNotLoopback = echo.NewHTTPError(http.StatusForbidden, "this host name is not loopback; set HOOKSTREAM_ADMIN_TOKEN to serve the console on other names")
 )
 
 // access signs browsers in and checks every request. A session is a
@@ -50,22 +48,24 @@ var (
 // from the admin token, so no session table is needed and every session
 // dies when the token changes; signed-out ids are remembered until they
 // expire (at most maxRevoked). Without a token the key is random per
-// process, sessions are issued to any loopback-Host visitor, and they die
-// with the process.
+// process, sessions are issued to any visitor the guard lets through (a
+// loopback Host, no page of another site), and they die with the
+// process.
 type access struct {
 	token []byte // empty: no token, loopback only
 	key   []byte
-	// addressed is the scheme and host a client sent a request to
-	// (admin.Server.Addressed: behind a trusted proxy, what it forwards).
-	addressed func(*http.Request) (scheme, host string)
+	// srv is the listener: the origin a client sent a request to
+	// (behind a trusted proxy, what it forwards) and the guard.
+	srv *admin.Server
 
 	mu      sync.Mutex
 	revoked map[string]time.Time // session id -> expiry
 	now     func() time.Time
 }
 
-func newAccess(token string, addressed func(*http.Request) (scheme, host string)) *access {
-	a := &access{token: []byte(token), addressed: addressed, revoked: make(map[string]time.Time), now: time.Now}
+func newAccess(srv *admin.Server) *access {
+	token := srv.Config().Token
+	a := &access{token: []byte(token), srv: srv, revoked: make(map[string]time.Time), now: time.Now}
 	if token == "" {
 		a.key = make([]byte, 32)
 		_, _ = rand.Read(a.key) // crypto/rand never fails on Linux
@@ -155,25 +155,22 @@ func (a *access) checkToken(got string) bool {
 	return len(a.token) > 0 && subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-// session returns the request's session. Without a token a loopback-Host
-// visitor without one is issued a session cookie; with a token, ok false
+// session returns the request's session. Without a token a visitor
+// without one is issued a session cookie (the guard has refused any other
+// than a local client or a page of the console); with a token, ok false
 // means signed out.
-func (a *access) session(c *echo.Context) (s session, ok bool, err error) {
-	r := c.Request()
-	if len(a.token) == 0 && !admin.LoopbackHost(r.Host) {
-		return session{}, false, errNotLoopback
-	}
-	if ck, err := r.Cookie(sessionCookie); err == nil {
+func (a *access) session(c *echo.Context) (s session, ok bool) {
+	if ck, err := c.Request().Cookie(sessionCookie); err == nil {
 		if s, ok := a.parse(ck.Value); ok {
-			return s, true, nil
+			return s, true
 		}
 	}
 	if len(a.token) > 0 {
-		return session{}, false, nil
+		return session{}, false
 	}
 	s, v := a.newSession()
 	a.setCookie(c, v, s.expires)
-	return s, true, nil
+	return s, true
 }
 
 // setCookie sets the session cookie (value empty: deletes it).
@@ -207,26 +204,41 @@ func (a *access) checkPost(c *echo.Context, s session) error {
 	return nil
 }
 
-// sameOrigin refuses a request a browser sent from another origin: an
-// Origin other than the scheme://host:port the request was sent to
-// (another port of the same host is another origin; behind a trusted
-// proxy, the scheme and host it forwards), a Sec-Fetch-Site other than
-// same-origin, and, when neither header is sent, a Referer of another
-// origin or none.
-func (a *access) sameOrigin(r *http.Request) error {
-	own := origin(a.addressed(r))
-	origin := r.Header.Get("Origin")
-	site := r.Header.Get("Sec-Fetch-Site")
-	if origin != "" && normalOrigin(origin) != own {
-		return errCrossOrigin
+// guard refuses, before any handler runs and before a session is looked
+// at or issued, a request a web page of another site or origin sent:
+// admin.Server.RefuseCrossSite, the guard of /api without a token (a
+// cross-site or same-site Sec-Fetch-Site, an Origin not the console's
+// own, and without a token a Host that is not loopback). It holds for
+// every method, with a token or without: a cross-site request carries no
+// SameSite=Strict cookie, but a page of the same site (another port, a
+// sibling host name) does. Top-level navigations from another site are
+// refused too: such a page cannot read the console, but it would still
+// start a live tail or a subscription's attempts scan, and one rule for
+// every request leaves no list of harmless pages to keep right (a link
+// from elsewhere is opened from the address bar or a bookmark).
+func (u *Console) guard(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if err := u.srv.RefuseCrossSite(c.Request()); err != nil {
+			return u.fail(c, nil, err)
+		}
+		return next(c)
 	}
+}
+
+// sameOrigin refuses a state-changing request no page of the console
+// sent. Beyond the guard (which has refused a foreign Origin and a
+// cross-site or same-site Sec-Fetch-Site) it refuses a Sec-Fetch-Site
+// other than same-origin (none: typed in), and, when neither Origin nor
+// Sec-Fetch-Site is sent, a Referer of another origin or none (another
+// port of the same host is another origin; behind a trusted proxy, the
+// scheme and host it forwards).
+func (a *access) sameOrigin(r *http.Request) error {
+	site := r.Header.Get("Sec-Fetch-Site")
 	if site != "" && site != "same-origin" {
 		return errCrossOrigin
 	}
-	if origin == "" && site == "" {
-		if ref := r.Header.Get("Referer"); ref == "" || normalOrigin(ref) != own {
-			return errCrossOrigin
-		}
+	if site == "" && r.Header.Get("Origin") == "" && admin.OriginOf(r.Header.Get("Referer")) != a.srv.Origin(r) {
+		return errCrossOrigin
 	}
 	return nil
 }
@@ -234,31 +246,8 @@ func (a *access) sameOrigin(r *http.Request) error {
 // secure reports whether the browser sent r over HTTPS: its cookies are
 // then Secure.
 func (a *access) secure(r *http.Request) bool {
-	scheme, _ := a.addressed(r)
+	scheme, _ := a.srv.Addressed(r)
 	return scheme == "https"
-}
-
-// normalOrigin is the origin of a URL (an Origin or Referer value), ""
-// when it has none.
-func normalOrigin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return ""
-	}
-	return origin(u.Scheme, u.Host)
-}
-
-// origin is scheme://host[:port], lowercase, without the scheme's default
-// port.
-func origin(scheme, host string) string {
-	host = strings.ToLower(host)
-	switch {
-	case scheme == "http" && strings.HasSuffix(host, ":80"):
-		host = strings.TrimSuffix(host, ":80")
-	case scheme == "https" && strings.HasSuffix(host, ":443"):
-		host = strings.TrimSuffix(host, ":443")
-	}
-	return scheme + "://" + host
 }
 
 // errSignedOut sends a signed-out browser to the sign-in page.

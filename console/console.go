@@ -12,11 +12,18 @@
 // Access. With HOOKSTREAM_ADMIN_TOKEN, /ui/login takes the token and sets
 // a session cookie (HttpOnly, SameSite=Strict, Secure over TLS, 12 h)
 // whose value is MAC'd under a key derived from the token: no session
-// table, and changing the token ends every session. Without a token the
-// console serves loopback Host names only, as /api does. Either way every
-// POST is refused 403 unless it comes from the console's own origin
-// (Origin, else Sec-Fetch-Site, else Referer) and carries the session's
-// CSRF token (form field "csrf" or header X-CSRF-Token).
+// table, and changing the token ends every session. With a token or
+// without, before any handler runs or a session is looked at or issued, a
+// request of any method that a page of another site or origin sent is
+// refused 403 by the guard /api uses without a token
+// (admin.Server.RefuseCrossSite): a cross-site or same-site
+// Sec-Fetch-Site, top-level navigations included, or an Origin other than
+// the console's own; without a token a Host that is not loopback too. So
+// no page can read the console, hold a live tail or start a scan; a local
+// client sending neither header (curl) is served. Every POST is also
+// refused 403 unless it comes from the console's own origin (Origin, else
+// Sec-Fetch-Site, else Referer) and carries the session's CSRF token (form
+// field "csrf" or header X-CSRF-Token).
 //
 // Bound. A console request reads a bounded number of records, with one
 // exception: the overview and the subscription pages read none
@@ -48,9 +55,10 @@
 //
 // Adding a page. One file per page family (subscriptions.go with
 // templates/subscriptions*.html): a mountX method called by Mount
-// registers its routes on the /ui group: GET routes through u.page, POST
-// routes through u.action, which refuses any request without the
-// session's CSRF token or from another origin before the handler runs.
+// registers its routes on the /ui group, behind guard: GET routes through
+// u.page, POST routes through u.action, which refuses any request without
+// the session's CSRF token or from another origin before the handler
+// runs.
 // A handler takes a *Request and ends with r.Render(status, "page.html",
 // title, nav, data) or, after an action, r.Redirect(path, message). Each
 // file of templates/ not starting with "_" is a page: it defines
@@ -148,9 +156,9 @@ func New(cfg Config) (*Console, error) {
 // srv's token.
 func (u *Console) Mount(srv *admin.Server) {
 	u.srv = srv
-	u.access = newAccess(srv.Config().Token, srv.Addressed)
+	u.access = newAccess(srv)
 	g := srv.UI()
-	g.Use(headers)
+	g.Use(headers, u.guard)
 	static, _ := fs.Sub(staticFS, "static")
 	g.StaticFS("/static", static)
 	g.GET("", func(c *echo.Context) error { return c.Redirect(http.StatusMovedPermanently, admin.UIPrefix+"/") })
@@ -193,7 +201,7 @@ func (u *Console) loginPage(c *echo.Context) error {
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
-	if _, ok, _ := u.access.session(c); ok {
+	if _, ok := u.access.session(c); ok {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	return r.Render(http.StatusOK, "login.html", "Sign in", "-", loginData{Next: safeNext(c.QueryParam("next"))})

@@ -12,6 +12,47 @@ import (
 	"github.com/hookstream/hookstream/internal/kafkatest"
 )
 
+// tailStream is a live tail b opened: its lines, and close, which ends it
+// as a browser going away does.
+type tailStream struct {
+	lines *bufio.Scanner
+	close context.CancelFunc
+}
+
+// openTail opens the live tail at path as b, sending header (the jar's
+// cookies too), and returns the status; a stream served (200) is checked
+// to be server-sent events starting with "event: ready", and stays open,
+// holding its place, until closed or the test ends.
+func (b *browser) openTail(path string, header http.Header) (*tailStream, int) {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.h.srv.URL+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		cancel()
+		return nil, resp.StatusCode
+	}
+	b.t.Cleanup(func() { cancel(); resp.Body.Close() })
+	s := &tailStream{lines: bufio.NewScanner(resp.Body), close: cancel}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		b.t.Fatalf("stream: Content-Type %q, want text/event-stream", ct)
+	}
+	if !s.lines.Scan() || s.lines.Text() != "event: ready" {
+		b.t.Fatalf("stream: first line %q, want event: ready", s.lines.Text())
+	}
+	return s, resp.StatusCode
+}
+
 // TestTailStreamsAreBounded: a live tail streams the events committed
 // after it is ready, as server-sent events; an instance serves at most 8
 // at once (503 beyond, with Retry-After); one whose browser goes is closed,
@@ -20,37 +61,11 @@ func TestTailStreamsAreBounded(t *testing.T) {
 	h := serve(t, options{token: token})
 	b := h.browser(t)
 	b.signIn()
-	type stream struct {
-		cancel context.CancelFunc
-		lines  *bufio.Scanner
-	}
-	open := func() (*stream, int) {
+	open := func() (*tailStream, int) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.srv.URL+"/ui/events/tail/stream?source=shop", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := b.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			cancel()
-			return nil, resp.StatusCode
-		}
-		t.Cleanup(func() { cancel(); resp.Body.Close() })
-		s := &stream{cancel: cancel, lines: bufio.NewScanner(resp.Body)}
-		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-			t.Fatalf("stream: Content-Type %q, want text/event-stream", ct)
-		}
-		if !s.lines.Scan() || s.lines.Text() != "event: ready" {
-			t.Fatalf("stream: first line %q, want event: ready", s.lines.Text())
-		}
-		return s, resp.StatusCode
+		return b.openTail("/ui/events/tail/stream?source=shop", nil)
 	}
-	var streams []*stream
+	var streams []*tailStream
 	for range 8 {
 		s, status := open()
 		if s == nil {
@@ -86,7 +101,7 @@ func TestTailStreamsAreBounded(t *testing.T) {
 		t.Errorf("the stream of source shop: got %q, want shop:tail-1 only", got)
 	}
 
-	streams[0].cancel() // the browser goes
+	streams[0].close() // the browser goes
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		s, status := open()
 		if s == nil {

@@ -285,10 +285,7 @@ func readForm(c *echo.Context) error {
 
 // request checks the session of c.
 func (u *Console) request(c *echo.Context) (*Request, error) {
-	s, ok, err := u.access.session(c)
-	if err != nil {
-		return nil, err
-	}
+	s, ok := u.access.session(c)
 	if !ok {
 		return nil, errSignedOut
 	}
