@@ -112,6 +112,10 @@ type Delivery struct {
 	// MaxSubscriptions is how many subscriptions may exist; creating one
 	// more is refused. Default 1000.
 	MaxSubscriptions int
+	// ExprCPUShare is the share of one core that each subscription's
+	// filter and transform may spend on a dispatcher over a minute; past
+	// it the subscription is throttled. Default 0.25.
+	ExprCPUShare float64
 }
 
 // Log configures logging.
@@ -268,6 +272,15 @@ var settings = []setting{
 				return fmt.Errorf("invalid subscription limit %q (want a positive number)", v)
 			}
 			c.Delivery.MaxSubscriptions = n
+			return nil
+		}},
+	{"HOOKSTREAM_EXPR_CPU_SHARE", "expr-cpu-share", "0.25", "share of a core each subscription's filter and transform may spend on a dispatcher over a minute; past it the subscription is throttled (its events wait, the others are not slowed)", Server,
+		func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f <= 64) {
+				return fmt.Errorf("invalid share %q (want a number above 0, at most 64, e.g. 0.25)", v)
+			}
+			c.Delivery.ExprCPUShare = f
 			return nil
 		}},
 }

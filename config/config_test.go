@@ -26,7 +26,7 @@ func TestLoadDefaults(t *testing.T) {
 		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: ":8080", AdminAddr: "127.0.0.1:8081",
 		TopicPrefix: "hookstream", Partitions: 12, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, DedupTTL: 168 * time.Hour,
 		// The breaker's 30s cooldown is capped at the first retry's delay.
-		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, BreakerCooldown: 5 * time.Second, MaxSubscriptions: 1000, Schedule: []time.Duration{
+		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, BreakerCooldown: 5 * time.Second, MaxSubscriptions: 1000, ExprCPUShare: 0.25, Schedule: []time.Duration{
 			5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}},
 		Log: Log{Level: "info", Format: "text"},
 	}
@@ -171,6 +171,8 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"replication factor", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "-1"}, []string{`HOOKSTREAM_REPLICATION_FACTOR: invalid replication factor "-1" (want 1 to 32767, or 0 for min(3, brokers))`}},
 		{"replication factor word", map[string]string{"HOOKSTREAM_REPLICATION_FACTOR": "three"}, []string{`HOOKSTREAM_REPLICATION_FACTOR: invalid replication factor "three"`}},
 		{"subscription limit", map[string]string{"HOOKSTREAM_MAX_SUBSCRIPTIONS": "0"}, []string{`HOOKSTREAM_MAX_SUBSCRIPTIONS: invalid subscription limit "0" (want a positive number)`}},
+		{"expression share", map[string]string{"HOOKSTREAM_EXPR_CPU_SHARE": "0"}, []string{`HOOKSTREAM_EXPR_CPU_SHARE: invalid share "0" (want a number above 0, at most 64, e.g. 0.25)`}},
+		{"expression share not a number", map[string]string{"HOOKSTREAM_EXPR_CPU_SHARE": "NaN"}, []string{`HOOKSTREAM_EXPR_CPU_SHARE: invalid share "NaN" (want a number above 0, at most 64, e.g. 0.25)`}},
 		{"token", map[string]string{"HOOKSTREAM_ADMIN_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_TOKEN: required because HOOKSTREAM_ADMIN_ADDR 0.0.0.0:8081 is not a loopback address`}},
 		{"advertised address", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: invalid address "8081" (want host:port)`}},
 		{"advertised everywhere", map[string]string{"HOOKSTREAM_ADMIN_ADVERTISED_ADDR": "0.0.0.0:8081"}, []string{`HOOKSTREAM_ADMIN_ADVERTISED_ADDR: "0.0.0.0:8081" names no host (want the host name or address other instances reach)`}},

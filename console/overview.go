@@ -34,9 +34,9 @@ type overviewData struct {
 	// the request in the time it waits for them, says how much they had.
 	Counting string
 
-	Subscriptions                     int
-	Delivering, CircuitOpen, Disabled []string
-	CircuitsKnown                     bool
+	Subscriptions                                int
+	Delivering, CircuitOpen, Throttled, Disabled []string
+	CircuitsKnown                                bool
 
 	Readiness admin.Readiness
 	// Instances are the deployment's, as GET /api/instances lists them.
@@ -55,6 +55,9 @@ type sourceRow struct {
 type readinessDetail struct {
 	Restoring    []int32  `json:"restoring"`
 	OpenCircuits []string `json:"open_circuits"`
+	// Throttled are the subscriptions whose filter and transform spent
+	// their share of the dispatcher's CPU within the last minute.
+	Throttled []string `json:"throttled"`
 }
 
 func detail(r admin.Readiness, check string) (readinessDetail, bool) {
@@ -105,6 +108,8 @@ func (u *Console) overview(r *Request) error {
 			out.Disabled = append(out.Disabled, id)
 		case slices.Contains(d.OpenCircuits, id):
 			out.CircuitOpen = append(out.CircuitOpen, id)
+		case slices.Contains(d.Throttled, id):
+			out.Throttled = append(out.Throttled, id)
 		default:
 			out.Delivering = append(out.Delivering, id)
 		}

@@ -140,3 +140,36 @@ func TestOverviewWhileCounting(t *testing.T) {
 		t.Errorf("a subscription caught up: still counting:\n%s", a.body)
 	}
 }
+
+// TestThrottledSubscriptionShown: a subscription the dispatcher throttled
+// (its filter and transform spent their share of the CPU, as /readyz
+// says) is "throttled" in the overview, the list and its own page, not
+// delivering.
+func TestThrottledSubscriptionShown(t *testing.T) {
+	h := serve(t, options{token: token})
+	h.admin.AddCheck("dispatcher", func(context.Context) (bool, any) {
+		return true, map[string]any{"open_circuits": []string{}, "disabled": []string{}, "throttled": []string{"sub_heavy"}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range []string{"sub_heavy", "sub_plain"} {
+		if err := h.registry.Create(ctx, &subscriptions.Subscription{ID: id, URL: "https://example.com/" + id}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := h.browser(t)
+	b.signIn()
+	for _, c := range []struct {
+		page string
+		want *regexp.Regexp
+	}{
+		{"/ui/", regexp.MustCompile(`>1</span> delivering`)},
+		{"/ui/", regexp.MustCompile(`>1</span> throttled</p>\s*<a href="/ui/subscriptions/sub_heavy">sub_heavy</a>`)},
+		{"/ui/subscriptions", regexp.MustCompile(`sub_heavy</a>(.|\n)*?<span class="badge warn">throttled</span>(.|\n)*?sub_plain</a>(.|\n)*?<span class="badge ok">delivering</span>`)},
+		{"/ui/subscriptions/sub_heavy", regexp.MustCompile(`<span class="badge warn">throttled</span> <span class="muted">its filter and transform spent their share`)},
+	} {
+		if a := b.get(c.page); a.status != http.StatusOK || !c.want.MatchString(a.body) {
+			t.Errorf("%s: got %d, want %s in:\n%s", c.page, a.status, c.want, a.body)
+		}
+	}
+}

@@ -47,6 +47,7 @@ func (u *Console) mountSubscriptions(g *echo.Group) {
 const (
 	healthDelivering  = "delivering"
 	healthCircuitOpen = "circuit open"
+	healthThrottled   = "throttled"
 	healthDisabled    = "disabled"
 )
 
@@ -74,21 +75,23 @@ type subscriptionListData struct {
 	Counting string
 }
 
-// openCircuits are the subscriptions whose circuit this instance's
-// dispatcher holds open; known false when it runs none.
-func (u *Console) openCircuits(ctx context.Context) (open []string, known bool) {
+// dispatcherState is what this instance's dispatcher says of the
+// subscriptions (open circuits, throttled expressions); known false when
+// it runs none.
+func (u *Console) dispatcherState(ctx context.Context) (d readinessDetail, known bool) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	d, known := detail(u.srv.Readiness(ctx), "dispatcher")
-	return d.OpenCircuits, known
+	return detail(u.srv.Readiness(ctx), "dispatcher")
 }
 
-func health(s subscriptions.Subscription, open []string) badge {
+func health(s subscriptions.Subscription, d readinessDetail) badge {
 	switch {
 	case !s.Enabled:
 		return badge{healthDisabled, s.DisabledReason}
-	case slices.Contains(open, s.ID):
+	case slices.Contains(d.OpenCircuits, s.ID):
 		return badge{Health: healthCircuitOpen}
+	case slices.Contains(d.Throttled, s.ID):
+		return badge{Health: healthThrottled}
 	}
 	return badge{Health: healthDelivering}
 }
@@ -104,8 +107,8 @@ func (u *Console) subscriptionList(r *Request) error {
 	if out.Counting, err = u.catchUp(ctx, u.cfg.Attempts); err != nil {
 		return err
 	}
-	var open []string
-	open, out.CircuitsKnown = u.openCircuits(ctx)
+	var state readinessDetail
+	state, out.CircuitsKnown = u.dispatcherState(ctx)
 	lags := make(map[string]int64)
 	if len(subs) > 0 {
 		all, err := groups.Lag(ctx, u.cfg.Kafka, u.cfg.Names, "")
@@ -122,7 +125,7 @@ func (u *Console) subscriptionList(r *Request) error {
 		s := subs[id]
 		lag, ok := lags[id]
 		out.Rows = append(out.Rows, subscriptionRow{Subscription: s.Redacted(), Totals: u.cfg.Attempts.Totals(id),
-			Kind: s.Kind(), Health: health(s, open), Lag: lag, HasLag: ok})
+			Kind: s.Kind(), Health: health(s, state), Lag: lag, HasLag: ok})
 	}
 	return r.Render(http.StatusOK, "subscriptions.html", "Subscriptions", "subscriptions", out)
 }
@@ -179,9 +182,9 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	}
 	out := subscriptionData{Sub: s.Redacted(), Kind: s.Kind(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test,
 		Counting: counting}
-	var open []string
-	open, out.CircuitsKnown = u.openCircuits(ctx)
-	out.Health = health(s, open)
+	var state readinessDetail
+	state, out.CircuitsKnown = u.dispatcherState(ctx)
+	out.Health = health(s, state)
 	out.Status = r.QueryParam("status")
 	if !slices.Contains(attemptStatuses, out.Status) {
 		out.Status = ""

@@ -64,34 +64,6 @@ func (m *message) carried() []byte {
 	return topics.BatchBody(envelopes)
 }
 
-// item is an events record as a subscription judged it when it was read:
-// whether it is delivered, and what a delivery of it alone sends.
-type item struct {
-	rec   *kgo.Record
-	match bool
-	part  []byte // the envelope, or the transform's JSON
-	err   error  // the transform failed: dead-lettered
-}
-
-// judge decides, once per record read, whether c receives each record and
-// renders the ones it does, no part larger than limit (0: no limit). A
-// filter failure is no match, reported to filterFailed.
-func judge(c *subscriptions.Compiled, recs []*kgo.Record, limit int, filterFailed func(error)) []item {
-	items := make([]item, len(recs))
-	for i, r := range recs {
-		e := subscriptions.NewEvent(r)
-		items[i].rec = r
-		d := c.Match(e)
-		if d.Err != nil && filterFailed != nil {
-			filterFailed(d.Err)
-		}
-		if items[i].match = d.Match; d.Match {
-			items[i].part, items[i].err = c.Render(e, limit)
-		}
-	}
-	return items
-}
-
 // newMessage is the message of items read from one partition: one event
 // alone, or a batch when the subscription batches.
 func newMessage(c *subscriptions.Compiled, items []item) *message {

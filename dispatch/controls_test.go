@@ -27,6 +27,16 @@ import (
 // processor would, and returns its id.
 func (h *harness) eventData(t *testing.T, source, eventType, data string) string {
 	t.Helper()
+	id, rec := h.eventRecord(t, source, eventType, data)
+	if err := h.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// eventRecord is the events record eventData writes, and its id.
+func (h *harness) eventRecord(t *testing.T, source, eventType, data string) (string, *kgo.Record) {
+	t.Helper()
 	h.seq++
 	id := strconv.Itoa(h.seq)
 	e := &topics.Envelope{ID: source + ":" + id, Source: source, EventID: id, Type: eventType,
@@ -35,15 +45,11 @@ func (h *harness) eventData(t *testing.T, source, eventType, data string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &kgo.Record{Topic: string(h.env.Names.Events), Key: []byte(e.ID), Value: v, Headers: []kgo.RecordHeader{
+	return e.ID, &kgo.Record{Topic: string(h.env.Names.Events), Key: []byte(e.ID), Value: v, Headers: []kgo.RecordHeader{
 		{Key: topics.HeaderSource, Value: []byte(source)},
 		{Key: topics.HeaderEventID, Value: []byte(id)},
 		{Key: topics.HeaderEventType, Value: []byte(eventType)},
 	}}
-	if err := h.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	return e.ID
 }
 
 // caughtUp waits until sub's group has committed every events record

@@ -46,7 +46,7 @@ func TestCut(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := subscriptions.Compile(subscriptions.Subscription{ID: "sub_a", Sources: []string{"a"}, BatchMax: tt.batchMax})
-			msgs, covered := cut(c, judge(c, tt.recs, 0, nil), tt.maxBytes, tt.flush)
+			msgs, covered := cut(c, judgeAll(c, tt.recs), tt.maxBytes, tt.flush)
 			var got [][]string
 			for _, m := range msgs {
 				var ids []string
@@ -67,10 +67,10 @@ func TestCut(t *testing.T) {
 	r := recs("a", "a", "a")
 	c := subscriptions.Compile(subscriptions.Subscription{ID: "sub_a", BatchMax: 2})
 	b := subscriptions.Compile(subscriptions.Subscription{ID: "sub_b", BatchMax: 2})
-	first, _ := cut(c, judge(c, r, 0, nil), 0, false)
-	again, _ := cut(c, judge(c, r, 0, nil), 0, false)
-	other, _ := cut(b, judge(b, r, 0, nil), 0, false)
-	shifted, _ := cut(c, judge(c, r[1:], 0, nil), 0, false)
+	first, _ := cut(c, judgeAll(c, r), 0, false)
+	again, _ := cut(c, judgeAll(c, r), 0, false)
+	other, _ := cut(b, judgeAll(b, r), 0, false)
+	shifted, _ := cut(c, judgeAll(c, r[1:]), 0, false)
 	if first[0].id != again[0].id || first[0].id == other[0].id || first[0].id == shifted[0].id {
 		t.Errorf("batch ids: %s, again %s, other subscription %s, other offsets %s; want the same twice, else different",
 			first[0].id, again[0].id, other[0].id, shifted[0].id)
@@ -89,7 +89,7 @@ func TestCutTransformFailure(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: topics.HeaderSource, Value: []byte("a")}, {Key: topics.HeaderEventType, Value: []byte("t")}}})
 	}
 	c := subscriptions.Compile(subscriptions.Subscription{ID: "sub_a", BatchMax: 10, Transform: `{"n": data.n}`})
-	msgs, covered := cut(c, judge(c, recs, 0, nil), 0, true)
+	msgs, covered := cut(c, judgeAll(c, recs), 0, true)
 	type got struct {
 		body   string
 		failed bool
@@ -106,4 +106,13 @@ func TestCutTransformFailure(t *testing.T) {
 	if env := string(msgs[0].carried()); env != `{"events":[`+string(recs[0].Value)+`,`+string(recs[1].Value)+`]}` {
 		t.Errorf("a retry would carry %s, want the envelopes", env)
 	}
+}
+
+// judgeAll judges every record for c, as a lane does.
+func judgeAll(c *subscriptions.Compiled, recs []*kgo.Record) []item {
+	items := make([]item, len(recs))
+	for i, r := range recs {
+		items[i] = judgeOne(c, subscriptions.NewEvent(r), 0, nil)
+	}
+	return items
 }

@@ -139,6 +139,13 @@ type Config struct {
 	// predecessor's place in every group at once. Unique per process.
 	// Default empty: dynamic members only.
 	InstanceID string
+	// ExprShare bounds the time each subscription's filter and transform
+	// may spend on this dispatcher: a share of one core over ExprWindow.
+	// Past it the subscription is throttled (judge.go). Default 0: no
+	// bound (run sets config's default, 0.25).
+	ExprShare float64
+	// ExprWindow is the window of ExprShare. Default 1 minute.
+	ExprWindow time.Duration
 	// CatchUpReaders bounds the readers (each a client of its own) that
 	// read for subscriptions behind the head. Default 2.
 	CatchUpReaders int
@@ -181,6 +188,8 @@ type Dispatcher struct {
 // subState is what the dispatcher knows of one subscription at runtime.
 type subState struct {
 	circuit *circuit
+	// budget bounds the time its filter and transform spend.
+	budget *budget
 
 	mu  sync.Mutex
 	sub subscriptions.Subscription
@@ -227,6 +236,9 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 	}
 	if cfg.MaxSpilledRetries == 0 {
 		cfg.MaxSpilledRetries = 100_000
+	}
+	if cfg.ExprWindow == 0 {
+		cfg.ExprWindow = time.Minute
 	}
 	if cfg.CatchUpReaders == 0 {
 		cfg.CatchUpReaders = 2
@@ -307,6 +319,8 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 		if _, ok := subs[id]; !ok {
 			delete(d.subs, id)
 			d.metrics.filterErrors.DeleteLabelValues(id)
+			d.metrics.exprSeconds.DeleteLabelValues(id)
+			d.metrics.exprThrottled.DeleteLabelValues(id)
 			d.retries.release(id) // read again, they are dropped
 		}
 	}
@@ -434,7 +448,7 @@ func newLimiter(perSecond float64) *rate.Limiter {
 
 func (d *Dispatcher) newSubState(s subscriptions.Subscription) *subState {
 	return &subState{sub: s, render: subscriptions.Compile(s), limiter: newLimiter(s.RateLimit),
-		circuit: newCircuit(d.cfg.BreakerFailures, d.cooldown(s))}
+		circuit: newCircuit(d.cfg.BreakerFailures, d.cooldown(s)), budget: newBudget(d.cfg.ExprShare, d.cfg.ExprWindow)}
 }
 
 // cooldown is how long s's open circuit waits for its probe: the
@@ -542,11 +556,12 @@ func (d *Dispatcher) subscription(id string) *subState {
 	return d.subs[id]
 }
 
-// Ready reports open circuits and disabled subscriptions for /readyz; the
+// Ready reports open circuits, disabled subscriptions and those whose
+// expressions were throttled within the last ExprWindow for /readyz; the
 // dispatcher itself is always ready.
 func (d *Dispatcher) Ready(context.Context) (bool, any) {
 	open, disabled := d.circuits()
-	return true, map[string]any{"open_circuits": open, "disabled": disabled}
+	return true, map[string]any{"open_circuits": open, "disabled": disabled, "throttled": d.throttled()}
 }
 
 func (d *Dispatcher) circuits() (open, disabled []string) {
@@ -563,6 +578,22 @@ func (d *Dispatcher) circuits() (open, disabled []string) {
 		st.mu.Unlock()
 	}
 	return open, disabled
+}
+
+// throttled returns the subscriptions whose expressions were throttled
+// within the last ExprWindow.
+func (d *Dispatcher) throttled() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	var ids []string
+	for id, st := range d.subs {
+		if st.budget.throttledWithin(now) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // attempt makes attempt n of delivering m (an event or a batch) to st's

@@ -37,6 +37,8 @@ type harness struct {
 	seq      int
 	// metrics is the registry of the first dispatcher instance.
 	metrics *prometheus.Registry
+	// first is the first dispatcher instance.
+	first *dispatch.Dispatcher
 }
 
 func newHarness(t *testing.T, allowPrivate bool) *harness {
@@ -82,6 +84,13 @@ func (h *harness) start(t *testing.T) {
 	h.stop = h.instance(t, h.metrics)
 }
 
+// ready is the first dispatcher's readiness detail.
+func (h *harness) ready(t *testing.T) map[string]any {
+	t.Helper()
+	_, detail := h.first.Ready(context.Background())
+	return detail.(map[string]any)
+}
+
 // another starts one more dispatcher instance and returns its stop.
 func (h *harness) another(t *testing.T) func() {
 	t.Helper()
@@ -93,6 +102,9 @@ func (h *harness) instance(t *testing.T, reg *prometheus.Registry) func() {
 	// A short heartbeat makes rebalances quick.
 	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}
 	d := dispatch.New(h.cfg, opts, h.producer, h.registry, kafkatest.Logger(t), reg)
+	if reg == h.metrics {
+		h.first = d
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

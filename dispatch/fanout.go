@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -15,9 +16,10 @@ import (
 	"github.com/hookstream/hookstream/subscriptions"
 )
 
-// Lane bounds: a lane holding laneHigh judged records falls behind the
-// head; a lane behind is read on by the catch-up path while it holds
-// fewer than laneLow.
+// Lane bounds: a lane holding laneHigh records falls behind the head; a
+// lane behind is read on by the catch-up path while it holds fewer than
+// laneLow. Held records are those queued and not yet judged, plus those
+// judged and not yet done.
 const (
 	laneHigh = 1000
 	laneLow  = 250
@@ -73,7 +75,8 @@ type lane struct {
 	fed       int64 // offset after the last record queued
 	behind    bool  // reads through the catch-up path
 	queued    bool  // waits in the catch-up queue
-	queue     []item
+	queue     []shared
+	held      int   // records in queue
 	mark      int64 // the cursor: offset after the last record done
 	committed int64 // the cursor as last committed; -1 none
 	gone      bool  // ended: its partition or worker stopped
@@ -401,7 +404,7 @@ func (l *lane) end() {
 	if ph.lanes[l.w.sub.ID] == l {
 		delete(ph.lanes, l.w.sub.ID)
 	}
-	l.gone, l.queue = true, nil
+	l.gone, l.queue, l.held = true, nil, 0
 	commit := l.ready && !ph.lost && l.mark != l.committed && !l.w.topic() // a topic lane's moves in transactions
 	ph.mu.Unlock()
 	if commit {
@@ -414,85 +417,112 @@ func (l *lane) end() {
 // fallBehind hands the lane to the catch-up path, under ph.mu.
 func (l *lane) fallBehind() {
 	l.behind = true
-	if !l.queued && len(l.queue) < laneLow {
+	if !l.queued && l.held < laneLow {
 		l.queued = true
 		l.ph.r.catchup.add(l)
 	}
 }
 
-// feed hands records the head read to every lane at the head: each
-// subscription judges each record once, the record parsed once for all.
-// A lane too full to take them falls behind; the head never waits.
-func (ph *partHead) feed(recs []*kgo.Record) {
+// shared is records read once for every lane that takes them, each
+// parsed once (subscriptions.Event, safe for concurrent use): the lanes
+// queue the same slices and judge them on their own goroutines.
+type shared struct {
+	recs []*kgo.Record
+	evs  []*subscriptions.Event
+}
+
+func newShared(recs []*kgo.Record) shared {
 	evs := make([]*subscriptions.Event, len(recs))
 	for i, r := range recs {
 		evs[i] = subscriptions.NewEvent(r)
 	}
+	return shared{recs, evs}
+}
+
+// feed hands records the head read to every lane at the head, unjudged:
+// each lane judges them on its own goroutine (judge.go), so however long
+// one subscription's filter or transform takes, the head and the other
+// lanes do not wait for it. A lane too full to take them falls behind;
+// the head never waits.
+func (ph *partHead) feed(recs []*kgo.Record) {
+	sh := newShared(recs)
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
 	for _, l := range ph.lanes {
 		if !l.ready || l.behind {
 			continue
 		}
-		if l.fed < ph.pos || len(l.queue) >= laneHigh {
+		if l.fed < ph.pos || l.held >= laneHigh {
 			l.fallBehind()
 			continue
 		}
-		l.take(recs, evs)
+		l.take(sh)
 	}
 	ph.pos = max(ph.pos, recs[len(recs)-1].Offset+1)
 }
 
-// take judges the records at or after the lane's fed offset for its
-// subscription and queues them, under ph.mu: each record it receives,
-// and the last record read so the cursor moves past the others.
-func (l *lane) take(recs []*kgo.Record, evs []*subscriptions.Event) {
-	last := recs[len(recs)-1]
-	if last.Offset < l.fed {
+// take queues the records at or after the lane's fed offset, under ph.mu.
+func (l *lane) take(sh shared) {
+	i, _ := slices.BinarySearchFunc(sh.recs, l.fed, func(r *kgo.Record, fed int64) int { return cmp.Compare(r.Offset, fed) })
+	if i == len(sh.recs) {
 		return
 	}
-	w := l.w
-	c := w.st.compiled()
-	limit := w.d.maxBodyBytes()
-	for i, r := range recs {
-		if r.Offset < l.fed || r.Attrs.IsControl() {
-			continue
-		}
-		it := item{rec: r}
-		dec := c.Match(evs[i])
-		if dec.Err != nil {
-			w.d.filterFailed(w.st, dec.Err)
-		}
-		if it.match = dec.Match; it.match {
-			it.part, it.err = c.Render(evs[i], limit)
-		}
-		if it.match || r == last {
-			l.queue = append(l.queue, it)
-		}
+	sh = shared{sh.recs[i:], sh.evs[i:]}
+	l.queue = append(l.queue, sh)
+	l.held += len(sh.recs)
+	l.fed = sh.recs[len(sh.recs)-1].Offset + 1
+	l.signal()
+}
+
+// takeQueue takes the lane's queue for its drain, which holds pending
+// items already, and judges it (judge.go) without holding the
+// partition's lock; a lane behind with room is read on. A subscription
+// whose judging runs expressions takes at most judgeChunk records a
+// turn, so what it judged is delivered while it judges on. The items
+// may end early when ctx ends.
+func (l *lane) takeQueue(ctx context.Context, pending int) []item {
+	c := l.w.st.compiled()
+	most := laneHigh
+	if c.Evaluates() {
+		most = judgeChunk
 	}
-	if n := len(l.queue); n == 0 || l.queue[n-1].rec != last {
-		l.queue = append(l.queue, item{rec: last}) // a control record
+	ph := l.ph
+	ph.mu.Lock()
+	var q []shared
+	n := 0
+	for len(l.queue) > 0 && n < most {
+		sh := l.queue[0]
+		k := min(len(sh.recs), most-n)
+		q = append(q, shared{sh.recs[:k], sh.evs[:k]})
+		if k == len(sh.recs) {
+			l.queue = l.queue[1:]
+		} else {
+			l.queue[0] = shared{sh.recs[k:], sh.evs[k:]}
+		}
+		n += k
 	}
-	l.fed = last.Offset + 1
+	l.held -= n
+	if l.held > 0 {
+		l.signal() // the drain comes back for the rest
+	}
+	if l.behind && !l.queued && l.held+n+pending < laneLow {
+		l.queued = true
+		ph.r.catchup.add(l)
+	}
+	ph.mu.Unlock()
+	return l.w.judgeQueue(ctx, c, q)
+}
+
+// judgeChunk bounds the records a lane whose subscription runs
+// expressions judges before its drain delivers them.
+const judgeChunk = 100
+
+// signal wakes the lane's drain.
+func (l *lane) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
-}
-
-// takeQueue takes the lane's queue for its drain, which holds pending
-// items already; a lane behind with room is read on.
-func (l *lane) takeQueue(pending int) []item {
-	ph := l.ph
-	ph.mu.Lock()
-	defer ph.mu.Unlock()
-	q := l.queue
-	l.queue = nil
-	if l.behind && !l.queued && len(q)+pending < laneLow {
-		l.queued = true
-		ph.r.catchup.add(l)
-	}
-	return q
 }
 
 // advance moves the lane's cursor past rec, the drain holding pending items
@@ -502,7 +532,7 @@ func (l *lane) advance(rec *kgo.Record, pending int) {
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
 	l.mark = max(l.mark, rec.Offset+1)
-	if l.behind && !l.queued && len(l.queue)+pending < laneLow {
+	if l.behind && !l.queued && l.held+pending < laneLow {
 		l.queued = true
 		ph.r.catchup.add(l)
 	}
@@ -763,12 +793,9 @@ func (c *catchup) turn(ctx context.Context, cl *kgo.Client, topic string, l *lan
 	}
 	cancel()
 	cl.RemoveConsumePartitions(map[string][]int32{topic: {ph.id}})
-	var evs []*subscriptions.Event
+	var sh shared
 	if len(recs) > 0 {
-		evs = make([]*subscriptions.Event, len(recs))
-		for i, r := range recs {
-			evs[i] = subscriptions.NewEvent(r)
-		}
+		sh = newShared(recs)
 	}
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
@@ -777,13 +804,13 @@ func (c *catchup) turn(ctx context.Context, cl *kgo.Client, topic string, l *lan
 		return
 	}
 	if len(recs) > 0 {
-		l.take(recs, evs)
+		l.take(sh)
 	}
 	if l.fed >= ph.pos {
 		l.behind = false // at the head: it feeds the lane from now on
 		return
 	}
-	if len(l.queue) < laneLow {
+	if l.held < laneLow {
 		l.queued = true
 		c.add(l)
 	}

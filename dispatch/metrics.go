@@ -13,6 +13,8 @@ type metrics struct {
 	// attemptWriteErrors counts attempts the attempts topic did not take.
 	attemptWriteErrors prometheus.Counter
 	filterErrors       *prometheus.CounterVec
+	exprSeconds        *prometheus.CounterVec
+	exprThrottled      *prometheus.CounterVec
 	topicTxns          *prometheus.CounterVec
 	topicStopped       *prometheus.CounterVec
 }
@@ -56,6 +58,14 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 			Name: "hookstream_delivery_filter_errors_total",
 			Help: "Events whose subscription's filter failed to evaluate (a missing field without has(), a type mismatch, the cost limit), by subscription: not delivered to it, as if the filter were false.",
 		}, []string{"subscription"}),
+		exprSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_expr_seconds_total",
+			Help: "Time the subscription's filter and transform spent judging events on this dispatcher, by subscription.",
+		}, []string{"subscription"}),
+		exprThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_delivery_expr_throttled_seconds_total",
+			Help: "Time the subscription's lanes waited because its filter and transform had spent their share of a core (HOOKSTREAM_EXPR_CPU_SHARE), by subscription: its cursor falls behind, the other subscriptions are not slowed.",
+		}, []string{"subscription"}),
 		topicTxns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookstream_delivery_topic_transactions_total",
 			Help: "Transactions of topic subscriptions' writes and cursors, by outcome (committed, aborted: tried again).",
@@ -73,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) *metrics {
 		Name: "hookstream_delivery_disabled_subscriptions",
 		Help: "Subscriptions hookstream disabled (410 Gone, or every real attempt failing for the disable-after time).",
 	}, func() float64 { _, disabled := d.circuits(); return float64(len(disabled)) })
-	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, m.filterErrors, m.topicTxns, m.topicStopped, open, disabled, subscriptionStates{d})
+	reg.MustRegister(m.attempts, m.refused, m.latency, m.dlq, m.retriesPending, m.retriesSpilled, m.reappended, m.attemptWriteErrors, m.filterErrors, m.exprSeconds, m.exprThrottled, m.topicTxns, m.topicStopped, open, disabled, subscriptionStates{d})
 	return m
 }
 

@@ -531,7 +531,7 @@ func (w *worker) settled(ctx context.Context, l *lane, b *topicBatch) (committed
 // there is nothing to write nor a cursor to commit; false when ctx ended
 // while dead-lettering.
 func (w *worker) topicBatch(ctx context.Context, l *lane) (*topicBatch, bool) {
-	q := l.takeQueue(0)
+	q := l.takeQueue(ctx, 0)
 	ph := l.ph
 	ph.mu.Lock()
 	b := &topicBatch{l: l, sub: w.sub.ID, cursor: l.mark, tag: w.sub.Rewind.Tag()}
@@ -589,7 +589,7 @@ func (l *lane) committedTo(c int64) {
 	defer ph.mu.Unlock()
 	l.mark = max(l.mark, c)
 	l.committed = l.mark
-	if l.behind && !l.queued && len(l.queue) < laneLow {
+	if l.behind && !l.queued && l.held < laneLow {
 		l.queued = true
 		ph.r.catchup.add(l)
 	}

@@ -102,7 +102,7 @@ func (w *worker) drain(ctx context.Context, l *lane) {
 	wait := time.Duration(w.sub.BatchWait)
 	maxBytes := w.d.maxBodyBytes()
 	for {
-		pending = append(pending, l.takeQueue(len(pending))...)
+		pending = append(pending, l.takeQueue(ctx, len(pending))...)
 		if len(pending) == 0 {
 			select {
 			case <-ctx.Done():

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -77,16 +78,22 @@ func (c *Compiled) Subscription() Subscription { return c.sub }
 // envelopes.
 func (c *Compiled) Transforms() bool { return c.sub.Transform != "" }
 
+// Evaluates reports whether judging an event for c runs an expression (a
+// filter or a transform), whose cost depends on the event's payload.
+func (c *Compiled) Evaluates() bool { return c.sub.Filter != "" || c.sub.Transform != "" }
+
 // Event is one event as a subscription judges and renders it: an events
 // record, or an envelope given to test a subscription. Its envelope is
-// parsed only when a filter or a transform reads it, and at most once.
-// An Event is used by one goroutine at a time.
+// parsed only when a filter or a transform reads it, and at most once. An
+// Event is safe for concurrent use: the lanes of a dispatcher judge one
+// event each on their own goroutine.
 type Event struct {
-	rec          *kgo.Record
-	source, typ  string
-	input        *expr.Input
-	err          error // the envelope does not parse
-	typed, ready bool
+	rec         *kgo.Record
+	typeOnce    sync.Once
+	source, typ string
+	inputOnce   sync.Once
+	input       *expr.Input
+	err         error // the envelope does not parse
 }
 
 // NewEvent returns the event of an events record, or of a record holding
@@ -97,24 +104,20 @@ func NewEvent(r *kgo.Record) *Event { return &Event{rec: r} }
 func (e *Event) Record() *kgo.Record { return e.rec }
 
 func (e *Event) sourceType() (string, string) {
-	if !e.typed {
-		e.source, e.typ = topics.EventSourceType(e.rec)
-		e.typed = true
-	}
+	e.typeOnce.Do(func() { e.source, e.typ = topics.EventSourceType(e.rec) })
 	return e.source, e.typ
 }
 
 // Input returns the event as expressions see it.
 func (e *Event) Input() (*expr.Input, error) {
-	if !e.ready {
-		e.ready = true
+	e.inputOnce.Do(func() {
 		env, err := topics.ParseEnvelope(e.rec.Value)
 		if err != nil {
 			e.err = fmt.Errorf("the event's envelope: %w", err)
 		} else {
 			e.input = expr.NewInput(env)
 		}
-	}
+	})
 	return e.input, e.err
 }
 

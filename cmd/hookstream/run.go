@@ -351,6 +351,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 		BreakerCooldown: n.cfg.Delivery.BreakerCooldown,
 		DisableAfter:    n.cfg.Delivery.DisableAfter,
 		MaxRecordBytes:  topics.MaxHandOffBytes(n.cfg.MaxBody),
+		ExprShare:       n.cfg.Delivery.ExprCPUShare,
 		// Only an instance id given is sure to be unique: two
 		// dispatchers under one would fence each other.
 		InstanceID: n.cfg.InstanceID,

@@ -1,0 +1,126 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
+)
+
+// heavyFilter costs tens of milliseconds on heavyData, and matches.
+const heavyFilter = `data.items.all(i, i.n >= 0 && i.n < 1000000) && data.items.all(i, i.n != 7777777 && i.n != 8888888) && data.items.exists(i, i.n == 5999)`
+
+// heavyData is a 48 KB payload of 6,000 small objects, which heavyFilter
+// walks whole.
+func heavyData() string {
+	var b strings.Builder
+	b.WriteString(`{"items":[`)
+	for i := range 6000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"n":%d}`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// TestExpensiveFilterDelaysOnlyItsSubscription: a subscription whose
+// filter costs tens of milliseconds an event shares the dispatcher with a
+// plain one. The plain subscriber receives all 150 events while the
+// heavy one has received fewer than half: the filter's cost falls on its
+// own subscription, whose cursor falls behind and catches up, never on
+// the read the two share.
+func TestExpensiveFilterDelaysOnlyItsSubscription(t *testing.T) {
+	h := newHarness(t, true)
+	sink := newFanSink(t, func(string) int { return http.StatusOK })
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/plain"})
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/heavy", Filter: heavyFilter})
+
+	// Written at once: the dispatcher reads them in a few fetches.
+	data := heavyData()
+	const events = 150
+	var ids []string
+	var recs []*kgo.Record
+	for range events {
+		id, rec := h.eventRecord(t, "shop", "order", data)
+		ids, recs = append(ids, id), append(recs, rec)
+	}
+	if err := h.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 120*time.Second, func() error {
+		if n, example := sink.missing([]string{"plain"}, ids); n > 0 {
+			return fmt.Errorf("plain subscriber: %d of %d events missing, %s among them", n, events, example)
+		}
+		return nil
+	})
+	missing, _ := sink.missing([]string{"heavy"}, ids)
+	if heavy := events - missing; heavy >= events/2 {
+		t.Errorf("the heavy subscriber had received %d of %d events when the plain one had them all, want fewer than %d: the plain one waits for the heavy filter", heavy, events, events/2)
+	}
+	// The heavy subscription catches up.
+	kafkatest.WaitFor(t, 120*time.Second, func() error {
+		if n, example := sink.missing([]string{"heavy"}, ids); n > 0 {
+			return fmt.Errorf("heavy subscriber: %d of %d events missing, %s among them", n, events, example)
+		}
+		return nil
+	})
+}
+
+// TestExpressionBudgetThrottles: a subscription whose filter spends more
+// than its share of a core is throttled, which its metric counts and the
+// dispatcher's readiness names; it still receives every event, later, and
+// a plain subscription beside it is not held back.
+func TestExpressionBudgetThrottles(t *testing.T) {
+	h := newHarnessWith(t, dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: true},
+		ExprShare: 0.1, ExprWindow: 500 * time.Millisecond}) // 50 ms of evaluation, then 100 ms a second
+	sink := newFanSink(t, func(string) int { return http.StatusOK })
+	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/plain"})
+	heavy := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/heavy", Filter: heavyFilter})
+
+	data := heavyData()
+	const events = 20
+	var ids []string
+	var recs []*kgo.Record
+	for range events {
+		id, rec := h.eventRecord(t, "shop", "order", data)
+		ids, recs = append(ids, id), append(recs, rec)
+	}
+	if err := h.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		if n, example := sink.missing([]string{"plain"}, ids); n > 0 {
+			return fmt.Errorf("plain subscriber: %d of %d events missing, %s among them", n, events, example)
+		}
+		return nil
+	})
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		if got := h.counter(t, "hookstream_delivery_expr_throttled_seconds_total", heavy.ID); got <= 0 {
+			return fmt.Errorf("hookstream_delivery_expr_throttled_seconds_total %v, want above 0", got)
+		}
+		if got := h.ready(t)["throttled"]; !slices.Equal(got.([]string), []string{heavy.ID}) {
+			return fmt.Errorf("readiness throttled %v, want [%s]", got, heavy.ID)
+		}
+		return nil
+	})
+	if got := h.counter(t, "hookstream_delivery_expr_seconds_total", heavy.ID); got <= 0 {
+		t.Errorf("hookstream_delivery_expr_seconds_total %v, want above 0", got)
+	}
+	kafkatest.WaitFor(t, 180*time.Second, func() error {
+		if n, example := sink.missing([]string{"heavy"}, ids); n > 0 {
+			return fmt.Errorf("heavy subscriber: %d of %d events missing, %s among them", n, events, example)
+		}
+		return nil
+	})
+}
