@@ -12,12 +12,14 @@
 // Dispatchers share the events partitions in one group, <prefix>-dispatch,
 // which commits nothing. The head reads each owned partition once and
 // hands every record to the lane of each subscription at the head: the
-// record is parsed once (subscriptions.Event) and each subscription's
-// compiled filter and transform judge it once. A lane (one subscription on
-// one partition) queues what its subscription receives, plus the last
-// record read so its cursor passes the others, and its drain delivers the
-// queue as before: events or batches, ordered or not, retries, circuit,
-// dead letters.
+// record is parsed once (subscriptions.Event, shared by every lane) and
+// queued to each lane unjudged. A lane (one subscription on one partition)
+// judges its queue on its own goroutine (judge.go: each subscription's
+// compiled filter and transform judge each record once, within the
+// subscription's share of a core), keeps what its subscription receives,
+// plus the last record of each read so its cursor passes the others, and
+// its drain delivers that as before: events or batches, ordered or not,
+// retries, circuit, dead letters.
 //
 // Each subscription's cursor is the committed offset of <prefix>-sub-<id>,
 // a group with no members: a lane's cursor moves only past records whose
@@ -27,7 +29,9 @@
 // is not committed, its new owner delivers again from the last commit.
 // lag and replay --group sub:<id> read and write these offsets as before.
 //
-// Isolation: the head never waits. A lane holding laneHigh records falls
+// Isolation: the head never waits, neither for a delivery nor for an
+// expression: however long one subscription's filter takes, only its own
+// cursor falls behind. A lane holding laneHigh records falls
 // behind; so does a lane whose cursor is behind the head when it starts (a
 // subscription re-enabled, replayed, new with --from earliest, or far
 // behind when the partition is taken: the head starts at the furthest
