@@ -136,6 +136,9 @@ type outcome struct {
 	TopicSample     []string `json:"topic_sample,omitempty"`
 
 	Lag map[string]int64 `json:"lag"`
+	// Pace is invariant 7: the healthy subscribers' pace while a heavy
+	// filter ran beside them.
+	Pace pace `json:"pace"`
 }
 
 func (o outcome) failures() []string {
@@ -175,6 +178,10 @@ func (o outcome) failures() []string {
 	}
 	if len(o.Trust) > 0 {
 		f = append(f, fmt.Sprintf("invariant 6: trust boundaries crossed: %v", o.Trust))
+	}
+	if o.Pace.Events > 0 && o.Pace.P99 > o.Pace.Bound {
+		f = append(f, fmt.Sprintf("invariant 7: the healthy subscribers received the events accepted beside a heavy filter with p99 %s, over the bound %s (p99 %s outside)",
+			o.Pace.P99.Round(time.Millisecond), o.Pace.Bound, o.Pace.Others.Round(time.Millisecond)))
 	}
 	var groupsLagging []string
 	for g, l := range o.Lag {
@@ -405,6 +412,8 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	o.Trust = append([]string(nil), c.violations...)
 	c.mu.Unlock()
 	o.Trust = append(o.Trust, c.stormStories(ctx)...)
+
+	o.Pace = c.pace()
 
 	// Invariant 4: every group's lag is back to 0, but for groups of
 	// disabled subscriptions, which wait by design.

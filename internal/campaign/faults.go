@@ -80,7 +80,7 @@ type planner struct {
 // newPlanner plans the short profile's fault kinds and extra ones.
 func newPlanner(seed uint64, brokerKind string, procs, processors []string, nodes int, gap [2]time.Duration, extra ...string) *planner {
 	base := []string{faultKill, faultKill, faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive,
-		faultStorm, faultDeep, faultRogue}
+		faultStorm, faultDeep, faultRogue, faultHeavyExpr}
 	if brokerKind == "kafka3" {
 		base = append(base, faultBroker)
 	}
@@ -167,6 +167,8 @@ func (c *campaign) inject(ctx context.Context, f fault) error {
 		return c.deepFlood(ctx)
 	case faultRogue:
 		return c.rogue(ctx)
+	case faultHeavyExpr:
+		return c.heavyExpr(ctx)
 	case faultToggle:
 		id := c.subs.byKind[subToggled].id
 		if _, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "disable", id); err != nil {

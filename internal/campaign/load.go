@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"net/http"
 	"path"
 	"sort"
@@ -61,6 +62,13 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.perSec[sec]++
 	}
 	return resp, nil
+}
+
+// acceptedAt returns when each key was first accepted.
+func (r *recorder) acceptedAt() map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.accepted)
 }
 
 // keys returns every accepted key, sorted.

@@ -39,7 +39,7 @@ func TestPlannerSeeded(t *testing.T) {
 					t.Errorf("fault %v: gap outside %v", f, gap)
 				}
 			}
-			for _, k := range []string{faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive, faultStorm, faultDeep, faultRogue} {
+			for _, k := range []string{faultKill, faultStop, faultRolling, faultBroker, faultPoison, faultToggle, faultReplay, faultReplayP, faultRedrive, faultStorm, faultDeep, faultRogue, faultHeavyExpr} {
 				if !seen[k] {
 					t.Errorf("first %d faults %v: no %s", base, a[:base], k)
 				}

@@ -90,6 +90,9 @@ type subscriber struct {
 
 	mu  sync.Mutex
 	got map[string]int // 2xx answers by webhook-id
+	// first is when each webhook-id was first answered 2xx, kept by
+	// healthy subscribers (invariant 5's pace).
+	first map[string]time.Time
 	// ops: operational events received, by type and subscription id:
 	// the distinct event ids.
 	ops      map[[2]string]map[string]bool
@@ -103,7 +106,8 @@ type subscriber struct {
 }
 
 func newSubscriber(kind string) *subscriber {
-	return &subscriber{kind: kind, got: make(map[string]int), tries: make(map[string]int), ops: make(map[[2]string]map[string]bool)}
+	return &subscriber{kind: kind, got: make(map[string]int), tries: make(map[string]int), ops: make(map[[2]string]map[string]bool),
+		first: make(map[string]time.Time)}
 }
 
 func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -150,6 +154,9 @@ func (s *subscriber) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status < 300 {
 		for _, id := range ids {
 			s.got[id]++
+			if _, ok := s.first[id]; !ok && s.kind == subHealthy {
+				s.first[id] = now
+			}
 		}
 		if s.kind == subOps {
 			s.noteOp(body)
