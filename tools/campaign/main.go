@@ -31,8 +31,8 @@
 // subscribers received their events within paceBound at p99. It writes a JSON and a text
 // summary and exits 1 when an invariant fails.
 //
-//	go run ./internal/campaign --profile short --broker kfake
-//	go run ./internal/campaign --profile long --broker kafka3 --brokers 127.0.0.1:19092,...
+//	go run ./tools/campaign --profile short --broker kfake
+//	go run ./tools/campaign --profile long --broker kafka3 --brokers 127.0.0.1:19092,...
 package main
 
 import (
@@ -762,7 +762,7 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 	loadStart, loadEnd, lastFault time.Time, quiesced time.Duration) *summary {
 	s := &summary{
 		Seed: c.seed, Profile: cfg.profName, Broker: c.broker.kind, Work: c.work,
-		Command:  fmt.Sprintf("go run ./internal/campaign --profile %s --broker %s --seed %d%s", cfg.profName, c.broker.kind, c.seed, cfg.rateFlag),
+		Command:  fmt.Sprintf("go run ./tools/campaign --profile %s --broker %s --seed %d%s", cfg.profName, c.broker.kind, c.seed, cfg.rateFlag),
 		LoadSecs: int(loadEnd.Sub(loadStart).Seconds()),
 		Accepted: o.Accepted, Lost: o.Lost, Duplicated: o.Duplicated, Outcome: o,
 		DuplicateDeliveries: map[string]int{}, Delivered: map[string]int{},

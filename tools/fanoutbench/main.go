@@ -1,7 +1,7 @@
 // Fanoutbench measures what a dispatcher costs as its subscriptions grow,
 // in one command run from the repository root:
 //
-//	go run ./internal/fanoutbench [--subscriptions 10,100,1000] [--dispatchers 1,2] [--idle 10s]
+//	go run ./tools/fanoutbench [--subscriptions 10,100,1000] [--dispatchers 1,2] [--idle 10s]
 //
 // For each number of dispatchers and of subscriptions it starts, on the
 // embedded broker, `hookstream run --roles ingest,processor` and that
@@ -53,9 +53,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/groups"
-	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/signature"
+	"github.com/hookstream/hookstream/tools/internal/harness"
 	"github.com/hookstream/hookstream/topics"
 )
 

@@ -1,7 +1,7 @@
 // Latency measures hookstream's end-to-end latency on a Kafka cluster, stage
 // by stage, in one command run from the repository root:
 //
-//	go run ./internal/latency --brokers HOST:PORT,... [--rates 200,5000] [--duration 20s] [--rounds 1]
+//	go run ./tools/latency --brokers HOST:PORT,... [--rates 200,5000] [--duration 20s] [--rounds 1]
 //
 // It builds hookstream (or takes --hookstream), then for each round and
 // rate starts `hookstream run` (every role) on the cluster under a topic
@@ -47,8 +47,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/tools/internal/harness"
 )
 
 // The GitHub source hookstream is configured with.

@@ -1,16 +1,16 @@
 // Perfcompare measures hookstream's receiver against its durable ceiling on
 // this machine, in one command run from the repository root:
 //
-//	go run ./internal/perfcompare [--duration 10s] [--rounds 3] [--tracing] [--json]
+//	go run ./tools/perfcompare [--duration 10s] [--rounds 3] [--tracing] [--json]
 //
-// It builds hookstream and internal/thinreceiver once, then, one server at
+// It builds hookstream and tools/thinreceiver once, then, one server at
 // a time and in alternating rounds, starts each server as its own process
 // on a fresh data directory and runs the same closed-loop load against it
 // (internal/loadgen, as `hookstream bench --rate 0`: 64 connections, 1 KiB
 // GitHub-signed JSON):
 //
 //   - bare: a bare Echo handler answering 202, no Kafka (context only);
-//   - thin: the thin durable receiver, the ceiling (internal/thinreceiver);
+//   - thin: the thin durable receiver, the ceiling (tools/thinreceiver);
 //   - ingest: `hookstream run --roles ingest`, embedded broker, a GitHub source;
 //   - all: `hookstream run` with every role, where the figure is the rate the
 //     whole pipeline sustains: the events the processor commits per second
@@ -55,9 +55,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/ingest"
-	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/internal/otlptest"
+	"github.com/hookstream/hookstream/tools/internal/harness"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -215,7 +215,7 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, t
 	}
 	defer os.RemoveAll(work)
 	fmt.Fprintln(os.Stderr, "building hookstream and thinreceiver")
-	if _, err := harness.Build(ctx, work, "./cmd/hookstream", "./internal/thinreceiver"); err != nil {
+	if _, err := harness.Build(ctx, work, "./cmd/hookstream", "./tools/thinreceiver"); err != nil {
 		return err
 	}
 	config := filepath.Join(work, "sources.yaml")

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookstream/hookstream/internal/harness"
 	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/tools/internal/harness"
 )
 
 func TestPipelineOf(t *testing.T) {

@@ -5,7 +5,7 @@
 // broker with persistence, the one `hookstream run` starts. Nothing else:
 // no event id, no duplicate memory, no limits, no record headers, no
 // metrics. Whatever the receiver spends beyond this program is the price
-// of its features; internal/perfcompare measures it.
+// of its features; tools/perfcompare measures it.
 //
 // With -bare it answers 202 once the body is read, with no signature check
 // and no Kafka: the cost of HTTP and Echo alone, as context.
