@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
@@ -69,9 +68,10 @@ type Config struct {
 	// the connection's address is the client
 	// (HOOKSTREAM_TRUSTED_PROXIES).
 	TrustedProxies []netip.Prefix
-	// Tracing traces each request, continuing the provider's traceparent,
-	// and carries the context in its ingest record. Zero: no spans, the
-	// provider's context carried on.
+	// Tracing traces each request, continuing the provider's traceparent
+	// (its trace and parent, never its sampling decision or tracestate:
+	// see tracing.Tracing.ExtractProvider), and carries the context in its
+	// ingest record. Zero: no spans, the provider's traceparent carried on.
 	Tracing tracing.Tracing
 }
 
@@ -346,7 +346,7 @@ const receiveRoute = "/webhooks/:source"
 func (h *Handler) receive(c *echo.Context) error {
 	name := c.Param("source")
 	req := c.Request()
-	ctx := h.cfg.Tracing.Propagation().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+	ctx := h.cfg.Tracing.ExtractProvider(req.Context(), req.Header)
 	ctx, span := h.tracer.Start(ctx, http.MethodPost+" "+receiveRoute, trace.WithSpanKind(trace.SpanKindServer))
 	defer span.End()
 	src, err := h.source(name)

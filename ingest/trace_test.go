@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,9 +21,9 @@ import (
 
 // TestRecordCarriesTraceContext: the ingest record's traceparent is the
 // receiver's span's, in the provider's trace (without spans, the
-// provider's own), with the provider's tracestate, once each; a source
-// that carries the provider's traceparent as a provider header keeps it
-// apart, as hs-h-traceparent.
+// provider's own), once, without the provider's tracestate (a
+// provider's is not passed on); a source that carries the provider's
+// traceparent as a provider header keeps it apart, as hs-h-traceparent.
 func TestRecordCarriesTraceContext(t *testing.T) {
 	const (
 		traceID  = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -61,8 +62,8 @@ func TestRecordCarriesTraceContext(t *testing.T) {
 			if n != 1 || !strings.HasPrefix(got, "00-"+traceID+"-") || (got != provider) != tc.newSpan {
 				t.Errorf("%s: got %q (%d headers), want one in trace %s, a new span: %v", topics.HeaderTraceparent, got, n, traceID, tc.newSpan)
 			}
-			if got := h[topics.HeaderTracestate]; got != "vendor=1" {
-				t.Errorf("%s: got %q, want the provider's vendor=1", topics.HeaderTracestate, got)
+			if got, ok := h[topics.HeaderTracestate]; ok {
+				t.Errorf("%s: got %q, want none: the provider's is not passed on", topics.HeaderTracestate, got)
 			}
 			if got := h[topics.ProviderHeaderKey("traceparent")]; got != provider {
 				t.Errorf("%s: got %q, want the provider's %q", topics.ProviderHeaderKey("traceparent"), got, provider)
@@ -160,6 +161,83 @@ func TestHostileTraceContext(t *testing.T) {
 				if got := h[topics.HeaderTracestate]; got != "" {
 					t.Errorf("%s: %s %q, want none", tc.name, topics.HeaderTracestate, got)
 				}
+			}
+		})
+	}
+}
+
+// TestProviderDoesNotDecideSampling: a provider's traceparent sets the
+// trace and the parent of the receiver's span, never whether the trace is
+// exported: the configured sampler decides. At 0% nothing of a request
+// is exported, accepted or rejected, though the provider marks it
+// sampled, and its record carries the decision (not sampled) on; at 100%
+// both are exported though the provider marks them not sampled.
+func TestProviderDoesNotDecideSampling(t *testing.T) {
+	const (
+		random   = "4bf92f3577b34da6a3ce929d0e0e4736"
+		chosen   = "4bf92f3577b34da60000000000000000" // passes any ratio judged on the trace id
+		provider = "00f067aa0ba902b7"
+	)
+	for _, tc := range []struct {
+		name, sampler, arg, traceID, flags string
+		exported                           bool
+	}{
+		{"traceidratio 0, provider sampled", "traceidratio", "0", random, "01", false},
+		{"traceidratio 0, provider sampled and random", "traceidratio", "0", random, "03", false},
+		{"parentbased_traceidratio 0, provider sampled", "parentbased_traceidratio", "0", random, "01", false},
+		{"parentbased_always_off, provider sampled", "parentbased_always_off", "", random, "01", false},
+		{"parentbased_traceidratio 1e-12, a trace id chosen to pass it", "parentbased_traceidratio", "1e-12", chosen, "01", false},
+		{"traceidratio 1e-12, a trace id chosen to pass it", "traceidratio", "1e-12", chosen, "01", false},
+		{"default sampler, provider not sampled", "", "", random, "00", true},
+		{"traceidratio 1, provider not sampled", "traceidratio", "1", random, "00", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
+			t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
+			recv := otlptest.New(t)
+			tr := otlptest.Tracing(t, recv.URL)
+			env := kafkatest.New(t, 1, 64<<10)
+			rc := newReceiver(t, env, ingest.Config{Tracing: tr})
+			traceparent := "00-" + tc.traceID + "-" + provider + "-" + tc.flags
+			accepted := githubHeaders("d-1", `{}`)
+			rejected := githubHeaders("d-2", `{"other":"body"}`)
+			for _, h := range []http.Header{accepted, rejected} {
+				h.Set("Traceparent", traceparent)
+				h.Set("Tracestate", "vendor=1")
+			}
+			if resp := rc.post(t, "github", accepted, `{}`); resp.status != http.StatusAccepted {
+				t.Fatalf("accepted: status: got %d %v, want 202", resp.status, resp.body)
+			}
+			if resp := rc.post(t, "github", rejected, `{}`); resp.status != http.StatusUnauthorized {
+				t.Fatalf("rejected: status: got %d %v, want 401", resp.status, resp.body)
+			}
+			if err := tr.Provider.(interface{ ForceFlush(context.Context) error }).ForceFlush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			spans := recv.Spans()
+			switch {
+			case !tc.exported && len(spans) != 0:
+				t.Errorf("spans: got %+v, want none", spans)
+			case tc.exported && len(spans) != 2:
+				t.Errorf("spans: got %+v, want 2", spans)
+			}
+			for _, s := range spans {
+				if s.TraceID != tc.traceID || s.ParentID != provider {
+					t.Errorf("span %s: got trace %s, parent %s; want the provider's %s, %s", s.Name, s.TraceID, s.ParentID, tc.traceID, provider)
+				}
+			}
+			recs := env.Records(t, env.Names.Ingest)
+			if len(recs) != 1 {
+				t.Fatalf("records: got %d, want 1", len(recs))
+			}
+			h := kafkatest.Headers(recs[0])
+			got := strings.Split(h[topics.HeaderTraceparent], "-")
+			wantFlags := map[bool]string{true: "01", false: "00"}[tc.exported]
+			if len(got) != 4 || got[1] != tc.traceID || got[2] == provider || got[3] != wantFlags {
+				t.Errorf("%s: got %q, want the receiver's span in trace %s, flags %s", topics.HeaderTraceparent, h[topics.HeaderTraceparent], tc.traceID, wantFlags)
+			}
+			if got := h[topics.HeaderTracestate]; got != "" {
+				t.Errorf("%s: got %q, want none: a provider's is not passed on", topics.HeaderTracestate, got)
 			}
 		})
 	}

@@ -16,8 +16,10 @@ import (
 // on names the hop that carried it, as an exported span's would. A span
 // continues its parent's trace with the parent's flags and trace state; a
 // span without a parent starts a trace, marked sampled, as the SDK's
-// default sampler would. It costs an id and a context where the SDK
-// without an exporter recorded every span for nothing.
+// default sampler would, and a span whose parent is a provider's
+// (ExtractProvider) is marked sampled too, whatever the provider's flags.
+// It costs an id and a context where the SDK without an exporter recorded
+// every span for nothing.
 type Carrier struct{ embedded.TracerProvider }
 
 // Tracer returns the tracer of carrying spans.
@@ -28,6 +30,9 @@ type carrierTracer struct{ embedded.Tracer }
 func (carrierTracer) Start(ctx context.Context, _ string, _ ...trace.SpanStartOption) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
 	cfg := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceFlags: parent.TraceFlags(), TraceState: parent.TraceState()}
+	if providerParent(ctx) {
+		cfg.TraceFlags = trace.FlagsSampled
+	}
 	if !parent.IsValid() {
 		cfg = trace.SpanContextConfig{TraceFlags: trace.FlagsSampled}
 		for !cfg.TraceID.IsValid() {

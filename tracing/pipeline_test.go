@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/tracing"
 )
 
 // tracedSubscriber answers 500 to the first fail[id] deliveries of an id,
@@ -70,6 +72,47 @@ func run(t *testing.T, name string, f func(context.Context) error) (stop func())
 	return stop
 }
 
+// pipelineMaxBody is the largest webhook body of the pipeline tests.
+const pipelineMaxBody = 1 << 20
+
+// receiver starts a receiver of every source, traced by tr, and returns
+// its URL.
+func receiver(t *testing.T, env *kafkatest.Env, tr tracing.Tracing, log *slog.Logger) string {
+	t.Helper()
+	cfg := ingest.Config{AcceptAll: true, MaxBody: pipelineMaxBody, AckTimeout: 10 * time.Second, Topic: env.Names.Ingest, Tracing: tr}
+	h, err := ingest.New(cfg, env.Client(t, ingest.ProducerOpts(cfg)...), log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// newProcessor builds a processor traced by tr, its state in stateDir.
+func newProcessor(env *kafkatest.Env, tr tracing.Tracing, log *slog.Logger, stateDir string) *processor.Processor {
+	return processor.New(processor.Config{
+		Names: env.Names, StateDir: stateDir, MaxRecordBytes: topics.MaxRecordBytes(pipelineMaxBody),
+		TransactionalID: env.Names.Prefix + "-processor", SessionTimeout: 6 * time.Second, Tracing: tr,
+	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, log, prometheus.NewRegistry())
+}
+
+// dispatcher runs a dispatcher traced by tr, retrying twice after 100ms,
+// and returns its registry.
+func dispatcher(t *testing.T, env *kafkatest.Env, tr tracing.Tracing, log *slog.Logger) *subscriptions.Registry {
+	t.Helper()
+	cl := env.Client(t)
+	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, log)
+	d := dispatch.New(dispatch.Config{
+		Names:    env.Names,
+		Client:   dispatch.ClientConfig{AllowPrivate: true, Timeout: 2 * time.Second},
+		Schedule: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},
+		Tracing:  tr,
+	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, cl, registry, log, prometheus.NewRegistry())
+	run(t, "dispatcher", d.Run)
+	return registry
+}
+
 // replayProcessor resets the stopped processor's group to the start of
 // the ingest topic, as `hookstream replay --group processor --to-earliest
 // --execute` does, once the group has no member left.
@@ -105,46 +148,20 @@ func replayProcessor(t *testing.T, env *kafkatest.Env) {
 // of its first emission, and delivered again under it. With -v the test
 // prints the traces as trees.
 func TestPipelineTrace(t *testing.T) {
-	const maxBody = 1 << 20
 	recv := otlptest.New(t)
 	t.Setenv("OTEL_SERVICE_NAME", "hookstream-pipeline")
 	tr := otlptest.Tracing(t, recv.URL)
 
-	env := kafkatest.New(t, 1, maxBody)
+	env := kafkatest.New(t, 1, pipelineMaxBody)
 	log, logs := kafkatest.CaptureLogs(t)
-	receiver := func() string {
-		cfg := ingest.Config{AcceptAll: true, MaxBody: maxBody, AckTimeout: 10 * time.Second, Topic: env.Names.Ingest, Tracing: tr}
-		h, err := ingest.New(cfg, env.Client(t, ingest.ProducerOpts(cfg)...), log, prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	a, b := receiver(), receiver()
-
+	a, b := receiver(t, env, tr, log), receiver(t, env, tr, log)
 	stateDir := t.TempDir()
-	newProcessor := func() *processor.Processor {
-		return processor.New(processor.Config{
-			Names: env.Names, StateDir: stateDir, MaxRecordBytes: topics.MaxRecordBytes(maxBody),
-			TransactionalID: env.Names.Prefix + "-processor", SessionTimeout: 6 * time.Second, Tracing: tr,
-		}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, log, prometheus.NewRegistry())
-	}
-	stopProcessor := run(t, "processor", newProcessor().Run)
+	stopProcessor := run(t, "processor", newProcessor(env, tr, log, stateDir).Run)
 
 	sub := &tracedSubscriber{fail: map[string]int{"shop:2": 1, "shop:3": 3}, parent: map[string][]string{}}
 	subSrv := httptest.NewServer(sub)
 	t.Cleanup(subSrv.Close)
-	cl := env.Client(t)
-	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, log)
-	d := dispatch.New(dispatch.Config{
-		Names:    env.Names,
-		Client:   dispatch.ClientConfig{AllowPrivate: true, Timeout: 2 * time.Second},
-		Schedule: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},
-		Tracing:  tr,
-	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, cl, registry, log, prometheus.NewRegistry())
-	run(t, "dispatcher", d.Run)
+	registry := dispatcher(t, env, tr, log)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := subscriptions.Subscription{URL: subSrv.URL}
@@ -278,7 +295,7 @@ func TestPipelineTrace(t *testing.T) {
 	// dropped again.
 	stopProcessor()
 	replayProcessor(t, env)
-	run(t, "processor after the replay", newProcessor().Run)
+	run(t, "processor after the replay", newProcessor(env, tr, log, stateDir).Run)
 	got = spans(traceA, map[string]int{ingestName: 1, processName: 2, deliverName: 2})
 	var replay otlptest.Span
 	for _, s := range got[processName] {

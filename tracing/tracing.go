@@ -1,6 +1,7 @@
 // Package tracing owns hookstream's OpenTelemetry tracing: the tracer
 // provider and the W3C Trace Context propagator, set up from the standard
-// OTEL_* variables alone (Setup), and the carrier that puts a trace
+// OTEL_* variables alone (Setup), its sampler, which a provider's trace
+// context does not steer (ExtractProvider), and the carrier that puts a trace
 // context in a Kafka record's headers (Headers). Components take a
 // Tracing in their configuration; its zero value traces nothing and still
 // carries the context. It owns no span of its own: each component names
@@ -110,9 +111,11 @@ func (h *Headers) Keys() []string {
 // OTEL_SERVICE_NAME (default hookstream), OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_TRACES_SAMPLER and its argument, OTEL_SDK_DISABLED, and the rest of
 // what the SDK and its OTLP exporters read themselves (headers, timeouts,
-// TLS, batching). shutdown flushes the spans still held; call it once the
-// components have stopped. Setup does no I/O: the exporter connects when
-// it first exports.
+// TLS, batching). The sampler decides where a trace enters hookstream, a
+// provider's flags counting for nothing, and every later span follows its
+// parent (see sampler); an unknown sampler or ratio is an error. shutdown
+// flushes the spans still held; call it once the components have stopped.
+// Setup does no I/O: the exporter connects when it first exports.
 func Setup(ctx context.Context) (t Tracing, shutdown func(context.Context) error, err error) {
 	t.Propagator = propagation.TraceContext{}
 	none := func(context.Context) error { return nil }
@@ -133,13 +136,15 @@ func Setup(ctx context.Context) (t Tracing, shutdown func(context.Context) error
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return t, nil, fmt.Errorf("tracing: resource: %w", err)
 	}
+	entry, err := entrySampler()
+	if err != nil {
+		return t, nil, err
+	}
 	exp, err := exporter(ctx)
 	if err != nil {
 		return t, nil, err
 	}
-	// The sampler is the SDK's from OTEL_TRACES_SAMPLER (default parent
-	// based, always on).
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp), sdktrace.WithSampler(newSampler(entry)))
 	t.Provider = tp
 	return t, tp.Shutdown, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -147,6 +148,75 @@ func TestCarrier(t *testing.T) {
 		want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + child.SpanContext().SpanID().String() + "-" + flags
 		if got := h.Get("traceparent"); got != want || child.SpanContext().SpanID().String() == "00f067aa0ba902b7" || h.Get("tracestate") != "vendor=1" {
 			t.Errorf("child of flags %s: got %q, tracestate %q; want %q with a span id of its own, vendor=1", flags, got, h.Get("tracestate"), want)
+		}
+	}
+}
+
+// TestSetupRefusesUnknownSampler: a sampler or a ratio the SDK does not
+// know stops the setup, naming the variable.
+func TestSetupRefusesUnknownSampler(t *testing.T) {
+	for _, tc := range []struct{ sampler, arg, want string }{
+		{"jaeger_remote", "", "OTEL_TRACES_SAMPLER"},
+		{"parentbased_", "", "OTEL_TRACES_SAMPLER"},
+		{"traceidratio", "half", "OTEL_TRACES_SAMPLER_ARG"},
+		{"parentbased_traceidratio", "1.5", "OTEL_TRACES_SAMPLER_ARG"},
+	} {
+		t.Run(tc.sampler+" "+tc.arg, func(t *testing.T) {
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+			t.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
+			t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
+			if _, _, err := tracing.Setup(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want+" ") {
+				t.Errorf("Setup: got %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHopsFollowParent: a span continuing a record's context (a
+// processor's, a delivery attempt's) follows its parent's decision,
+// whatever the configured sampler would decide for a trace of its own, so
+// a trace is exported whole or not at all.
+func TestHopsFollowParent(t *testing.T) {
+	for _, tc := range []struct {
+		sampler, arg, flags string
+		exported            bool
+	}{
+		{"traceidratio", "1e-12", "01", true},
+		{"parentbased_traceidratio", "1e-12", "01", true},
+		{"traceidratio", "1", "00", false},
+		{"always_on", "", "00", false},
+	} {
+		t.Run(tc.sampler+" "+tc.arg+" parent "+tc.flags, func(t *testing.T) {
+			t.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
+			t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
+			recv := otlptest.New(t)
+			tr := otlptest.Tracing(t, recv.URL)
+			traceparent := "00-4bf92f3577b34da60000000000000000-00f067aa0ba902b7-" + tc.flags
+			ctx := tr.Extract(context.Background(), []kgo.RecordHeader{{Key: "traceparent", Value: []byte(traceparent)}})
+			_, span := tr.Tracer().Start(ctx, "hop")
+			span.End()
+			if got := span.SpanContext().IsSampled(); got != tc.exported {
+				t.Errorf("sampled: got %v, want %v", got, tc.exported)
+			}
+		})
+	}
+}
+
+// TestCarrierProvider: without an endpoint, a span whose parent is a
+// provider's continues its trace marked sampled, as a root would be,
+// whatever the provider's flags (random among them), without the
+// provider's tracestate.
+func TestCarrierProvider(t *testing.T) {
+	tr := otlptest.Tracing(t, "")
+	for _, flags := range []string{"01", "00", "03"} {
+		header := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-" + flags}, "Tracestate": {"vendor=1"}}
+		ctx, span := tr.Tracer().Start(tr.ExtractProvider(context.Background(), header), "receive")
+		r := &kgo.Record{}
+		tr.Inject(ctx, r)
+		h := (*tracing.Headers)(&r.Headers)
+		want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + span.SpanContext().SpanID().String() + "-01"
+		if got := h.Get("traceparent"); got != want || h.Get("tracestate") != "" {
+			t.Errorf("child of a provider's span of flags %s: got %q, tracestate %q; want %q, none", flags, got, h.Get("tracestate"), want)
 		}
 	}
 }
