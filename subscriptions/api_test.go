@@ -25,15 +25,7 @@ func apiServer(t *testing.T, env *kafkatest.Env, r *subscriptions.Registry) *htt
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	tally := attempts.NewTally(opts, env.Names, kafkatest.Logger(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tally.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("attempts tally: %v", err)
-		}
-	})
+	run(t, "attempts tally", tally.Run)
 	s := admin.New(admin.Config{}, prometheus.NewRegistry(), kafkatest.Logger(t))
 	subscriptions.API{Registry: r, Attempts: tally, Kafka: env.Client(t), Opts: opts, Names: env.Names}.Mount(s)
 	srv := httptest.NewServer(s)

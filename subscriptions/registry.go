@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,6 +58,8 @@ type Registry struct {
 	sec   Security
 	// replicas of the topics created for topic subscriptions.
 	replicas int16
+	// skips skips the records that are not subscriptions.
+	skips *skipper
 
 	mu      sync.Mutex
 	watched *snapshot     // nil while no Watch has loaded
@@ -73,7 +76,17 @@ type snapshot struct {
 // NewRegistry reads end offsets with cl and reads and writes with fresh
 // clients built from opts (seed brokers, logger).
 func NewRegistry(cl *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.Logger) *Registry {
-	return &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now, moved: make(chan struct{})}
+	r := &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now, moved: make(chan struct{}), skips: newSkipper(log)}
+	r.skips.skipped.WithLabelValues(string(names.Subscriptions))
+	return r
+}
+
+// Instrument registers r's metrics on reg and returns r: a daemon's
+// registry counts the records of the subscriptions topic it skipped
+// (hookstream_registry_records_skipped_total). Call it before using r.
+func (r *Registry) Instrument(reg prometheus.Registerer) *Registry {
+	reg.MustRegister(r.skips.skipped)
+	return r
 }
 
 // Security is how a registry guards subscriptions.
@@ -121,9 +134,10 @@ func (r *Registry) CheckURL(url string) error {
 	return nil
 }
 
-// List reads every committed subscription, secrets decrypted. A
-// subscription whose secret cannot be decrypted fails it with
-// ErrSecretKey: none is skipped.
+// List reads every committed subscription, secrets decrypted. A record
+// that is not a subscription is skipped (see skipper); a subscription
+// whose secret cannot be decrypted fails it with ErrSecretKey: none is
+// skipped.
 func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	stored, err := r.read(ctx)
 	if err != nil {
@@ -204,18 +218,12 @@ func (r *Registry) read(ctx context.Context) (map[string]Subscription, error) {
 		if err := fs.Err0(); err != nil {
 			return nil, fmt.Errorf("subscriptions: read: %w", err)
 		}
-		var decodeErr error
 		fs.EachRecord(func(rec *kgo.Record) {
-			if err := apply(subs, rec); err != nil && decodeErr == nil {
-				decodeErr = err
-			}
+			r.skips.apply(rec, func(rec *kgo.Record) error { return apply(subs, rec) })
 			if rec.Offset+1 >= want[rec.Partition] {
 				delete(want, rec.Partition)
 			}
 		})
-		if decodeErr != nil {
-			return nil, decodeErr
-		}
 	}
 	return subs, nil
 }
@@ -231,11 +239,10 @@ func readOpts(topic string) []kgo.Opt {
 	}
 }
 
-// apply folds one subscriptions record into subs.
+// apply folds one subscriptions record into subs: a tombstone deletes, a
+// value must be a subscription under its own id. It refuses a record that
+// is not, which its readers skip (see skipper).
 func apply(subs map[string]Subscription, rec *kgo.Record) error {
-	if rec.Attrs.IsControl() {
-		return nil
-	}
 	id := string(rec.Key)
 	if rec.Value == nil {
 		delete(subs, id)
@@ -243,7 +250,13 @@ func apply(subs map[string]Subscription, rec *kgo.Record) error {
 	}
 	var s Subscription
 	if err := json.Unmarshal(rec.Value, &s); err != nil {
-		return fmt.Errorf("subscriptions: record %d (%s): %w", rec.Offset, id, err)
+		return err
+	}
+	switch {
+	case s.ID != id:
+		return fmt.Errorf("the subscription's id %.64q is not the record's key", s.ID)
+	case !validID(id):
+		return fmt.Errorf("%.64q is not a valid id", id)
 	}
 	if s.BatchMax == 0 {
 		s.BatchMax = 1 // written before batching existed
@@ -740,14 +753,9 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 				delete(loading, rec.Partition)
 				changed = true
 			}
-			if rec.Attrs.IsControl() {
-				return
+			if r.skips.apply(rec, func(rec *kgo.Record) error { return apply(stored, rec) }) {
+				changed = true
 			}
-			if err := apply(stored, rec); err != nil {
-				r.log.Error("skipping unreadable subscription record", "offset", rec.Offset, "err", err)
-				return
-			}
-			changed = true
 		})
 	}
 }

@@ -20,27 +20,35 @@ import (
 	"github.com/hookstream/hookstream/subscriptions"
 )
 
+// run runs f until the test ends, then cancels its context and checks
+// that it returned nil.
+func run(t *testing.T, name string, f func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+}
+
 // TestGetWhileWatching checks that Get, served from a running Watch's
 // snapshot, sees every write committed before it.
 func TestGetWhileWatching(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
 	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	loaded := make(chan struct{}, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- r.Watch(ctx, func(map[string]subscriptions.Subscription) {
+	run(t, "Watch", func(ctx context.Context) error {
+		return r.Watch(ctx, func(map[string]subscriptions.Subscription) {
 			select {
 			case loaded <- struct{}{}:
 			default:
 			}
 		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Watch: %v", err)
-		}
 	})
 	select {
 	case <-loaded:

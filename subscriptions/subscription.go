@@ -179,7 +179,7 @@ func (s *Subscription) Validate() error { return s.validate(true) }
 // validate is Validate, its filter and transform compiled only when exprs.
 func (s *Subscription) validate(exprs bool) error {
 	var errs []error
-	if s.ID == "" || len(s.ID) > 100 || strings.ContainsAny(s.ID, " /:\t\n") {
+	if !validID(s.ID) {
 		errs = append(errs, fmt.Errorf("id: %q is not a valid id", s.ID))
 	}
 	errs = append(errs, s.validateKind()...)
@@ -207,6 +207,12 @@ func (s *Subscription) validate(exprs bool) error {
 	errs = append(errs, validateSchedule(s.Schedule)...)
 	errs = append(errs, validateTimeout(s.Timeout)...)
 	return invalid(errs)
+}
+
+// validID reports whether id may be a subscription's: 1 to 100 bytes,
+// no space, tab, newline, slash or colon.
+func validID(id string) bool {
+	return id != "" && len(id) <= 100 && !strings.ContainsAny(id, " /:\t\n")
 }
 
 // validateKind checks that s is one kind and has what that kind needs.

@@ -253,7 +253,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 		return nil, err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
-	registry := subscriptions.NewRegistry(cl, kafkaOpts(cfg, log), names, log).Secure(security).Replicas(cfg.ReplicationFactor)
+	registry := subscriptions.NewRegistry(cl, kafkaOpts(cfg, log), names, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
 	reg.MustRegister(groups.NewCollector(cl, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {

@@ -1,0 +1,67 @@
+package subscriptions
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// skipper applies the records of a compacted topic of hookstream's own
+// (the subscriptions topic; the access topic is to be read the same way)
+// and skips each one that does not decode: any client with produce rights
+// on the topic can write one, and it must stop no reader. A skipped record
+// is counted in hookstream_registry_records_skipped_total{topic} and
+// logged the first time the skipper meets it, however often the topic is
+// read again (each List reads it from the start, and so does each Watch).
+type skipper struct {
+	log     *slog.Logger
+	skipped *prometheus.CounterVec
+
+	mu sync.Mutex
+	// met is, per partition, the offset after the last record met: every
+	// reader reads a partition from its start, in order, so a record
+	// below it was met before.
+	met map[partition]int64
+}
+
+type partition struct {
+	topic string
+	id    int32
+}
+
+func newSkipper(log *slog.Logger) *skipper {
+	return &skipper{
+		log: log,
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookstream_registry_records_skipped_total",
+			Help: "Records of hookstream's compacted topics (subscriptions) skipped because they do not decode, each counted once.",
+		}, []string{"topic"}),
+		met: make(map[partition]int64),
+	}
+}
+
+// apply applies rec with fn, but a transaction marker, and reports
+// whether fn took it. A record fn refuses is skipped.
+func (s *skipper) apply(rec *kgo.Record, fn func(*kgo.Record) error) bool {
+	if rec.Attrs.IsControl() {
+		return false
+	}
+	err := fn(rec)
+	p := partition{rec.Topic, rec.Partition}
+	s.mu.Lock()
+	first := rec.Offset >= s.met[p]
+	if first {
+		s.met[p] = rec.Offset + 1
+	}
+	s.mu.Unlock()
+	if err != nil && first {
+		s.skipped.WithLabelValues(rec.Topic).Inc()
+		// Bounded: the key and what the decoder quotes are the writer's.
+		s.log.Warn("record does not decode; skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset,
+			"key", fmt.Sprintf("%.64s", rec.Key), "err", fmt.Sprintf("%.256s", err))
+	}
+	return err == nil
+}
