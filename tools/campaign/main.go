@@ -48,19 +48,18 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/loadgen"
+	"github.com/hookstream/hookstream/tools/internal/program"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -277,45 +276,43 @@ func main() {
 		rate       = flag.Float64("rate", 0, "override the profile's load: requests per second, all sources together")
 		measure    = flag.Bool("measure", false, "inject no fault: raise the load from --rate step by step and report the highest rate the deployment sustains")
 	)
-	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	// Toxiproxy's toxics log through zerolog's global logger: its trace
-	// lines say nothing the campaign does not.
-	zerolog.SetGlobalLevel(zerolog.Disabled)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	program.Main("campaign", func(ctx context.Context) error {
+		log := program.Logger(slog.LevelInfo)
+		// Toxiproxy's toxics log through zerolog's global logger: its trace
+		// lines say nothing the campaign does not.
+		zerolog.SetGlobalLevel(zerolog.Disabled)
 
-	prof, ok := profiles[*profName]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "campaign: --profile %q: want short, heavy or long\n", *profName)
-		os.Exit(2)
-	}
-	if *duration > 0 {
-		prof.minLoad = *duration
-	}
-	if *faults > 0 {
-		prof.maxFaults = *faults
-	}
-	var rateFlag string
-	if *rate > 0 {
-		prof.rate = *rate / float64(len(sources))
-		rateFlag = fmt.Sprintf(" --rate %g", *rate)
-	}
-	if *seed == 0 {
-		*seed = uint64(time.Now().UnixNano() % 1e9)
-	}
-	fmt.Printf("campaign: seed %d, profile %s, broker %s (replay with --seed %d)\n", *seed, *profName, *brokerKind, *seed)
-	sum, err := runCampaign(ctx, log, config{
-		seed: *seed, profName: *profName, prof: prof, brokerKind: *brokerKind, brokers: *brokers,
-		script: *script, bin: *bin, work: *work, out: *out, measure: *measure, rateFlag: rateFlag,
+		prof, ok := profiles[*profName]
+		if !ok {
+			return program.Usage("--profile %q: want short, heavy or long", *profName)
+		}
+		if *duration > 0 {
+			prof.minLoad = *duration
+		}
+		if *faults > 0 {
+			prof.maxFaults = *faults
+		}
+		var rateFlag string
+		if *rate > 0 {
+			prof.rate = *rate / float64(len(sources))
+			rateFlag = fmt.Sprintf(" --rate %g", *rate)
+		}
+		if *seed == 0 {
+			*seed = uint64(time.Now().UnixNano() % 1e9)
+		}
+		fmt.Printf("campaign: seed %d, profile %s, broker %s (replay with --seed %d)\n", *seed, *profName, *brokerKind, *seed)
+		sum, err := runCampaign(ctx, log, config{
+			seed: *seed, profName: *profName, prof: prof, brokerKind: *brokerKind, brokers: *brokers,
+			script: *script, bin: *bin, work: *work, out: *out, measure: *measure, rateFlag: rateFlag,
+		})
+		if err != nil {
+			return program.Exit(2, fmt.Errorf("%v (seed %d)", err, *seed))
+		}
+		if !sum.Passed {
+			return program.Exit(1, nil)
+		}
+		return nil
 	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "campaign: %v (seed %d)\n", err, *seed)
-		os.Exit(2)
-	}
-	if !sum.Passed {
-		os.Exit(1)
-	}
 }
 
 type config struct {

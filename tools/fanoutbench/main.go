@@ -40,12 +40,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -56,13 +54,8 @@ import (
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/tools/internal/harness"
+	"github.com/hookstream/hookstream/tools/internal/program"
 	"github.com/hookstream/hookstream/topics"
-)
-
-// The GitHub source hookstream is configured with.
-const (
-	source = "github"
-	secret = "s3cret"
 )
 
 // minEvents is the fewest events a load sends, whatever the subscriptions.
@@ -88,23 +81,18 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long a dispatcher settles before the idle figures, and how long its idle CPU is measured")
 	flag.IntVar(&o.deliveries, "deliveries", 100_000, "deliveries of a load: events = deliveries / subscriptions, at least 200")
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds, each measuring every row in turn; the table gives the rates' medians and the other figures' worst")
-	flag.StringVar(&o.binary, "hookstream", "", "hookstream binary to measure (default: build ./cmd/hookstream)")
-	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
-	flag.Parse()
-	var err error
-	if o.subscriptions, err = counts(subs); err == nil {
-		o.dispatchers, err = counts(dis)
-	}
-	if err != nil || o.idle <= 0 || o.deliveries <= 0 || o.rounds < 1 {
-		fmt.Fprintln(os.Stderr, "fanoutbench: --subscriptions and --dispatchers take positive counts; --idle, --deliveries and --rounds must be positive:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "fanoutbench:", err)
-		os.Exit(1)
-	}
+	program.HookstreamVar(&o.binary)
+	program.JSONVar(&o.asJSON)
+	program.Main("fanoutbench", func(ctx context.Context) error {
+		var err error
+		if o.subscriptions, err = counts(subs); err == nil {
+			o.dispatchers, err = counts(dis)
+		}
+		if err != nil || o.idle <= 0 || o.deliveries <= 0 || o.rounds < 1 {
+			return program.Usage("--subscriptions and --dispatchers take positive counts; --idle, --deliveries and --rounds must be positive: %v", err)
+		}
+		return run(ctx, o)
+	})
 }
 
 // counts reads a comma separated list of positive counts.
@@ -174,13 +162,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin := o.binary
-	if bin == "" {
-		fmt.Fprintln(os.Stderr, "building hookstream")
-		if _, err := harness.Build(ctx, work, "./cmd/hookstream"); err != nil {
-			return err
-		}
-		bin = filepath.Join(work, "hookstream")
+	bin, err := harness.Hookstream(ctx, work, o.binary)
+	if err != nil {
+		return err
 	}
 	res := Result{Machine: machine(), LoadBefore: harness.LoadAverage()}
 	for round := 1; round <= o.rounds; round++ {
@@ -207,12 +191,7 @@ func run(ctx context.Context, o options) error {
 	}
 	res.LoadAfter = harness.LoadAverage()
 	res.Summary = summarize(res.Rows)
-	if o.asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return res.print(os.Stdout)
+	return program.Report(os.Stdout, o.asJSON, res, res.print)
 }
 
 // bench is one row being measured.
@@ -375,9 +354,9 @@ func (b *bench) prepare() error {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand never fails on Linux
 	b.secretKey = base64.StdEncoding.EncodeToString(key)
-	b.config = filepath.Join(b.dir, "sources.yaml")
-	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
-	return os.WriteFile(b.config, []byte(yaml), 0o600)
+	var err error
+	b.config, err = harness.WriteSources(b.dir)
+	return err
 }
 
 // process is a running hookstream process and its admin address.
@@ -505,8 +484,8 @@ func (b *bench) subscribe(ctx context.Context) error {
 func (b *bench) send(ctx context.Context, events int) (int64, error) {
 	const rate = 2000
 	report, err := loadgen.Run(ctx, loadgen.Config{
-		URL: "http://" + b.httpAddr + "/webhooks/" + source, Source: source, Rate: rate, Concurrency: 64,
-		Duration: time.Duration(events) * time.Second / rate, BodySize: 1024, Scheme: "github", Secret: secret,
+		URL: "http://" + b.httpAddr + "/webhooks/" + harness.Source, Source: harness.Source, Rate: rate, Concurrency: 64,
+		Duration: time.Duration(events) * time.Second / rate, BodySize: 1024, Scheme: "github", Secret: harness.Secret,
 	}, http.DefaultClient, b.sink, nil)
 	if err != nil {
 		return 0, err

@@ -35,12 +35,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -49,12 +47,7 @@ import (
 
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/tools/internal/harness"
-)
-
-// The GitHub source hookstream is configured with.
-const (
-	source = "github"
-	secret = "s3cret"
+	"github.com/hookstream/hookstream/tools/internal/program"
 )
 
 type options struct {
@@ -82,35 +75,29 @@ func main() {
 	flag.DurationVar(&o.warmUp, "warm-up", 5*time.Second, "unmeasured load before each measured one")
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds; the summary is the median of the rounds")
 	flag.Float64Var(&o.traced, "traced", 100, "events traced per second at most (the sample the stages come from)")
-	flag.StringVar(&o.binary, "hookstream", "", "hookstream binary to measure (default: build ./cmd/hookstream)")
+	program.HookstreamVar(&o.binary)
 	flag.StringVar(&o.prefix, "prefix", "", "topic prefix (default: latency-<unix time>, its topics deleted at the end)")
-	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
+	program.JSONVar(&o.asJSON)
 	flag.BoolVar(&o.ceiling, "ceiling", true, "after each measurement, measure the bare exactly-once pipeline at the same rate (Ceiling)")
-	flag.Parse()
-	for _, r := range strings.Split(rates, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
-		if err != nil || v <= 0 {
-			fmt.Fprintf(os.Stderr, "latency: --rates: %q is not a positive rate\n", r)
-			os.Exit(2)
+	program.Main("latency", func(ctx context.Context) error {
+		for _, r := range strings.Split(rates, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+			if err != nil || v <= 0 {
+				return program.Usage("--rates: %q is not a positive rate", r)
+			}
+			o.rates = append(o.rates, v)
 		}
-		o.rates = append(o.rates, v)
-	}
-	if o.brokers == "" || o.rounds < 1 || o.duration <= 0 || o.traced <= 0 {
-		fmt.Fprintln(os.Stderr, "latency: --brokers is required; --rounds, --duration and --traced must be positive")
-		os.Exit(2)
-	}
-	if o.prefix == "" {
-		o.prefix = fmt.Sprintf("latency-%d", time.Now().Unix())
-		o.keepTopic = false
-	} else {
-		o.keepTopic = true
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "latency:", err)
-		os.Exit(1)
-	}
+		if o.brokers == "" || o.rounds < 1 || o.duration <= 0 || o.traced <= 0 {
+			return program.Usage("--brokers is required; --rounds, --duration and --traced must be positive")
+		}
+		if o.prefix == "" {
+			o.prefix = fmt.Sprintf("latency-%d", time.Now().Unix())
+			o.keepTopic = false
+		} else {
+			o.keepTopic = true
+		}
+		return run(ctx, o)
+	})
 }
 
 func run(ctx context.Context, o options) error {
@@ -119,17 +106,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin := o.binary
-	if bin == "" {
-		fmt.Fprintln(os.Stderr, "building hookstream")
-		if _, err := harness.Build(ctx, work, "./cmd/hookstream"); err != nil {
-			return err
-		}
-		bin = filepath.Join(work, "hookstream")
+	bin, err := harness.Hookstream(ctx, work, o.binary)
+	if err != nil {
+		return err
 	}
-	config := filepath.Join(work, "sources.yaml")
-	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+	config, err := harness.WriteSources(work)
+	if err != nil {
 		return err
 	}
 	spans, err := newReceiver()
@@ -161,12 +143,7 @@ func run(ctx context.Context, o options) error {
 	}
 	res.LoadAfter = harness.LoadAverage()
 	res.summarize(o.rates)
-	if o.asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return res.print(os.Stdout)
+	return program.Report(os.Stdout, o.asJSON, res, res.print)
 }
 
 // measure runs hookstream on the cluster, warms it up and measures one rate.
@@ -212,8 +189,8 @@ func measure(ctx context.Context, o options, bin, work, config string, spans *re
 	defer harness.Terminate(srv)
 
 	bench := func(d time.Duration, out io.Writer) error {
-		cmd := exec.CommandContext(ctx, bin, "bench", "--target", "http://"+httpAddr, "--source", source, "--scheme", "github",
-			"--secret", secret, "--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--concurrency", "256", "--duration", d.String(),
+		cmd := exec.CommandContext(ctx, bin, "bench", "--target", "http://"+httpAddr, "--source", harness.Source, "--scheme", "github",
+			"--secret", harness.Secret, "--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--concurrency", "256", "--duration", d.String(),
 			"--sink", sinkAddr, "--output", "json")
 		var stderr strings.Builder
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, out, &stderr

@@ -33,7 +33,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,12 +41,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -58,13 +55,8 @@ import (
 	"github.com/hookstream/hookstream/internal/loadgen"
 	"github.com/hookstream/hookstream/internal/otlptest"
 	"github.com/hookstream/hookstream/tools/internal/harness"
+	"github.com/hookstream/hookstream/tools/internal/program"
 	"github.com/hookstream/hookstream/topics"
-)
-
-// The GitHub source every server is configured with.
-const (
-	source = "github"
-	secret = "s3cret"
 )
 
 // warmUp is the unmeasured load before each measured round.
@@ -90,7 +82,7 @@ var servers = []server{
 		}},
 	{name: "thin", label: "thin durable receiver (the ceiling)",
 		command: func(bin string, a addrs) *exec.Cmd {
-			return exec.Command(filepath.Join(bin, "thinreceiver"), "-addr", a.http, "-data-dir", a.dataDir, "-secret", secret)
+			return exec.Command(filepath.Join(bin, "thinreceiver"), "-addr", a.http, "-data-dir", a.dataDir, "-secret", harness.Secret)
 		}},
 	{name: "ingest", label: "hookstream run --roles ingest",
 		command: func(bin string, a addrs) *exec.Cmd { return hookstream(bin, a, "ingest") }},
@@ -193,16 +185,13 @@ func main() {
 		duration    = flag.Duration("duration", 10*time.Second, "measured load per round and server")
 		rounds      = flag.Int("rounds", 3, "rounds; each server's figures are the median of its rounds")
 		concurrency = flag.Int("concurrency", 64, "connections (requests in flight)")
-		asJSON      = flag.Bool("json", false, "print the results as JSON")
 		traced      = flag.Bool("tracing", false, "also run the receiver and every role exporting traces, all and 1% sampled")
+		asJSON      bool
 	)
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *duration, *rounds, *concurrency, *traced, *asJSON); err != nil {
-		fmt.Fprintln(os.Stderr, "perfcompare:", err)
-		os.Exit(1)
-	}
+	program.JSONVar(&asJSON)
+	program.Main("perfcompare", func(ctx context.Context) error {
+		return run(ctx, *duration, *rounds, *concurrency, *traced, asJSON)
+	})
 }
 
 func run(ctx context.Context, duration time.Duration, rounds, concurrency int, traced, asJSON bool) error {
@@ -218,13 +207,12 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, t
 	if _, err := harness.Build(ctx, work, "./cmd/hookstream", "./tools/thinreceiver"); err != nil {
 		return err
 	}
-	config := filepath.Join(work, "sources.yaml")
-	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", source, secret)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+	config, err := harness.WriteSources(work)
+	if err != nil {
 		return err
 	}
-	load := loadgen.Config{Source: source, Concurrency: concurrency, Duration: duration, BodySize: 1024,
-		Scheme: ingest.SchemeGitHub, Secret: secret}
+	load := loadgen.Config{Source: harness.Source, Concurrency: concurrency, Duration: duration, BodySize: 1024,
+		Scheme: ingest.SchemeGitHub, Secret: harness.Secret}
 	c := comparison{Duration: duration, Concurrency: concurrency, LoadBefore: harness.LoadAverage(), servers: servers}
 	var spans *otlptest.Receiver
 	if traced {
@@ -248,12 +236,7 @@ func run(ctx context.Context, duration time.Duration, rounds, concurrency int, t
 	}
 	c.LoadAfter = harness.LoadAverage()
 	c.summarize()
-	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(c)
-	}
-	return c.print(os.Stdout)
+	return program.Report(os.Stdout, asJSON, c, c.print)
 }
 
 // serveSpans starts an OTLP/HTTP receiver that counts the spans it gets.
@@ -291,7 +274,7 @@ func measure(ctx context.Context, s server, bin, dataDir, config string, load lo
 	}
 	defer harness.Terminate(cmd)
 
-	load.URL = "http://" + a.http + "/webhooks/" + source
+	load.URL = "http://" + a.http + "/webhooks/" + harness.Source
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: load.Concurrency, MaxConnsPerHost: load.Concurrency},
 		Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()

@@ -22,15 +22,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/tools/internal/program"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -49,17 +47,13 @@ func main() {
 		secret  = flag.String("secret", "", "GitHub webhook secret")
 		bare    = flag.Bool("bare", false, "answer 202 without a signature check or Kafka")
 	)
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *addr, *dataDir, *secret, *bare); err != nil {
-		fmt.Fprintln(os.Stderr, "thinreceiver:", err)
-		os.Exit(1)
-	}
+	program.Main("thinreceiver", func(ctx context.Context) error {
+		return run(ctx, *addr, *dataDir, *secret, *bare)
+	})
 }
 
 func run(ctx context.Context, addr, dataDir, secret string, bare bool) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := program.Logger(slog.LevelWarn)
 	var h http.Handler = bareHandler()
 	if !bare {
 		if dataDir == "" {

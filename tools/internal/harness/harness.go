@@ -24,6 +24,34 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
+// The GitHub source the programs configure hookstream with: its webhooks
+// are signed with Secret.
+const (
+	Source = "github"
+	Secret = "s3cret"
+)
+
+// WriteSources writes dir/sources.yaml, which configures Source verified
+// with Secret, and returns its path.
+func WriteSources(dir string) (string, error) {
+	path := filepath.Join(dir, "sources.yaml")
+	yaml := fmt.Sprintf("sources:\n  %s:\n    verify: {scheme: github, secret: %s}\n", Source, Secret)
+	return path, os.WriteFile(path, []byte(yaml), 0o600)
+}
+
+// Hookstream is the hookstream binary to run: bin when it is given,
+// otherwise one built from ./cmd/hookstream into dir.
+func Hookstream(ctx context.Context, dir, bin string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	fmt.Fprintln(os.Stderr, "building hookstream")
+	if _, err := Build(ctx, dir, "./cmd/hookstream"); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "hookstream"), nil
+}
+
 // Build builds the packages (as `go build` names them, from the
 // repository root) into dir and returns dir.
 func Build(ctx context.Context, dir string, packages ...string) (string, error) {
