@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/backoff"
@@ -198,7 +199,7 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 				if c.Err == nil {
 					c.Err = c.Fetched.Error() // UNSTABLE_OFFSET_COMMIT, say: not "no cursor"
 				}
-				if c.Err != nil {
+				if c.Err != nil && !noGroup(c.Err) {
 					err = c.Err
 				}
 			}
@@ -383,6 +384,9 @@ func (ph *partHead) cursor(ctx context.Context, id string) (int64, string, bool)
 		if err == nil && ok {
 			err = o.Err // UNSTABLE_OFFSET_COMMIT, say: not "no cursor"
 		}
+		if noGroup(err) {
+			return -1, "", true
+		}
 		if err == nil {
 			if ok && o.At >= 0 {
 				return o.At, o.Metadata, true
@@ -395,6 +399,12 @@ func (ph *partHead) cursor(ctx context.Context, id string) (int64, string, bool)
 		}
 	}
 }
+
+// noGroup reports whether err says a subscription's group does not exist:
+// it has no cursor (kfake answers so for a group never committed to, as
+// for a subscription record written by another client; Apache Kafka
+// answers with no offsets).
+func noGroup(err error) bool { return errors.Is(err, kerr.GroupIDNotFound) }
 
 // end takes an ended lane out of its partition and commits its cursor,
 // unless the partition was lost (its new owner has it already).

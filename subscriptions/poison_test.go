@@ -238,7 +238,10 @@ func TestPoisonedRecordDuringRebalance(t *testing.T) {
 	}
 	weird := &kgo.Record{Topic: string(env.Names.Subscriptions), Key: []byte("sub_weird"), Value: []byte(`{"id":"sub_weird","url":"http://127.0.0.1:1/",` +
 		`"topic":"x","pull":true,"enabled":true,"max_in_flight":-5,"batch_max":-3,"batch_wait":"-1s","rate_limit":-1,"timeout":"-1s","schedule":["-1s"],"filter":"((("}`)}
-	if err := producer.ProduceSync(ctx, weird).FirstErr(); err != nil {
+	// One with no cursor at all (no group: kfake answers
+	// GROUP_ID_NOT_FOUND for it), which starts from the end.
+	lone := &kgo.Record{Topic: string(env.Names.Subscriptions), Key: []byte("sub_lone"), Value: []byte(`{"id":"sub_lone","url":"http://127.0.0.1:1/","enabled":true}`)}
+	if err := producer.ProduceSync(ctx, weird, lone).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	dispatcher("b") // a rebalance of the dispatch group, the bad records in the topic

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,49 +136,96 @@ func (r *Registry) CheckURL(url string) error {
 }
 
 // List reads every committed subscription, secrets decrypted. A record
-// that is not a subscription is skipped (see skipper); a subscription
-// whose secret cannot be decrypted fails it with ErrSecretKey: none is
-// skipped.
+// that is not a subscription, or whose secrets do not open, is skipped
+// (see skipper and open).
 func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	stored, err := r.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	subs, _, err := r.open(stored)
-	return subs, err
+	subs, _, _ := r.open(stored)
+	return subs, nil
 }
 
 // open decrypts the secrets of stored subscriptions; stale lists the ids
-// not sealed with the current key, in id order.
-func (r *Registry) open(stored map[string]Subscription) (subs map[string]Subscription, stale []string, err error) {
+// not sealed with the current key, in id order. A subscription whose
+// sealed secrets do not open is skipped, logged and counted once: a
+// record forged or corrupted by a writer to the topic must stop no
+// reader. A missing or wrong key skips every sealed subscription, which
+// Reseal, run as a process starts, refuses loudly.
+func (r *Registry) open(stored map[string]Subscription) (subs map[string]Subscription, stale []string, skipped []error) {
+	return r.openReporting(stored, true)
+}
+
+// openReporting is open, logging and counting what it skips when report
+// is true.
+func (r *Registry) openReporting(stored map[string]Subscription, report bool) (subs map[string]Subscription, stale []string, skipped []error) {
 	subs = make(map[string]Subscription, len(stored))
 	for _, id := range slices.Sorted(maps.Keys(stored)) {
 		s, current, err := r.sec.Keys.openSecrets(stored[id])
 		if err != nil {
-			return nil, nil, err
+			if report {
+				r.skips.refuse(string(r.names.Subscriptions), id, err)
+			}
+			skipped = append(skipped, err)
+			continue
 		}
 		if !current {
 			stale = append(stale, id)
 		}
 		subs[id] = s
 	}
-	return subs, stale, nil
+	return subs, stale, skipped
+}
+
+// CheckKeys fails with ErrSecretKey when stored subscriptions have sealed
+// secrets and the keys (or their absence) open none of them, as Reseal
+// does, without writing anything: for readers that show subscriptions to
+// people, who must not be shown fewer without being told why.
+func (r *Registry) CheckKeys(ctx context.Context) error {
+	stored, err := r.read(ctx)
+	if err != nil {
+		return err
+	}
+	subs, _, skipped := r.openReporting(stored, false) // the caller reports the refusal
+	return keysOpen(stored, subs, skipped)
+}
+
+// keysOpen is the check of CheckKeys over what open made of stored: the
+// first refusal when some were skipped and no sealed one opened.
+func keysOpen(stored, subs map[string]Subscription, skipped []error) error {
+	if len(skipped) == 0 || slices.ContainsFunc(slices.Collect(maps.Keys(subs)), func(id string) bool { return sealed(stored[id]) }) {
+		return nil
+	}
+	if len(skipped) == 1 {
+		return skipped[0]
+	}
+	return fmt.Errorf("%w (and %d more subscriptions)", skipped[0], len(skipped)-1)
+}
+
+// sealed reports whether any of s's secrets and header values is sealed.
+func sealed(s Subscription) bool {
+	for _, v := range append([]string{s.Secret, s.PreviousSecret}, slices.Collect(maps.Values(s.Headers))...) {
+		if strings.HasPrefix(v, sealedPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reseal rewrites every subscription whose secrets are not sealed with the
 // current key (written before a key was set, or with the previous key of
-// a rotation) and returns how many it rewrote. Without keys it does
-// nothing.
+// a rotation) and returns how many it rewrote. It fails with ErrSecretKey
+// when stored subscriptions have sealed secrets and the keys (or their
+// absence) open none of them: a missing or wrong HOOKSTREAM_SECRET_KEY,
+// which readers would otherwise meet as every such subscription skipped.
 func (r *Registry) Reseal(ctx context.Context) (int, error) {
-	if r.sec.Keys == nil {
-		return 0, nil
-	}
 	stored, err := r.read(ctx)
 	if err != nil {
 		return 0, err
 	}
-	_, stale, err := r.open(stored)
-	if err != nil {
+	subs, stale, skipped := r.open(stored)
+	if err := keysOpen(stored, subs, skipped); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -709,8 +757,8 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 
 // Watch calls fn with every subscription once it has read the topic to
 // the end it had when Watch began, then again each time the topic changes,
-// until ctx ends. It reads with its own client. It fails with ErrSecretKey
-// when a subscription's secret cannot be decrypted.
+// until ctx ends. It reads with its own client. A subscription whose
+// secret cannot be decrypted is skipped (see open).
 func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) error {
 	topic := string(r.names.Subscriptions)
 	loading, err := r.ends(ctx)
@@ -729,9 +777,7 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 	changed, moved := true, true
 	for {
 		if changed && len(loading) == 0 {
-			if subs, _, err = r.open(stored); err != nil {
-				return err
-			}
+			subs, _, _ = r.open(stored)
 		}
 		if moved && len(loading) == 0 {
 			r.publish(subs, next)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -29,6 +31,36 @@ func secureRegistry(t *testing.T, env *kafkatest.Env, sec subscriptions.Security
 	return subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t)).Secure(sec)
 }
 
+// refusedWithoutTheKey checks that without a key, or with another, a
+// starting process refuses naming HOOKSTREAM_SECRET_KEY and subscription
+// id (Reseal, before its dispatcher starts), and a reader skips id.
+func refusedWithoutTheKey(t *testing.T, env *kafkatest.Env, id string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		sec  subscriptions.Security
+		want string
+	}{
+		{"no key", subscriptions.Security{}, "HOOKSTREAM_SECRET_KEY is not set"},
+		{"wrong key", subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)}, "HOOKSTREAM_SECRET_KEY"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := secureRegistry(t, env, tt.sec)
+			_, err := r.Reseal(ctx)
+			if !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), id) {
+				t.Errorf("Reseal: got %v, want ErrSecretKey naming %s and %q", err, id, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("Reseal: error %q is more than one line", err)
+			}
+			if subs, err := r.List(ctx); err != nil || len(subs) != 0 {
+				t.Errorf("List: got %v, %v, want %s skipped", subs, err, id)
+			}
+		})
+	}
+}
+
 func mustKeys(t *testing.T, current, previous []byte) *subscriptions.SecretKeys {
 	t.Helper()
 	k, err := subscriptions.NewSecretKeys(current, previous)
@@ -40,8 +72,8 @@ func mustKeys(t *testing.T, current, previous []byte) *subscriptions.SecretKeys 
 
 // TestSecretsEncryptedAtRest: with a key, the compacted topic holds no
 // secret in plaintext, readers with the key see it as it was set, and
-// readers without it or with another key fail naming
-// HOOKSTREAM_SECRET_KEY instead of skipping the subscription.
+// without it or with another key a starting process refuses naming
+// HOOKSTREAM_SECRET_KEY (a reader skips the subscription).
 func TestSecretsEncryptedAtRest(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
 	ctx := context.Background()
@@ -77,24 +109,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 		t.Errorf("Get with the key: got %+v, %v, want the secrets as set", got, err)
 	}
 
-	for _, tt := range []struct {
-		name string
-		sec  subscriptions.Security
-		want string
-	}{
-		{"no key", subscriptions.Security{}, "HOOKSTREAM_SECRET_KEY is not set"},
-		{"wrong key", subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)}, "HOOKSTREAM_SECRET_KEY"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := secureRegistry(t, env, tt.sec).List(ctx)
-			if !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), s.ID) {
-				t.Errorf("List: got %v, want ErrSecretKey naming %s and %q", err, s.ID, tt.want)
-			}
-			if err != nil && strings.Contains(err.Error(), "\n") {
-				t.Errorf("List: error %q is more than one line", err)
-			}
-		})
-	}
+	refusedWithoutTheKey(t, env, s.ID)
 }
 
 // TestHeaderValuesEncryptedAtRest: with a key, a subscription's header
@@ -146,21 +161,7 @@ func TestHeaderValuesEncryptedAtRest(t *testing.T) {
 		t.Errorf("Get with the key: got %v, %v, want %v", got.Headers, err, want)
 	}
 
-	for _, tt := range []struct {
-		name string
-		sec  subscriptions.Security
-		want string
-	}{
-		{"no key", subscriptions.Security{}, "HOOKSTREAM_SECRET_KEY is not set"},
-		{"wrong key", subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)}, "HOOKSTREAM_SECRET_KEY"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := secureRegistry(t, env, tt.sec).List(ctx)
-			if !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), s.ID) {
-				t.Errorf("List: got %v, want ErrSecretKey naming %s and %q", err, s.ID, tt.want)
-			}
-		})
-	}
+	refusedWithoutTheKey(t, env, s.ID)
 
 	// Whoever can write the topic swaps the two sealed values.
 	var stored map[string]any
@@ -173,8 +174,11 @@ func TestHeaderValuesEncryptedAtRest(t *testing.T) {
 	if err := env.Client(t).ProduceSync(ctx, &kgo.Record{Topic: string(env.Names.Subscriptions), Key: []byte(s.ID), Value: swapped}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.List(ctx); !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), "header") {
-		t.Errorf("List after swapping sealed header values: got %v, want ErrSecretKey naming a header", err)
+	if subs, err := r.List(ctx); err != nil || len(subs) != 0 {
+		t.Errorf("List after swapping sealed header values: got %v, %v, want the subscription skipped", subs, err)
+	}
+	if _, err := r.Reseal(ctx); !errors.Is(err, subscriptions.ErrSecretKey) || !strings.Contains(err.Error(), "header") {
+		t.Errorf("Reseal after swapping sealed header values: got %v, want ErrSecretKey naming a header", err)
 	}
 }
 
@@ -261,5 +265,59 @@ func TestRequireHTTPS(t *testing.T) {
 	_, err := r.Update(ctx, old.ID, func(s *subscriptions.Subscription) error { s.URL = "http://hooks.example.com/moved"; return nil })
 	if !errors.Is(err, subscriptions.ErrInvalid) {
 		t.Errorf("Update to an http URL: got %v, want ErrInvalid", err)
+	}
+}
+
+// TestForgedSealedSecretSkipped: a record written by another client with
+// a sealed secret the keys do not open is skipped and counted once, alone
+// or beside a subscription whose own opens, by List and Watch: it stops no
+// reader, and subscriptions can still be created. Beside a genuine one,
+// a starting process (Reseal) accepts the keys; alone, it refuses them.
+func TestForgedSealedSecretSkipped(t *testing.T) {
+	env := kafkatest.New(t, 3, 1<<20)
+	ctx := context.Background()
+	forged := &kgo.Record{Topic: string(env.Names.Subscriptions), Key: []byte("sub_forged"),
+		Value: []byte(`{"id":"sub_forged","url":"https://example.com/x","enabled":true,"secret":"enc:v1:` + base64.StdEncoding.EncodeToString(make([]byte, 48)) + `"}`)}
+	if err := env.Client(t).ProduceSync(ctx, forged).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	keys := subscriptions.Security{Keys: mustKeys(t, newKey(t), nil)}
+	reg := prometheus.NewRegistry()
+	r := secureRegistry(t, env, keys).Instrument(reg)
+	if _, err := r.Reseal(ctx); !errors.Is(err, subscriptions.ErrSecretKey) {
+		t.Errorf("Reseal with only the forged record sealed: got %v, want ErrSecretKey", err)
+	}
+	s := &subscriptions.Subscription{URL: "https://example.com/hook"}
+	if err := r.Create(ctx, s, ""); err != nil {
+		t.Fatalf("Create beside the forged record: %v", err)
+	}
+	subs, err := r.List(ctx)
+	if err != nil || len(subs) != 1 || subs[s.ID].Secret != s.Secret {
+		t.Errorf("List: got %v, %v, want %s alone, its secret open", subs, err, s.ID)
+	}
+	if _, err := r.Reseal(ctx); err != nil {
+		t.Errorf("Reseal beside a genuine sealed subscription: %v", err)
+	}
+	if got := skipped(t, reg, env.Names.Subscriptions); got != 1 {
+		t.Errorf("hookstream_registry_records_skipped_total: got %v, want 1 (counted once)", got)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := make(chan map[string]subscriptions.Subscription, 1)
+	go func() {
+		_ = r.Watch(wctx, func(m map[string]subscriptions.Subscription) {
+			select {
+			case seen <- m:
+			default:
+			}
+		})
+	}()
+	select {
+	case m := <-seen:
+		if _, ok := m[s.ID]; !ok || len(m) != 1 {
+			t.Errorf("Watch: got %v, want %s alone", m, s.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Watch delivered nothing in 30 s")
 	}
 }

@@ -25,7 +25,14 @@ type skipper struct {
 	// reader reads a partition from its start, in order, so a record
 	// below it was met before.
 	met map[partition]int64
+	// refused are the ids of records refused after decoding (their sealed
+	// secrets do not open), each logged and counted once; at most
+	// maxRefused are remembered, then the set starts again.
+	refused map[string]bool
 }
+
+// maxRefused bounds the ids a skipper remembers as refused.
+const maxRefused = 10_000
 
 type partition struct {
 	topic string
@@ -39,7 +46,26 @@ func newSkipper(log *slog.Logger) *skipper {
 			Name: "hookstream_registry_records_skipped_total",
 			Help: "Records of hookstream's compacted topics (subscriptions) skipped because they do not decode, each counted once.",
 		}, []string{"topic"}),
-		met: make(map[partition]int64),
+		met:     make(map[partition]int64),
+		refused: make(map[string]bool),
+	}
+}
+
+// refuse skips the record of id on topic, which decoded but cannot be
+// used: logged and counted the first time.
+func (s *skipper) refuse(topic, id string, err error) {
+	s.mu.Lock()
+	first := !s.refused[id]
+	if first {
+		if len(s.refused) >= maxRefused {
+			clear(s.refused)
+		}
+		s.refused[id] = true
+	}
+	s.mu.Unlock()
+	if first {
+		s.skipped.WithLabelValues(topic).Inc()
+		s.log.Warn("record cannot be used; skipped", "topic", topic, "key", fmt.Sprintf("%.64s", id), "err", fmt.Sprintf("%.256s", err))
 	}
 }
 

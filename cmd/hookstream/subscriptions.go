@@ -324,6 +324,11 @@ func runSubscriptionsList(cmd *cobra.Command, output string) error {
 		return err
 	}
 	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+		// A key that opens no secret would list none of their
+		// subscriptions: say so rather than print fewer.
+		if err := r.CheckKeys(ctx); err != nil {
+			return err
+		}
 		subs, err := r.List(ctx)
 		if err != nil {
 			return err
