@@ -196,19 +196,46 @@ func (o outcome) failures() []string {
 	return f
 }
 
-// evaluate checks invariants 1 to 4 against the topics as they are now.
+// evaluate checks invariants 1 to 4, 6 and 7 against the topics as they
+// are now, a step each.
 func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	o := outcome{Undelivered: map[string]int{}, UndeliveredSample: map[string][]string{}, DeadLettered: map[string]int{}, Lag: map[string]int64{}}
 	accepted := c.load.keys()
 	o.Accepted = len(accepted)
 
-	events, err := readTopic(ctx, c.broker.seeds, c.names.Events)
-	if err != nil {
+	if err := c.checkEvents(ctx, &o, accepted); err != nil {
 		return o, err
 	}
-	// First emissions count once each; a re-emission by a processor
-	// replay carries its replay count, and each count appears at most
-	// once per event, never above the replays injected.
+	if err := c.checkDeliveries(ctx, &o, accepted); err != nil {
+		return o, err
+	}
+	c.checkBodies(&o)
+	c.checkPull(&o, accepted)
+	if err := c.checkTopic(ctx, &o, accepted); err != nil {
+		return o, err
+	}
+	c.checkOperational(&o)
+	if err := c.checkPoison(ctx, &o); err != nil {
+		return o, err
+	}
+	c.checkTrust(ctx, &o)
+	o.Pace = c.pace()
+	if err := c.checkLag(ctx, &o); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// checkEvents is invariant 1: every accepted event is on the events
+// topic exactly once. First emissions count once each; a re-emission by
+// a processor replay carries its replay count, and each count appears at
+// most once per event, never above the replays injected. Hookstream's
+// own events are counted apart, each there once too.
+func (c *campaign) checkEvents(ctx context.Context, o *outcome, accepted []string) error {
+	events, err := readTopic(ctx, c.broker.seeds, c.names.Events)
+	if err != nil {
+		return err
+	}
 	count := make(map[string]int, len(events))
 	marks := make(map[string]map[string]bool)
 	procReplays := c.replayCounts()["processor"]
@@ -258,12 +285,16 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	sort.Strings(dups)
 	o.Duplicated = len(dups)
 	o.DupSample = dups[:min(len(dups), 10)]
+	return nil
+}
 
-	// Invariant 2: each accepted event reached each enabled subscription,
-	// or is in the delivery DLQ with the subscriber's own failure.
+// checkDeliveries is invariant 2 for the webhook subscribers: each
+// accepted event reached each enabled subscription, or is in the delivery
+// DLQ with the subscriber's own failure.
+func (c *campaign) checkDeliveries(ctx context.Context, o *outcome, accepted []string) error {
 	letters, err := readTopic(ctx, c.broker.seeds, c.names.DeliveryDLQ)
 	if err != nil {
-		return o, err
+		return err
 	}
 	dead := make(map[string]bool)
 	for _, r := range letters {
@@ -296,7 +327,13 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			}
 		}
 	}
+	return nil
+}
 
+// checkBodies is invariant 2 for what the subscribers received: nothing
+// the filtered subscriber's filter refuses, and only its transform's
+// bodies at the transformed one.
+func (c *campaign) checkBodies(o *outcome) {
 	for _, sub := range c.subs.ofKind(subFiltered) {
 		for _, k := range sub.keys() {
 			if !filteredWants(k) {
@@ -312,9 +349,11 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 		o.BadBodies += n
 		o.BadBodySample = append(o.BadBodySample, sample...)
 	}
+}
 
-	// Invariant 2, the pull subscription: its client read every accepted
-	// event, however many answers it dropped.
+// checkPull is invariant 2 for the pull subscription: its client read
+// every accepted event, however many answers it dropped.
+func (c *campaign) checkPull(o *outcome, accepted []string) {
 	for _, k := range accepted {
 		if !c.puller.received(k) {
 			o.Undelivered[subPull]++
@@ -323,13 +362,16 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			}
 		}
 	}
+}
 
-	// Invariant 2, topic subscriber: each event its filter lets through
-	// is on its topic exactly once, read_committed, counted by event key;
-	// a processor replay's re-emission is written again, marked.
+// checkTopic is invariant 2 for the topic subscriber: each event its
+// filter lets through is on its topic exactly once, read_committed,
+// counted by event key; a processor replay's re-emission is written
+// again, marked.
+func (c *campaign) checkTopic(ctx context.Context, o *outcome, accepted []string) error {
 	written, err := readTopic(ctx, c.broker.seeds, c.topicSub)
 	if err != nil {
-		return o, err
+		return err
 	}
 	onTopic := make(map[string]int, len(written))
 	for _, r := range written {
@@ -359,10 +401,13 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			sample("%s x%d", k, n)
 		}
 	}
+	return nil
+}
 
-	// Invariant 2, operational events: the subscription that answered 410
-	// was said disabled, and each toggle said disabled and enabled, to
-	// the subscription for hookstream's own events.
+// checkOperational is invariant 2 for operational events: the
+// subscription that answered 410 was said disabled, and each toggle said
+// disabled and enabled, to the subscription for hookstream's own events.
+func (c *campaign) checkOperational(o *outcome) {
 	ops := c.subs.byKind[subOps]
 	c.mu.Lock()
 	toggles := c.toggles
@@ -380,12 +425,14 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			o.OpsMissing = append(o.OpsMissing, fmt.Sprintf("%s about %s: %d received, want %d", want.typ, want.sub, got, want.n))
 		}
 	}
+}
 
-	// Invariant 3: each poison input was refused with a 4xx or is in the
-	// processor DLQ.
+// checkPoison is invariant 3: each poison input was refused with a 4xx
+// or is in the processor DLQ.
+func (c *campaign) checkPoison(ctx context.Context, o *outcome) error {
 	dlq, err := readTopic(ctx, c.broker.seeds, c.names.DLQ)
 	if err != nil {
-		return o, err
+		return err
 	}
 	stage := make(map[string]string) // event id or key -> the dead letter's stage
 	for _, r := range dlq {
@@ -405,21 +452,24 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 			o.PoisonMissing = append(o.PoisonMissing, fmt.Sprintf("%s (%s, answered %d, dead letter stage %q)", p.id, p.kind, p.status, st))
 		}
 	}
+	return nil
+}
 
-	// Invariant 6: no adversary crossed a trust boundary, and every
-	// stormed event's story kept its bound.
+// checkTrust is invariant 6: no adversary crossed a trust boundary, and
+// every stormed event's story kept its bound.
+func (c *campaign) checkTrust(ctx context.Context, o *outcome) {
 	c.mu.Lock()
 	o.Trust = append([]string(nil), c.violations...)
 	c.mu.Unlock()
 	o.Trust = append(o.Trust, c.stormStories(ctx)...)
+}
 
-	o.Pace = c.pace()
-
-	// Invariant 4: every group's lag is back to 0, but for groups of
-	// disabled subscriptions, which wait by design.
+// checkLag is invariant 4: every group's lag is back to 0, but for
+// groups of disabled subscriptions, which wait by design.
+func (c *campaign) checkLag(ctx context.Context, o *outcome) error {
 	gl, err := lags(ctx, c.bin, c.cliEnv)
 	if err != nil {
-		return o, err
+		return err
 	}
 	paused := string(c.names.SubscriptionGroup(c.subs.byKind[subGone].id))
 	for _, g := range gl {
@@ -428,5 +478,5 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 		}
 		o.Lag[g.Group] = g.Total
 	}
-	return o, nil
+	return nil
 }

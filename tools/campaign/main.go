@@ -154,6 +154,12 @@ type campaign struct {
 	heavyN  int // heavy payloads posted
 	// heavyWindows are the heavyexpr faults' spans.
 	heavyWindows [][2]time.Time
+
+	// taken are the loopback addresses handed out.
+	taken map[string]bool
+	// undo is what the steps set up and the campaign's end undoes, the
+	// last first (cleanUp).
+	undo []func()
 }
 
 // Sources with payload validation; every other source is accepted
@@ -325,31 +331,92 @@ type config struct {
 	rateFlag               string // " --rate N" when the rate was set
 }
 
+// runCampaign runs a campaign, step by step: a broker, the topics, the
+// subscribers, the deployment, the load and the faults, then the wait for
+// the invariants to hold, and the summary.
 func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, error) {
-	work := cfg.work
+	work, release, err := claimWork(cfg.work)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, err := newCampaign(ctx, log, cfg, work)
+	if err != nil {
+		return nil, err
+	}
+	defer c.cleanUp()
+	if err := c.startBroker(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := c.configure(ctx, cfg.brokerKind); err != nil {
+		return nil, err
+	}
+	if err := c.subscribe(ctx); err != nil {
+		return nil, err
+	}
+	procNames, processors, err := c.layOut()
+	if err != nil {
+		return nil, err
+	}
+	kinds := c.mountDisks(processors)
+	if err := c.startDeployment(ctx); err != nil {
+		return nil, err
+	}
+	c.sampleMemory(ctx)
+
+	c.load = newRecorder()
+	if cfg.measure {
+		return &summary{Passed: true}, c.measure(ctx)
+	}
+	loadStart := c.load.start
+	stopLoad := c.startTraffic(ctx)
+	plan := newPlanner(c.seed, c.broker.kind, procNames, processors, c.broker.nodes, c.prof.gap, kinds...)
+	results := c.runFaults(ctx, plan)
+	lastFault, loadEnd, reports := c.endLoad(ctx, stopLoad)
+	c.removeGone(ctx)
+	o, quiesced := c.quiesce(ctx, lastFault)
+	c.checkAlive()
+	sum := c.summarize(cfg, results, reports, o, loadStart, loadEnd, lastFault, quiesced)
+	c.stopDeployment(sum)
+	if err := c.writeSummary(cfg, sum); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// claimWork makes the work directory (a new temporary one when dir is
+// empty) and its logs directory, and claims it for this campaign: two
+// would share data directories. release gives it up.
+func claimWork(dir string) (work string, release func(), err error) {
+	work = dir
 	if work == "" {
-		var err error
 		if work, err = os.MkdirTemp("", "hookstream-campaign-"); err != nil {
-			return nil, err
+			return "", nil, err
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(work, "logs"), 0o755); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	// One campaign per work directory: two would share data directories.
 	lock, err := os.OpenFile(filepath.Join(work, "campaign.lock"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("work directory %s: %w (another campaign uses it?)", work, err)
+		return "", nil, fmt.Errorf("work directory %s: %w (another campaign uses it?)", work, err)
 	}
 	lock.Close()
-	defer os.Remove(lock.Name())
 	fmt.Printf("campaign: work directory %s (process logs in logs/)\n", work)
+	return work, func() { os.Remove(lock.Name()) }, nil
+}
+
+// newCampaign is a campaign in work, with its topic names, its
+// subscribers and admin token, and the hookstream binary (built unless
+// cfg names one).
+func newCampaign(ctx context.Context, log *slog.Logger, cfg config, work string) (*campaign, error) {
 	c := &campaign{
 		seed: cfg.seed, prof: cfg.prof, work: work, maxBody: 64 << 10, log: log,
 		names:      topics.NewNames(fmt.Sprintf("cmp%d-%d", cfg.seed, time.Now().Unix()%100000)),
 		procByName: make(map[string]*proc),
 		subs:       newSubscribers(cfg.prof.fan),
 		replays:    make(map[string]int),
+		taken:      make(map[string]bool),
 	}
 
 	c.token = rand.Text()
@@ -361,68 +428,110 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 			return nil, fmt.Errorf("go build ./cmd/hookstream (run from the repository root): %w\n%s", err, out)
 		}
 	}
+	return c, nil
+}
 
-	taken := make(map[string]bool)
+// onExit adds undo to what the campaign undoes when it ends, the last
+// added first, as defers run.
+func (c *campaign) onExit(undo func()) { c.undo = append(c.undo, undo) }
+
+// cleanUp undoes what the steps set up, the last first.
+func (c *campaign) cleanUp() {
+	for i := len(c.undo) - 1; i >= 0; i-- {
+		c.undo[i]()
+	}
+}
+
+// startBroker starts kfake in this process or joins the kafka3 cluster,
+// and with network faults the fault proxies in front of the brokers.
+func (c *campaign) startBroker(ctx context.Context, cfg config) error {
 	// With network faults every process reaches the brokers through
 	// fronts (network.go): fronts[i] is what broker i advertises,
 	// upstreams[i] its listener.
-	var fronts, upstreams []string
+	var (
+		fronts, upstreams []string
+		err               error
+	)
 	switch cfg.brokerKind {
 	case "kfake":
-		addr, err := freeAddr(taken)
-		if err != nil {
-			return nil, err
-		}
-		var advertise string
-		if c.prof.network() {
-			if advertise, err = freeAddr(taken); err != nil {
-				return nil, err
-			}
-			fronts, upstreams = []string{advertise}, []string{addr}
-		}
-		c.broker, err = startKfake(filepath.Join(work, "broker"), addr, advertise, log.With("component", "kfake"))
-		if err != nil {
-			return nil, err
-		}
+		fronts, upstreams, err = c.hostKfake()
 	case "kafka3":
-		list := cfg.brokers
-		if list == "" {
-			list = os.Getenv("HOOKSTREAM_CAMPAIGN_BROKERS")
-		}
-		if list == "" {
-			return nil, errors.New("--broker kafka3 needs --brokers (the list `scripts/kafka-local.sh start --brokers 3` prints)")
-		}
-		seeds := strings.Split(list, ",")
-		c.broker = &broker{kind: "kafka3", seeds: seeds, nodes: len(seeds), script: cfg.script, log: log}
-		if c.prof.network() {
-			out, err := exec.CommandContext(ctx, cfg.script, "proxies").Output()
-			if err != nil {
-				return nil, fmt.Errorf("%s proxies: %w (network faults need the cluster started with --proxy-port)", cfg.script, err)
-			}
-			for pair := range strings.SplitSeq(strings.TrimSpace(string(out)), ",") {
-				front, up, ok := strings.Cut(pair, "=")
-				if !ok {
-					return nil, fmt.Errorf("%s proxies: %q is not front=listener", cfg.script, pair)
-				}
-				fronts, upstreams = append(fronts, front), append(upstreams, up)
-			}
-			c.broker.seeds = fronts
-		}
+		fronts, upstreams, err = c.joinKafka3(ctx, cfg)
 	default:
-		return nil, fmt.Errorf("--broker %q: want kfake or kafka3", cfg.brokerKind)
+		return fmt.Errorf("--broker %q: want kfake or kafka3", cfg.brokerKind)
 	}
-	defer c.broker.close()
-	if fronts != nil {
-		c.net, err = newNetwork(fronts, upstreams, log.With("component", "network"))
-		if err != nil {
-			return nil, err
-		}
-		defer c.net.close()
-	}
-
-	config, err := writeSources(work)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	c.onExit(c.broker.close)
+	if fronts != nil {
+		c.net, err = newNetwork(fronts, upstreams, c.log.With("component", "network"))
+		if err != nil {
+			return err
+		}
+		c.onExit(c.net.close)
+	}
+	return nil
+}
+
+// hostKfake starts kfake in this process, on its own loopback address;
+// with network faults it advertises another, the fault proxy's.
+func (c *campaign) hostKfake() (fronts, upstreams []string, err error) {
+	addr, err := freeAddr(c.taken)
+	if err != nil {
+		return nil, nil, err
+	}
+	var advertise string
+	if c.prof.network() {
+		if advertise, err = freeAddr(c.taken); err != nil {
+			return nil, nil, err
+		}
+		fronts, upstreams = []string{advertise}, []string{addr}
+	}
+	c.broker, err = startKfake(filepath.Join(c.work, "broker"), addr, advertise, c.log.With("component", "kfake"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return fronts, upstreams, nil
+}
+
+// joinKafka3 takes the kafka3 cluster's brokers from --brokers (or
+// HOOKSTREAM_CAMPAIGN_BROKERS); with network faults, the proxies its
+// script put in front of them.
+func (c *campaign) joinKafka3(ctx context.Context, cfg config) (fronts, upstreams []string, err error) {
+	list := cfg.brokers
+	if list == "" {
+		list = os.Getenv("HOOKSTREAM_CAMPAIGN_BROKERS")
+	}
+	if list == "" {
+		return nil, nil, errors.New("--broker kafka3 needs --brokers (the list `scripts/kafka-local.sh start --brokers 3` prints)")
+	}
+	seeds := strings.Split(list, ",")
+	c.broker = &broker{kind: "kafka3", seeds: seeds, nodes: len(seeds), script: cfg.script, log: c.log}
+	if c.prof.network() {
+		out, err := exec.CommandContext(ctx, cfg.script, "proxies").Output()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s proxies: %w (network faults need the cluster started with --proxy-port)", cfg.script, err)
+		}
+		for pair := range strings.SplitSeq(strings.TrimSpace(string(out)), ",") {
+			front, up, ok := strings.Cut(pair, "=")
+			if !ok {
+				return nil, nil, fmt.Errorf("%s proxies: %q is not front=listener", cfg.script, pair)
+			}
+			fronts, upstreams = append(fronts, front), append(upstreams, up)
+		}
+		c.broker.seeds = fronts
+	}
+	return fronts, upstreams, nil
+}
+
+// configure writes the sources file, sets the environment every process
+// and command shares, creates the topics and opens the producer the
+// faults write with.
+func (c *campaign) configure(ctx context.Context, brokerKind string) error {
+	config, err := writeSources(c.work)
+	if err != nil {
+		return err
 	}
 	common := append(baseEnviron(),
 		"HOOKSTREAM_CONFIG="+config,
@@ -438,33 +547,38 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		"HOOKSTREAM_ACK_TIMEOUT=10s",
 		"HOOKSTREAM_ADMIN_TOKEN="+c.token,
 	)
-	if cfg.brokerKind == "kafka3" {
+	if brokerKind == "kafka3" {
 		common = append(common, fmt.Sprintf("HOOKSTREAM_REPLICATION_FACTOR=%d", c.broker.nodes))
 	}
 	c.cliEnv = common
 	if _, err := cli(ctx, c.bin, c.cliEnv, "topics", "create"); err != nil {
-		return nil, err
+		return err
 	}
 
 	c.producer, err = kgo.NewClient(kgo.SeedBrokers(c.broker.seeds...),
 		kgo.ProducerBatchMaxBytes(int32(topics.MaxRecordBytes(c.maxBody))), kgo.RecordRetries(20))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer c.producer.Close()
+	c.onExit(c.producer.Close)
+	return nil
+}
 
-	// Subscribers, registered with the CLI before any event.
+// subscribe serves the subscribers and registers them with the CLI
+// before any event: the topic subscriber, one subscription per
+// subscriber and the pull subscription, whose client it makes.
+func (c *campaign) subscribe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	subSrv := &http.Server{Handler: c.subs, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = subSrv.Serve(ln) }() // ends with Close below
-	defer subSrv.Close()
+	c.onExit(func() { subSrv.Close() })
 	c.subAddr = ln.Addr().String()
 	if c.net != nil {
 		if c.subAddr, err = c.net.proxySubscribers(c.subAddr); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// The topic subscriber: the filtered subscriber's events, written to
@@ -472,45 +586,49 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	c.topicSub = topics.Topic(c.names.Prefix + "-campaign-topic")
 	if _, _, err := c.addSubscription(ctx, "subscriptions", "add", "--topic", string(c.topicSub), "--filter", campaignFilter,
 		"--from", "earliest", "--description", "campaign topic"); err != nil {
-		return nil, err
+		return err
 	}
 	for _, sub := range c.subs.all() {
 		// Topics just created may not be known to every broker yet: poll.
 		args := append([]string{"subscriptions", "add", "--url", "http://" + c.subAddr + c.subs.path(sub),
 			"--from", "earliest", "--description", "campaign " + sub.kind}, addFlags[sub.kind]...)
 		if sub.id, _, err = c.addSubscription(ctx, args...); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	pullID, pullToken, err := c.addSubscription(ctx, "subscriptions", "add", "--pull", "--from", "earliest", "--description", "campaign pull")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.puller = newPuller(pullID, pullToken, c.seed)
 	far := time.Now().Add(24 * time.Hour).UnixNano()
 	c.subs.byKind[subDead].recoverAt.Store(far)
 	c.subs.byKind[subFlap].flapUntil.Store(far)
+	return nil
+}
 
-	// The deployment.
+// layOut gives every process of the deployment its addresses, data
+// directory and environment (and, with network faults, its proxies) and
+// returns the names of the processes and of the processors.
+func (c *campaign) layOut() (procNames, processors []string, err error) {
 	layout := []struct{ name, roles string }{
 		{"ingest-1", "ingest"}, {"ingest-2", "ingest"},
 		{"processor-1", "processor"}, {"processor-2", "processor"}, {"processor-3", "processor"},
 		{"dispatcher-1", "dispatcher"}, {"dispatcher-2", "dispatcher"},
 	}
-	var procNames, processors []string
 	for _, l := range layout {
-		httpAddr, err := freeAddr(taken)
+		httpAddr, err := freeAddr(c.taken)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		adminAddr, err := freeAddr(taken)
+		adminAddr, err := freeAddr(c.taken)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p := &proc{name: l.name, roles: l.roles, httpAddr: httpAddr, adminAddr: adminAddr,
-			logPath: filepath.Join(work, "logs", l.name+".log")}
-		p.env = append(append([]string(nil), common...),
-			"HOOKSTREAM_DATA_DIR="+filepath.Join(work, "data", l.name),
+			logPath: filepath.Join(c.work, "logs", l.name+".log")}
+		p.env = append(append([]string(nil), c.cliEnv...),
+			"HOOKSTREAM_DATA_DIR="+filepath.Join(c.work, "data", l.name),
 			"HOOKSTREAM_HTTP_ADDR="+httpAddr,
 			"HOOKSTREAM_ADMIN_ADDR="+adminAddr,
 			"HOOKSTREAM_INSTANCE_ID="+l.name,
@@ -526,44 +644,60 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		}
 		if c.net != nil {
 			if err := c.net.addProcess(l.name); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	// Each processor's data directory on a small file system that the
-	// diskfull fault fills: without the right to mount one, no diskfull.
-	extra := c.prof.extra
-	if c.prof.disks() {
-		for _, name := range processors {
-			dir := filepath.Join(work, "data", name)
-			if err := mountSmallDisk(dir); err != nil {
-				c.finding("no diskfull faults: %v", err)
-				extra = slices.DeleteFunc(slices.Clone(extra), func(k string) bool { return slices.Contains(diskKinds, k) })
-				break
-			}
-			defer unmountSmallDisk(dir)
-		}
+	return procNames, processors, nil
+}
+
+// mountDisks puts each processor's data directory on a small file system
+// that the diskfull fault fills, when the profile has disk faults, and
+// returns the profile's extra fault kinds: without the right to mount
+// one, no diskfull.
+func (c *campaign) mountDisks(processors []string) (extra []string) {
+	extra = c.prof.extra
+	if !c.prof.disks() {
+		return extra
 	}
+	for _, name := range processors {
+		dir := filepath.Join(c.work, "data", name)
+		if err := mountSmallDisk(dir); err != nil {
+			c.finding("no diskfull faults: %v", err)
+			return slices.DeleteFunc(slices.Clone(extra), func(k string) bool { return slices.Contains(diskKinds, k) })
+		}
+		c.onExit(func() { unmountSmallDisk(dir) })
+	}
+	return extra
+}
+
+// startDeployment starts every process and waits until each is ready;
+// they are killed when the campaign ends.
+func (c *campaign) startDeployment(ctx context.Context) error {
 	if c.net != nil {
 		c.net.follow(c.pids)
 	}
-	defer func() {
+	c.onExit(func() {
 		for _, p := range c.procs {
 			p.kill()
 		}
-	}()
+	})
 	for _, p := range c.procs {
 		if err := p.start(c.bin); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, p := range c.procs {
 		if err := p.waitReady(ctx, 2*time.Minute); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// Memory sampler.
+// sampleMemory samples every process's resident set each second until
+// the campaign ends (invariant 5).
+func (c *campaign) sampleMemory(ctx context.Context) {
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var samplerWG sync.WaitGroup
 	samplerWG.Go(func() {
@@ -578,18 +712,18 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 			}
 		}
 	})
-	defer func() { stopSampling(); samplerWG.Wait() }()
+	c.onExit(func() { stopSampling(); samplerWG.Wait() })
+}
 
-	c.load = newRecorder()
-	if cfg.measure {
-		return &summary{Passed: true}, c.measure(ctx)
-	}
-	loadStart := c.load.start
-	c.subs.byKind[subDead].recoverAt.Store(loadStart.Add(c.prof.deadRecovr).UnixNano())
-	stopLoad := c.startLoad(ctx, c.prof.rate)
-	defer stopLoad()
+// startTraffic starts the load and the pull client, and sets when the
+// dead subscriber recovers; stopLoad stops the load and returns its
+// reports.
+func (c *campaign) startTraffic(ctx context.Context) (stopLoad func() []loadgen.Report) {
+	c.subs.byKind[subDead].recoverAt.Store(c.load.start.Add(c.prof.deadRecovr).UnixNano())
+	stopLoad = c.startLoad(ctx, c.prof.rate)
+	c.onExit(func() { stopLoad() })
 	pullCtx, stopPull := context.WithCancel(ctx)
-	defer stopPull()
+	c.onExit(stopPull)
 	go c.puller.run(pullCtx, func() []string {
 		addrs := make([]string, len(c.ingests))
 		for i, p := range c.ingests {
@@ -597,9 +731,14 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		}
 		return addrs
 	})
+	return stopLoad
+}
 
-	// Faults.
-	plan := newPlanner(c.seed, c.broker.kind, procNames, processors, c.broker.nodes, c.prof.gap, extra...)
+// runFaults injects plan's faults one after another once the warm-up
+// is over, until the load has run for the profile's least duration and
+// every kind of the plan struck, or the profile's most faults did.
+func (c *campaign) runFaults(ctx context.Context, plan *planner) []faultResult {
+	loadStart := c.load.start
 	var results []faultResult
 	sleepCtx(ctx, c.prof.warmup)
 	for ctx.Err() == nil {
@@ -609,33 +748,51 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 		}
 		f := plan.next()
 		sleepCtx(ctx, f.Gap)
-		start := time.Now()
-		log.Info("fault", "n", len(results)+1, "kind", f.Kind, "target", f.Target, "at", start.Sub(loadStart).Round(time.Millisecond))
-		res := faultResult{fault: f, At: start.Sub(loadStart)}
-		if err := c.inject(ctx, f); err != nil {
-			res.Error = err.Error()
-			c.finding("fault %s %s: %v", f.Kind, f.Target, err)
-		}
-		res.Took = time.Since(start)
-		if err := c.recover(ctx, time.Now(), 3*time.Minute); err != nil {
-			res.Error = strings.TrimPrefix(res.Error+"; ", "; ") + err.Error()
-			c.finding("after fault %s %s: %v", f.Kind, f.Target, err)
-		}
-		res.Recovery = time.Since(start)
-		res.Rate = c.load.rate(start, time.Now())
-		log.Info("recovered", "kind", f.Kind, "target", f.Target, "took", res.Took.Round(time.Millisecond), "recovery", res.Recovery.Round(time.Millisecond))
-		results = append(results, res)
+		results = append(results, c.runFault(ctx, f, len(results)+1))
 	}
-	lastFault := time.Now()
+	return results
+}
+
+// runFault injects f, the campaign's nth fault, and waits for the
+// deployment to recover from it.
+func (c *campaign) runFault(ctx context.Context, f fault, n int) faultResult {
+	loadStart := c.load.start
+	start := time.Now()
+	c.log.Info("fault", "n", n, "kind", f.Kind, "target", f.Target, "at", start.Sub(loadStart).Round(time.Millisecond))
+	res := faultResult{fault: f, At: start.Sub(loadStart)}
+	if err := c.inject(ctx, f); err != nil {
+		res.Error = err.Error()
+		c.finding("fault %s %s: %v", f.Kind, f.Target, err)
+	}
+	res.Took = time.Since(start)
+	if err := c.recover(ctx, time.Now(), 3*time.Minute); err != nil {
+		res.Error = strings.TrimPrefix(res.Error+"; ", "; ") + err.Error()
+		c.finding("after fault %s %s: %v", f.Kind, f.Target, err)
+	}
+	res.Recovery = time.Since(start)
+	res.Rate = c.load.rate(start, time.Now())
+	c.log.Info("recovered", "kind", f.Kind, "target", f.Target, "took", res.Took.Round(time.Millisecond), "recovery", res.Recovery.Round(time.Millisecond))
+	return res
+}
+
+// endLoad, after the last fault, lets the flapping and the dead
+// subscribers heal, runs the load with no fault for a while, then stops
+// it.
+func (c *campaign) endLoad(ctx context.Context, stopLoad func() []loadgen.Report) (lastFault, loadEnd time.Time, reports []loadgen.Report) {
+	lastFault = time.Now()
 	c.subs.byKind[subFlap].flapUntil.Store(lastFault.UnixNano())
 	c.subs.byKind[subDead].recoverAt.Store(min(c.subs.byKind[subDead].recoverAt.Load(), lastFault.UnixNano()))
 	sleepCtx(ctx, 5*time.Second) // load with no fault
-	reports := stopLoad()
-	loadEnd := time.Now()
-	log.Info("load stopped; waiting for the system to quiesce", "accepted", len(c.load.keys()))
+	reports = stopLoad()
+	loadEnd = time.Now()
+	c.log.Info("load stopped; waiting for the system to quiesce", "accepted", len(c.load.keys()))
+	return lastFault, loadEnd, reports
+}
 
-	// The subscription answered 410 must be disabled; it is removed, which
-	// drops whatever waits for it, so every other group can drain.
+// removeGone checks that the subscription answered 410 was disabled, and
+// removes it, which drops whatever waits for it, so every other group
+// can drain.
+func (c *campaign) removeGone(ctx context.Context) {
 	gone := c.subs.byKind[subGone].id
 	if out, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "get", gone, "--output", "json"); err != nil {
 		c.finding("subscriptions get (gone): %v", err)
@@ -650,11 +807,18 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 	if _, err := cli(ctx, c.bin, c.cliEnv, "subscriptions", "rm", gone); err != nil {
 		c.finding("subscriptions rm (gone): %v", err)
 	}
+}
 
-	// Quiesce: poll the invariants until they hold or the bound passes.
-	var o outcome
+// quiesce polls the invariants until they hold or the profile's bound
+// passes, and returns the last outcome and how long after the last fault
+// they held (-1: not within the bound).
+func (c *campaign) quiesce(ctx context.Context, lastFault time.Time) (outcome, time.Duration) {
+	var (
+		o        outcome
+		err      error
+		quiesced time.Duration
+	)
 	deadline := time.Now().Add(c.prof.quiesce)
-	var quiesced time.Duration
 	for {
 		o, err = c.evaluate(ctx)
 		if err == nil && len(o.failures()) == 0 {
@@ -665,39 +829,53 @@ func runCampaign(ctx context.Context, log *slog.Logger, cfg config) (*summary, e
 			quiesced = -1
 			break
 		}
-		log.Info("not quiesced yet", "err", err, "failing", strings.Join(o.failures(), " | "))
+		c.log.Info("not quiesced yet", "err", err, "failing", strings.Join(o.failures(), " | "))
 		sleepCtx(ctx, 5*time.Second)
 	}
 	if err != nil {
 		c.finding("checking the invariants: %v", err)
 	}
+	return o, quiesced
+}
+
+// checkAlive reports every process found dead at the end.
+func (c *campaign) checkAlive() {
 	for _, p := range c.procs {
 		if !p.alive() {
 			c.finding("%s was dead at the end; log %s", p.name, p.logPath)
 		}
 	}
-	sum := c.summarize(cfg, results, reports, o, loadStart, loadEnd, lastFault, quiesced)
-	// Graceful stop of every process: a clean exit is part of the contract.
+}
+
+// stopDeployment stops every process gracefully: a clean exit is part of
+// the contract, and sum's findings name each that failed it.
+func (c *campaign) stopDeployment(sum *summary) {
 	for _, p := range c.procs {
 		if _, err := p.stop(30 * time.Second); err != nil {
 			sum.Findings = append(sum.Findings, "final stop: "+err.Error())
 		}
 	}
+}
+
+// writeSummary writes sum as JSON (to --out, or summary.json in the work
+// directory) and prints it; a campaign that passed in a temporary work
+// directory removes its data.
+func (c *campaign) writeSummary(cfg config, sum *summary) error {
 	path := cfg.out
 	if path == "" {
-		path = filepath.Join(work, "summary.json")
+		path = filepath.Join(c.work, "summary.json")
 	}
 	raw, _ := json.MarshalIndent(sum, "", "  ")
 	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	sum.print(os.Stdout)
 	fmt.Printf("campaign: JSON summary in %s\n", path)
 	if sum.Passed && cfg.work == "" {
-		_ = os.RemoveAll(filepath.Join(work, "data"))
-		_ = os.RemoveAll(filepath.Join(work, "broker"))
+		_ = os.RemoveAll(filepath.Join(c.work, "data"))
+		_ = os.RemoveAll(filepath.Join(c.work, "broker"))
 	}
-	return sum, nil
+	return nil
 }
 
 // summary is the campaign's result, written as JSON and printed as text.
