@@ -136,3 +136,12 @@ func uvarint(b *[]byte) (uint64, bool) {
 	*b = (*b)[n:]
 	return v, true
 }
+
+// widen gives c the partitions after its own at pos: a cursor minted
+// before partitions were added to the events topic reads them from pos.
+func (c *cursor) widen(pos []int64) {
+	for p := len(c.to); p < len(pos); p++ {
+		c.from = append(c.from, pos[p])
+		c.to = append(c.to, pos[p])
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -72,6 +73,11 @@ const (
 	// matches little over a long backlog answers with what it found so
 	// far (maybe nothing) and a cursor past what it read.
 	DefaultMaxScan = 10_000
+	// DefaultBudget bounds the bytes pull requests hold at once: the
+	// records read for answers and the answers being written.
+	DefaultBudget = 64 << 20
+	// DefaultWriteTimeout bounds the writing of an answer.
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // endsEvery is how often the last stable offsets are listed while a
@@ -100,6 +106,20 @@ type Config struct {
 	// MaxScan bounds the records one answer reads. Default
 	// DefaultMaxScan.
 	MaxScan int
+	// Budget bounds the bytes the server's requests hold at once: the
+	// records read for answers (each fetch counted as fetchCost until its
+	// records are copied into the answer) and the answers being written
+	// (each event until it is written). A request the budget has no room
+	// for within budgetWait gets 503. Default DefaultBudget.
+	Budget int64
+	// MaxRecordBytes is the events topic's record limit
+	// (topics.MaxRecordBytes of the body limit): a fetch brings back a
+	// batch this large whatever it asked. Default that of a 1 MiB body.
+	MaxRecordBytes int64
+	// WriteTimeout bounds the writing of an answer: a consumer that reads
+	// it slower gives its part of the budget back. Default
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// Tracing exports a span per acknowledged event.
 	Tracing tracing.Tracing
 }
@@ -113,6 +133,7 @@ type Server struct {
 	log      *slog.Logger
 	tracer   trace.Tracer
 	fetch    *fetcher
+	budget   *budget
 	metrics  *metrics
 	now      func() time.Time
 
@@ -140,13 +161,17 @@ func New(cfg Config, cl *kgo.Client, registry *subscriptions.Registry, log *slog
 	cfg.MaxRequestsPerSubscription = cmp.Or(cfg.MaxRequestsPerSubscription, DefaultMaxRequestsPerSubscription)
 	cfg.MaxAnswerBytes = cmp.Or(cfg.MaxAnswerBytes, DefaultMaxAnswerBytes)
 	cfg.MaxScan = cmp.Or(cfg.MaxScan, DefaultMaxScan)
+	cfg.Budget = cmp.Or(cfg.Budget, DefaultBudget)
+	cfg.MaxRecordBytes = cmp.Or(cfg.MaxRecordBytes, topics.MaxRecordBytes(1<<20))
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	s := &Server{
 		cfg:      cfg,
 		cl:       cl,
 		registry: registry,
 		log:      log.With("component", "pull"),
 		tracer:   cfg.Tracing.Tracer(),
-		fetch:    &fetcher{cl: cl, topic: string(cfg.Names.Events)},
+		fetch:    newFetcher(cl, string(cfg.Names.Events), time.Now),
+		budget:   newBudget(cfg.Budget),
 		now:      time.Now,
 		busy:     make(map[string]int),
 		lookups:  make(chan struct{}, maxLookups),
@@ -257,6 +282,10 @@ func (s *Server) events(c *echo.Context) (int, error) {
 	case errors.As(err, &p):
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		return 499, nil // the consumer left
+	case errors.Is(err, errBudget):
+		s.metrics.refused.Inc()
+		p = &problem{status: http.StatusServiceUnavailable, msg: "too many pull answers being read or written: try again"}
+		c.Response().Header().Set("Retry-After", "1")
 	default:
 		s.log.Error("pull request failed", "subscription", c.Param("id"), "err", err)
 		p = &problem{status: http.StatusServiceUnavailable, msg: "temporarily unavailable"}
@@ -334,26 +363,29 @@ func (s *Server) serve(c *echo.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.fetch.partitions(ctx)
-	if err != nil {
-		return 0, err
-	}
 	var cur *cursor
+	seen := 0 // partitions the cursor names
 	if req.given {
 		got, err := decodeCursor(req.cursor, id, cursorKeys(sub, now))
 		if err != nil {
 			return 0, refuse(http.StatusBadRequest, "%v", err)
 		}
-		if len(got.to) != n {
-			return 0, refuse(http.StatusBadRequest, "%v: %d partitions, the events topic has %d", errMalformed, len(got.to), n)
-		}
-		cur = &got
+		cur, seen = &got, len(got.to)
+	}
+	n, err := s.fetch.partitions(ctx, seen)
+	if err != nil {
+		return 0, err
+	}
+	if seen > n {
+		return 0, refuse(http.StatusBadRequest, "%v: %d partitions, the events topic has %d", errMalformed, seen, n)
 	}
 	release, ok := s.admit(id)
 	if !ok {
 		return 0, refuse(http.StatusTooManyRequests, "too many pull requests at once (%d per subscription, %d in all): try again", s.cfg.MaxRequestsPerSubscription, s.cfg.MaxRequests)
 	}
 	defer release()
+	sh := &share{b: s.budget}
+	defer sh.release()
 
 	committed, err := s.committed(ctx, sub, n)
 	if err != nil {
@@ -361,13 +393,16 @@ func (s *Server) serve(c *echo.Context) (int, error) {
 	}
 	pos, replayed := committed, false
 	if cur != nil {
+		// Minted before partitions were added to the events topic: the
+		// others are where the subscription stands.
+		cur.widen(committed)
 		rewind := ""
 		if sub.Rewind != nil {
 			rewind = sub.Rewind.ID
 		}
 		if cur.rewind == rewind {
 			pos = cur.to
-			if err := s.acknowledge(ctx, sc, committed, *cur); err != nil {
+			if err := s.acknowledge(ctx, sc, sh, committed, *cur); err != nil {
 				return 0, err
 			}
 		} else {
@@ -377,13 +412,57 @@ func (s *Server) serve(c *echo.Context) (int, error) {
 			replayed = true
 		}
 	}
-	a, err := s.read(ctx, sc, pos, req)
+	a, err := s.read(ctx, sc, sh, pos, req)
 	if err != nil {
 		return 0, err
 	}
 	a.replayed = replayed
 	s.metrics.events(id).Add(float64(len(a.bodies)))
-	return http.StatusOK, c.Blob(http.StatusOK, echo.MIMEApplicationJSON, a.json(sub, now))
+	return s.reply(c, a, sh, sub, now), nil
+}
+
+// reply writes answer a, its cursor signed with sub's current token,
+// within WriteTimeout: each event's bytes go back to sh once written, so
+// a consumer that reads slowly holds what it has not read yet. It
+// returns the status the request is counted with: 499 when the consumer
+// did not take the whole answer.
+func (s *Server) reply(c *echo.Context, a *answer, sh *share, sub subscriptions.Subscription, now time.Time) int {
+	head, tail := []byte(`{"events":[`), a.tail(sub, now)
+	size := len(head) + len(tail)
+	for i, body := range a.bodies {
+		size += len(body) + min(i, 1)
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	w.Header().Set(echo.HeaderContentLength, strconv.Itoa(size))
+	rc := http.NewResponseController(w)
+	if err := rc.SetWriteDeadline(s.now().Add(s.cfg.WriteTimeout)); err == nil {
+		// Lifted once the answer is written, for the connection's next
+		// request.
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(head); err != nil {
+		return 499
+	}
+	left := a.bytes
+	for i, body := range a.bodies {
+		if i > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return 499
+			}
+		}
+		if _, err := w.Write(body); err != nil {
+			return 499
+		}
+		a.bodies[i] = nil
+		left -= int64(len(body))
+		sh.keep(left)
+	}
+	if _, err := w.Write(tail); err != nil {
+		return 499
+	}
+	return http.StatusOK
 }
 
 // authorized reports whether the request carries a pull token of sub in
@@ -434,7 +513,11 @@ func (s *Server) admit(id string) (release func(), ok bool) {
 
 // committed reads sub's committed cursor on each of the n partitions,
 // with its last replay applied where the commit does not carry the
-// replay's tag yet; a partition without a commit is at its end.
+// replay's tag yet. A partition without a commit is at its start: every
+// partition has one from the subscription's creation on (its start,
+// committed), so one without is a partition added to the events topic
+// since, or one whose commit Kafka expired (offsets.retention.minutes):
+// from its start, none of its events is skipped.
 func (s *Server) committed(ctx context.Context, sub subscriptions.Subscription, n int) ([]int64, error) {
 	adm := kadm.NewClient(s.cl)
 	topic := string(s.cfg.Names.Events)
@@ -460,15 +543,15 @@ func (s *Server) committed(ctx context.Context, sub subscriptions.Subscription, 
 		missing = missing || pos[p] < 0
 	}
 	if missing {
-		ends, err := adm.ListEndOffsets(ctx, topic)
+		starts, err := adm.ListStartOffsets(ctx, topic)
 		if err == nil {
-			err = ends.Error()
+			err = starts.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("pull: end offsets: %w", err)
+			return nil, fmt.Errorf("pull: start offsets: %w", err)
 		}
 		for p := range pos {
-			if o, ok := ends.Lookup(topic, int32(p)); ok && pos[p] < 0 {
+			if o, ok := starts.Lookup(topic, int32(p)); ok && pos[p] < 0 {
 				pos[p] = o.Offset
 			}
 		}
@@ -494,12 +577,13 @@ func (s *Server) commit(ctx context.Context, sub subscriptions.Subscription, pos
 
 // answer is what a request gets.
 type answer struct {
-	bodies   [][]byte
+	bodies   [][]byte // each event, copied out of the fetch that read it
 	traces   [][]byte // each body's trace context, as JSON
 	errs     []entryError
 	to       []int64 // where the next answer begins
 	from     []int64
 	replayed bool
+	bytes    int64 // of bodies, traces and errs: what it holds of the budget
 }
 
 // entryError is an event whose transform failed: served as an error, its
@@ -512,20 +596,14 @@ type entryError struct {
 	trace     []byte // its trace context, as JSON
 }
 
-// json writes the answer, its cursor signed with sub's current token.
-func (a *answer) json(sub subscriptions.Subscription, now time.Time) []byte {
-	size := 64
-	for i, b := range a.bodies {
-		size += len(b) + len(a.traces[i]) + 2
+// tail is the answer's JSON after its events, its cursor signed with
+// sub's current token.
+func (a *answer) tail(sub subscriptions.Subscription, now time.Time) []byte {
+	size := 256
+	for _, tc := range a.traces {
+		size += len(tc) + 1
 	}
 	b := bytes.NewBuffer(make([]byte, 0, size))
-	b.WriteString(`{"events":[`)
-	for i, body := range a.bodies {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(body)
-	}
 	b.WriteString(`],"trace_contexts":[`)
 	for i, tc := range a.traces {
 		if i > 0 {
@@ -574,11 +652,12 @@ func appendObject(b []byte, m map[string]string) []byte {
 
 // read reads the events after pos for sub: at most req.limit, about
 // MaxAnswerBytes (at least one event), MaxScan records; with none yet
-// and req.wait, it waits for more until the wait ends.
-func (s *Server) read(ctx context.Context, sc *compiled, pos []int64, req request) (*answer, error) {
+// and req.wait, it waits for more until the wait ends. What it reads is
+// held in sh.
+func (s *Server) read(ctx context.Context, sc *compiled, sh *share, pos []int64, req request) (*answer, error) {
 	deadline := s.now().Add(req.wait)
 	for {
-		a, more, err := s.scan(ctx, sc, pos, req.limit)
+		a, more, err := s.scan(ctx, sc, sh, pos, req.limit)
 		if err != nil {
 			return nil, err
 		}
@@ -592,12 +671,15 @@ func (s *Server) read(ctx context.Context, sc *compiled, pos []int64, req reques
 	}
 }
 
-// scan reads from pos once: it returns the answer, and whether records
-// remained to be read when it stopped (limit, size, or MaxScan).
-func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int) (*answer, bool, error) {
+// scan reads from pos once, one leader's partitions a fetch, each fetch
+// held in sh until its records are taken, the answer's events after: it
+// returns the answer, and whether records remained to be read when it
+// stopped (limit, size, MaxScan, or no room in the budget for another
+// fetch). With no room for its first fetch it fails with errBudget.
+func (s *Server) scan(ctx context.Context, sc *compiled, sh *share, from []int64, limit int) (*answer, bool, error) {
 	n := len(from)
-	pos := append([]int64(nil), from...)
-	a := &answer{from: append([]int64(nil), from...)}
+	pos := slices.Clone(from)
+	a := &answer{from: slices.Clone(from)}
 	lso := make([]int64, n)
 	for p := range lso {
 		lso[p] = -1 // unknown: read
@@ -605,16 +687,17 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 	// The partitions in an order that depends only on the cursor, so
 	// that a repeated request reads the same, and no partition waits for
 	// the others' backlog at every request; a partition that got nothing
-	// while it had records (a response full before it) goes first next.
+	// while it had records (a response full before it) goes first next,
+	// and the partitions of a leader just read go last.
 	order := rotation(from)
 	var starved []int32
 	size, scanned := 0, 0
-	full := false
+	full, spent := false, false
 	for rounds := 0; rounds < maxRounds; rounds++ {
 		var round []int32
 		round = append(round, starved...)
 		for _, p := range order {
-			if (lso[p] < 0 || pos[p] < lso[p]) && !containsPart(starved, p) {
+			if (lso[p] < 0 || pos[p] < lso[p]) && !slices.Contains(starved, p) {
 				round = append(round, p)
 			}
 		}
@@ -622,12 +705,23 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 		if len(round) == 0 || full || scanned >= s.cfg.MaxScan {
 			break
 		}
-		got, err := s.fetchRound(ctx, round, pos)
+		ask := max(s.cfg.MaxAnswerBytes-size, 1)
+		if !sh.hold(ctx, a.bytes+fetchCost(ask, int(s.cfg.MaxRecordBytes))) {
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+			if rounds == 0 {
+				return nil, false, errBudget
+			}
+			spent = true
+			break
+		}
+		got, err := s.fetchRound(ctx, round, pos, ask)
 		if err != nil {
 			return nil, false, err
 		}
-		for _, p := range round {
-			f := got[p]
+		for _, f := range got {
+			p := f.partition
 			lso[p] = f.lso
 			if full || scanned >= s.cfg.MaxScan {
 				continue
@@ -657,38 +751,63 @@ func (s *Server) scan(ctx context.Context, sc *compiled, from []int64, limit int
 				switch {
 				case !match:
 				case terr != nil:
-					a.errs = append(a.errs, entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error(), trace: tc})
+					ee := entryError{id: string(r.Key), partition: p, offset: r.Offset, err: terr.Error(), trace: tc}
+					a.errs = append(a.errs, ee)
+					a.bytes += int64(len(ee.id) + len(ee.err) + len(tc) + 64)
 				default:
-					a.bodies = append(a.bodies, body)
+					a.bodies = append(a.bodies, detach(body, r.Value))
 					a.traces = append(a.traces, tc)
 					size += len(body) + len(tc)
+					a.bytes += int64(len(body) + len(tc))
 				}
 			}
 			if taken == len(f.recs) {
 				pos[p] = f.next
 			}
 		}
+		sh.keep(a.bytes) // the fetch's records are the answer's now, or gone
+		order = readLast(order, got)
 	}
 	a.to = pos
-	more := false
+	more := spent
 	for p := range pos {
 		more = more || lso[p] >= 0 && pos[p] < lso[p]
 	}
 	return a, more, nil
 }
 
-// fetchRound fetches the round's partitions from pos, moving a position
-// out of the log (gone with retention, or past the end) to its start or
-// end first.
-func (s *Server) fetchRound(ctx context.Context, round []int32, pos []int64) (map[int32]fetched, error) {
-	got, err := s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+// detach returns body out of the fetch's buffers when it is the record's
+// value itself (an event served as is), so that the buffers go once the
+// fetch's records are taken; a transform's result is its own already.
+func detach(body, value []byte) []byte {
+	if len(body) > 0 && len(body) == len(value) && &body[0] == &value[0] {
+		return bytes.Clone(body)
+	}
+	return body
+}
+
+// readLast returns order with the partitions of got at its end: the
+// next fetch goes to another leader, when one has partitions to read.
+func readLast(order []int32, got []fetched) []int32 {
+	read := make([]int32, 0, len(got))
+	for _, f := range got {
+		read = append(read, f.partition)
+	}
+	return append(slices.DeleteFunc(order, func(p int32) bool { return slices.Contains(read, p) }), read...)
+}
+
+// fetchRound fetches the round's partitions led by the leader of its
+// first from pos, asking for ask bytes, moving a position out of the log
+// (gone with retention, or past the end) to its start or end first.
+func (s *Server) fetchRound(ctx context.Context, round []int32, pos []int64, ask int) ([]fetched, error) {
+	got, err := s.fetch.fetch(ctx, round, pos, int32(ask))
 	if !errors.Is(err, errOutOfRange) {
 		return got, err
 	}
 	if err := s.clamp(ctx, pos); err != nil {
 		return nil, err
 	}
-	return s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+	return s.fetch.fetch(ctx, round, pos, int32(ask))
 }
 
 // clamp moves each position into its partition's log.
@@ -745,21 +864,12 @@ func rotation(pos []int64) []int32 {
 	return order
 }
 
-func containsPart(ps []int32, p int32) bool {
-	for _, q := range ps {
-		if q == p {
-			return true
-		}
-	}
-	return false
-}
-
 // acknowledge commits the cursor cur presents, when it moves the
 // committed one, and records the events of the answer it came with that
 // it acknowledges for the first time (those after the committed cursor)
 // in the attempts topic: the ledger shows them delivered, or failed with
 // their transform's error.
-func (s *Server) acknowledge(ctx context.Context, sc *compiled, committed []int64, cur cursor) error {
+func (s *Server) acknowledge(ctx context.Context, sc *compiled, sh *share, committed []int64, cur cursor) error {
 	moved := false
 	for p := range committed {
 		moved = moved || cur.to[p] != committed[p]
@@ -781,37 +891,43 @@ func (s *Server) acknowledge(ctx context.Context, sc *compiled, committed []int6
 	if span == 0 || span > int64(s.cfg.MaxScan)*2 {
 		return nil // nothing newly acknowledged, or not one answer's
 	}
-	s.noteAcks(ctx, sc, from, cur.to, start, end)
+	s.noteAcks(ctx, sc, sh, from, cur.to, start, end)
 	return nil
 }
 
 // noteAcks writes an attempt for each event sc's consumer received in
-// [from, to), read again (one answer's records at most), and exports its
-// acknowledgment span: the commit, from start to end. A failure is
-// logged: the cursor is committed, and the ledger is a record, not a
-// guarantee.
-func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64, start, end time.Time) {
+// [from, to), read again (one answer's records at most, each fetch held
+// in sh while its records are read), and exports its acknowledgment
+// span: the commit, from start to end. A failure is logged: the cursor
+// is committed, and the ledger is a record, not a guarantee.
+func (s *Server) noteAcks(ctx context.Context, sc *compiled, sh *share, from, to []int64, start, end time.Time) {
 	now := end.UTC()
-	pos := append([]int64(nil), from...)
+	pos := slices.Clone(from)
+	order := rotation(from)
 	wait := backoff.New(10*time.Millisecond, 100*time.Millisecond)
 	for rounds := 0; rounds < 100; rounds++ {
 		var round []int32
-		for p := range pos {
+		for _, p := range order {
 			if pos[p] < to[p] {
-				round = append(round, int32(p))
+				round = append(round, p)
 			}
 		}
 		if len(round) == 0 {
 			return
 		}
-		got, err := s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+		var got []fetched
+		err := errBudget
+		if sh.hold(ctx, fetchCost(s.cfg.MaxAnswerBytes, int(s.cfg.MaxRecordBytes))) {
+			got, err = s.fetch.fetch(ctx, round, pos, int32(s.cfg.MaxAnswerBytes))
+		}
 		if err != nil {
+			sh.release()
 			s.log.Warn("pull acknowledgments not recorded", "subscription", sc.sub.ID, "err", err)
 			return
 		}
 		progressed := false
-		for _, p := range round {
-			f := got[p]
+		for _, f := range got {
+			p := f.partition
 			for _, r := range f.recs {
 				if r.Offset >= to[p] {
 					break
@@ -830,6 +946,8 @@ func (s *Server) noteAcks(ctx context.Context, sc *compiled, from, to []int64, s
 			progressed = progressed || next > pos[p]
 			pos[p] = next
 		}
+		sh.release()
+		order = readLast(order, got)
 		if !progressed && !wait.Wait(ctx) {
 			return
 		}
@@ -869,6 +987,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	served   *prometheus.CounterVec
 	waiting  prometheus.Gauge
+	refused  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -885,15 +1004,22 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "hookstream_pull_waiting",
 			Help: "Pull requests waiting for events (long polls).",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookstream_pull_budget_refused_total",
+			Help: "Pull requests answered 503 because the byte budget had no room for them.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.served, m.waiting, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(m.requests, m.served, m.waiting, m.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookstream_pull_requests_in_progress",
 		Help: "Pull requests being served, long polls included; past the bound a request gets 429.",
 	}, func() float64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return float64(s.total)
-	}))
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookstream_pull_budget_bytes_in_use",
+		Help: "Bytes pull requests hold of the byte budget: records read for answers and answers being written; past the budget a request gets 503.",
+	}, func() float64 { return float64(s.budget.inUse.Load()) }))
 	return m
 }
 

@@ -40,13 +40,25 @@ type harness struct {
 	metrics  *prometheus.Registry
 	mu       sync.Mutex
 	seq      int
+	// sendBuffer, when set, is the send buffer of the listener's
+	// connections.
+	sendBuffer int
 }
 
 func newHarness(t *testing.T, cfg pull.Config) *harness {
 	t.Helper()
-	env := kafkatest.New(t, 3, 1<<20)
+	return newHarnessOn(t, kafkatest.New(t, 3, 1<<20), cfg)
+}
+
+// newHarnessOn is newHarness on env, with opts applied before the server
+// starts.
+func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg pull.Config, opts ...func(*harness)) *harness {
+	t.Helper()
 	cl := env.Client(t)
 	h := &harness{env: env, cl: cl}
+	for _, o := range opts {
+		o(h)
+	}
 	h.registry = subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
 	h.start(t, cfg)
 	return h
@@ -63,7 +75,11 @@ func (h *harness) start(t *testing.T, cfg pull.Config) func() {
 	go func() { done <- s.Run(ctx) }()
 	e := echo.New()
 	e.GET(pull.Path, s.Events)
-	srv := httptest.NewServer(e)
+	srv := httptest.NewUnstartedServer(e)
+	if h.sendBuffer > 0 {
+		srv.Listener = sendBuffers{srv.Listener, h.sendBuffer}
+	}
+	srv.Start()
 	h.srv = srv
 	var once sync.Once
 	stop := func() {

@@ -162,7 +162,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 			return err
 		}
 		rejected, receiver = h.Rejected, h.Stats
-		puller := pull.New(pull.Config{Names: n.names, Tracing: n.tr}, n.cl, n.registry, n.log, n.reg)
+		puller := pull.New(pull.Config{Names: n.names, MaxRecordBytes: topics.MaxRecordBytes(n.cfg.MaxBody), Tracing: n.tr}, n.cl, n.registry, n.log, n.reg)
 		h.Route(http.MethodGet, pull.Path, puller.Events)
 		g.Go(func() error { return puller.Run(ctx) })
 		g.Go(func() error { return h.Run(ctx) })
