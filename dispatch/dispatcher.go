@@ -165,7 +165,10 @@ type Dispatcher struct {
 	now      func() time.Time
 	producer *kgo.Client // retry and DLQ writes
 	// txnID is the transactional id of topic subscriptions' writes.
-	txnID   string
+	txnID string
+	// topics writes topic subscriptions' records, in transactions that
+	// move their cursors.
+	topics  *topicWriter
 	tracer  trace.Tracer
 	retries *retries
 	reader  *reader
@@ -262,6 +265,7 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 		subs:     make(map[string]*subState),
 		workers:  make(map[string]*worker),
 	}
+	d.topics = newTopicWriter(d)
 	d.retries = newRetries(d)
 	d.reader = newReader(d)
 	d.metrics = newMetrics(reg, d)
@@ -353,7 +357,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 		// Changes to delivery shape restart the worker; others apply live.
 		// A rewind (a replay while running) restarts it too: the new
 		// lanes start from the rewind's offsets.
-		restart := w != nil && !w.stopped && (old.Topic != s.Topic || old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
+		restart := w != nil && !w.stopped && (sinkChanged(old, s) || old.Ordered != s.Ordered || old.MaxInFlight != s.MaxInFlight ||
 			old.BatchMax != s.BatchMax || old.BatchWait != s.BatchWait || old.Rewind.Tag() != s.Rewind.Tag())
 		if w != nil && !w.stopped && (!s.Enabled || restart) {
 			w.stop()

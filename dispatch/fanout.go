@@ -40,9 +40,6 @@ const commitEvery = time.Second
 type reader struct {
 	d       *Dispatcher
 	catchup *catchup
-	// topics writes topic subscriptions' events, set once the head's
-	// client exists.
-	topics *topicWriter
 
 	mu    sync.Mutex
 	parts map[int32]*partHead
@@ -70,8 +67,8 @@ type lane struct {
 	ph *partHead
 
 	ready bool // positioned at its cursor
-	// replayTo: records before it are written again by a topic
-	// subscription's replay while running (marked hs-replay); 0 none.
+	// replayTo: records before it are read again by a replay while
+	// running (a topic sink marks them hs-replay); 0 none.
 	replayTo  int64
 	fed       int64 // offset after the last record queued
 	behind    bool  // reads through the catch-up path
@@ -105,7 +102,6 @@ func (r *reader) run(ctx context.Context) error {
 		wg.Go(func() { r.catchup.run(ctx) })
 	}
 	wg.Go(func() { r.commitLoop(ctx) })
-	r.topics = newTopicWriter(r)
 	cl, closeClient, err := d.consumer(ctx, d.cfg.Names.DispatchGroup(),
 		kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -134,7 +130,7 @@ func (r *reader) run(ctx context.Context) error {
 	}
 	// The topic writer outlives the revocation of every partition on
 	// close: it commits the transaction under way.
-	wg.Go(func() { r.topics.run(ctx, cl) })
+	wg.Go(func() { d.topics.run(ctx, cl) })
 	defer closeClient() // revokes, so commits, every partition
 	for {
 		fs := cl.PollFetches(ctx)
@@ -170,11 +166,11 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 	for _, w := range workers {
 		groups = append(groups, string(d.cfg.Names.SubscriptionGroup(w.sub.ID)))
 	}
-	if slices.ContainsFunc(workers, (*worker).topic) {
+	if slices.ContainsFunc(workers, func(w *worker) bool { return w.sink.movesCursor() }) {
 		// Taking the transactional id aborts what a predecessor under it
 		// left open, which would hold the cursors unstable until its
 		// timeout.
-		if err := r.topics.init(ctx); err != nil {
+		if err := d.topics.init(ctx); err != nil {
 			d.log.Warn("topic subscriptions: cannot take the transactional id; the cursors wait for the transaction timeout", "err", err)
 		}
 	}
@@ -342,19 +338,12 @@ func (ph *partHead) start(w *worker, c, replayTo int64) {
 		if c < 0 { // no cursor: from the head
 			c = ph.pos
 		}
-		l.ready, l.fed, l.mark = true, c, c
-		if w.topic() {
-			l.replayTo = replayTo
-		}
+		l.ready, l.fed, l.mark, l.replayTo = true, c, c, replayTo
 		if c < ph.pos {
 			l.fallBehind()
 		}
 		ph.mu.Unlock()
-		if w.topic() {
-			w.drainTopic(ctx, l)
-			return
-		}
-		w.drain(ctx, l)
+		w.sink.drain(ctx, l)
 	}()
 }
 
@@ -415,7 +404,7 @@ func (l *lane) end() {
 		delete(ph.lanes, l.w.sub.ID)
 	}
 	l.gone, l.queue, l.held = true, nil, 0
-	commit := l.ready && !ph.lost && l.mark != l.committed && !l.w.topic() // a topic lane's moves in transactions
+	commit := l.ready && !ph.lost && l.mark != l.committed && !l.w.sink.movesCursor()
 	ph.mu.Unlock()
 	if commit {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.w.ctx), closeGrace)
@@ -548,6 +537,14 @@ func (l *lane) advance(rec *kgo.Record, pending int) {
 	}
 }
 
+// progress returns the lane's cursor, whether it moved since it was last
+// committed, and its replayTo.
+func (l *lane) progress() (mark int64, moved bool, replayTo int64) {
+	l.ph.mu.Lock()
+	defer l.ph.mu.Unlock()
+	return l.mark, l.mark != l.committed, l.replayTo
+}
+
 // drop stops the lanes of revoked or lost partitions; a revoked
 // partition's cursors are committed before its next owner reads them.
 func (r *reader) drop(ctx context.Context, parts []int32, lost bool) {
@@ -576,7 +573,7 @@ func (r *reader) drop(ctx context.Context, parts []int32, lost bool) {
 	if lost {
 		return
 	}
-	lanes = slices.DeleteFunc(lanes, func(l *lane) bool { return !l.ready || l.mark == l.committed || l.w.topic() })
+	lanes = slices.DeleteFunc(lanes, func(l *lane) bool { return !l.ready || l.mark == l.committed || l.w.sink.movesCursor() })
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
 	defer cancel()
 	r.commit(ctx, lanes)
@@ -599,7 +596,7 @@ func (r *reader) commitLoop(ctx context.Context) {
 		for _, ph := range r.parts {
 			ph.mu.Lock()
 			for _, l := range ph.lanes {
-				if l.ready && l.mark != l.committed && !l.w.topic() { // a topic lane's moves in transactions
+				if l.ready && l.mark != l.committed && !l.w.sink.movesCursor() {
 					moved[l.w.sub.ID] = append(moved[l.w.sub.ID], l)
 					if l.committed < 0 {
 						urgent[l.w.sub.ID] = true

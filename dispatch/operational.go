@@ -48,12 +48,12 @@ func (d *Dispatcher) notify(ctx context.Context, ir *topics.IngestRecord) error 
 // then have none).
 // Dead letters of operational events say nothing: a notification
 // subscription that fails would otherwise feed itself.
-func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, attempts int, last Result, cause string, letter *kgo.Record) error {
+func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, attempts int, last result, cause string, letter *kgo.Record) error {
 	if strings.HasPrefix(eventID, topics.OperationalSource+":") {
 		return nil
 	}
 	o := &topics.Operational{Type: topics.OpDeliveryDeadLettered, SubscriptionID: subID, Event: eventID,
-		Attempts: attempts, LastStatus: last.Status, Error: cause, At: d.now().UTC()}
+		Attempts: attempts, LastStatus: last.status, Error: cause, At: d.now().UTC()}
 	facts := []string{subID, eventID, strconv.Itoa(attempts)}
 	if letter != nil {
 		facts = append(facts, strconv.Itoa(int(letter.Partition)), strconv.FormatInt(letter.Offset, 10))
@@ -66,12 +66,12 @@ func (d *Dispatcher) deadLettered(ctx context.Context, subID, eventID string, at
 // last is the attempt that changed it. The delivery that changed it waits
 // for the write: circuits change at most once a cooldown, and an event
 // queued in memory could be lost.
-func (d *Dispatcher) circuitChanged(ctx context.Context, subID string, opened bool, last Result) {
+func (d *Dispatcher) circuitChanged(ctx context.Context, subID string, opened bool, last result) {
 	o := &topics.Operational{Type: topics.OpCircuitClosed, SubscriptionID: subID, At: d.now().UTC()}
 	if opened {
-		o.Type, o.LastStatus = topics.OpCircuitOpened, last.Status
-		if last.Err != nil {
-			o.Error = errorText(last.Err)
+		o.Type, o.LastStatus = topics.OpCircuitOpened, last.status
+		if last.err != nil {
+			o.Error = errorText(last.err)
 		}
 	}
 	ir := o.IngestRecord(subID, o.At.Format(time.RFC3339Nano))

@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/codes"
-	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
@@ -26,7 +24,7 @@ import (
 // subscriber, honouring its circuit and rate limit, and records the
 // outcome. An attempt the open circuit refuses is not made: then retryAt
 // says when to ask again, with the same n.
-func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n int, room func()) (res Result, retryAt time.Time) {
+func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n int, room func()) (res result, retryAt time.Time) {
 	st.mu.Lock()
 	sub, render, limiter := st.sub, st.render, st.limiter
 	st.mu.Unlock()
@@ -34,34 +32,27 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 	if !ok {
 		room() // waiting for the probe is not waiting for the host
 		d.metrics.refused.WithLabelValues(sub.ID).Inc()
-		return Result{}, retryAt
+		return result{}, retryAt
 	}
 	if limiter != nil {
 		room()
 		if err := limiter.Wait(ctx); err != nil {
 			st.circuit.abandon(probe)
-			return Result{Err: err}, time.Time{}
+			return result{err: err}, time.Time{}
 		}
 	}
-	actx, span := d.attemptSpan(ctx, sub, m, n)
-	if header, err := render.Header(m.id, m.body, d.now(), d.cfg.Client.UserAgent); err != nil {
-		room()
-		res = Result{Err: err}
-	} else {
-		res = d.client.Deliver(actx, Delivery{URL: sub.URL, Header: header, Body: m.body, Timeout: time.Duration(sub.Timeout), Room: room})
-	}
-	endAttemptSpan(span, res)
-	if ctx.Err() != nil && !res.OK() {
+	res = d.senderFor(sub).send(ctx, sub, render, m, n, room)
+	if ctx.Err() != nil && !res.ok {
 		st.circuit.abandon(probe) // stopping says nothing of the subscriber
 		return res, time.Time{}
 	}
 	outcome := "success"
-	if !res.OK() {
+	if !res.ok {
 		outcome = "failure"
 	}
 	d.metrics.attempts.WithLabelValues(sub.ID, outcome).Inc()
-	d.metrics.latency.Observe(res.Latency.Seconds())
-	switch opened, closed := st.circuit.report(d.now(), probe, res.OK()); {
+	d.metrics.latency.Observe(res.latency.Seconds())
+	switch opened, closed := st.circuit.report(d.now(), probe, res.ok); {
 	case opened:
 		d.log.Warn("circuit opened", "subscription", sub.ID, "cooldown", d.cfg.BreakerCooldown)
 		d.circuitChanged(ctx, sub.ID, true, res)
@@ -74,21 +65,19 @@ func (d *Dispatcher) attempt(ctx context.Context, st *subState, m *message, n in
 	return res, time.Time{}
 }
 
-// attemptSpan starts the span of attempt n of delivering m, a child of
-// the context its first event's record carries; the other events' records
-// of a batch are links.
-func (d *Dispatcher) attemptSpan(ctx context.Context, sub subscriptions.Subscription, m *message, n int) (context.Context, trace.Span) {
+// attemptSpan starts the span, called name, of attempt n of delivering
+// m: a child of the context its first event's record carries; the other
+// events' records of a batch are links. The sender adds what its kind
+// says of the attempt.
+func (d *Dispatcher) attemptSpan(ctx context.Context, name string, sub subscriptions.Subscription, m *message, n int) (context.Context, trace.Span) {
 	ctx = d.cfg.Tracing.Extract(ctx, m.events[0].orig.Headers)
-	ctx, span := d.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := d.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	span.SetAttributes(semconv.HTTPRequestMethodPost, tracing.Subscription.String(sub.ID), tracing.Attempt.Int(n))
+	span.SetAttributes(tracing.Subscription.String(sub.ID), tracing.Attempt.Int(n))
 	if !m.batch {
 		span.SetAttributes(tracing.EventID.String(m.id))
-	}
-	if u, err := url.Parse(sub.URL); err == nil {
-		span.SetAttributes(semconv.ServerAddress(u.Hostname()))
 	}
 	for _, e := range m.events[1:] {
 		if e.orig == m.events[0].orig {
@@ -109,15 +98,10 @@ func (d *Dispatcher) traceID(m *message) slog.Attr {
 	return tracing.TraceID(d.cfg.Tracing.Extract(context.Background(), m.events[0].orig.Headers))
 }
 
-// endAttemptSpan ends an attempt's span with its answer.
-func endAttemptSpan(span trace.Span, res Result) {
-	if span.IsRecording() {
-		if res.Status != 0 {
-			span.SetAttributes(semconv.HTTPResponseStatusCode(res.Status))
-		}
-		if res.Err != nil {
-			span.SetStatus(codes.Error, errorText(res.Err))
-		}
+// endAttemptSpan ends an attempt's span with its outcome.
+func endAttemptSpan(span trace.Span, res result) {
+	if span.IsRecording() && res.err != nil {
+		span.SetStatus(codes.Error, errorText(res.err))
 	}
 	span.End()
 }
@@ -126,22 +110,22 @@ func endAttemptSpan(span trace.Span, res Result) {
 // m, and tracks the subscription's health: 410 Gone disables it at once;
 // real attempts all failing, with no success, for DisableAfter disable it
 // too.
-func (d *Dispatcher) record(ctx context.Context, st *subState, sub subscriptions.Subscription, m *message, n int, res Result) {
+func (d *Dispatcher) record(ctx context.Context, st *subState, sub subscriptions.Subscription, m *message, n int, res result) {
 	now := d.now()
-	a := topics.Attempt{Subscription: sub.ID, N: n, Outcome: topics.OutcomeDelivered, Status: res.Status, Latency: res.Latency, At: now}
-	if !res.OK() {
+	a := topics.Attempt{Subscription: sub.ID, N: n, Outcome: topics.OutcomeDelivered, Status: res.status, Latency: res.latency, At: now}
+	if !res.ok {
 		a.Outcome = topics.OutcomeFailed
 	}
-	if res.Err != nil {
-		a.Error = errorText(res.Err)
+	if res.err != nil {
+		a.Error = errorText(res.err)
 	}
 	d.noteEach(a, m)
 	var disable string
 	st.mu.Lock()
 	switch {
-	case res.OK():
+	case res.ok:
 		st.failingSince = time.Time{}
-	case res.Gone():
+	case res.gone:
 		disable = "subscriber answered 410 Gone"
 	default:
 		if st.failingSince.IsZero() {
@@ -222,13 +206,13 @@ func delay(schedule []time.Duration, retry int, retryAfter time.Duration) (time.
 // subscriber's last answer, or whose transform failed (stage transform,
 // its error for cause): one letter per event, each carrying the batch id
 // when the message is a batch.
-func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, attempts int, last Result) error {
+func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, attempts int, last result) error {
 	cause, stage := "delivery failed", topics.StageDeliver
 	switch {
 	case m.failed != nil:
-		cause, stage, last = errorText(m.failed), topics.StageTransform, Result{}
-	case last.Err != nil:
-		cause = errorText(last.Err)
+		cause, stage, last = errorText(m.failed), topics.StageTransform, result{}
+	case last.err != nil:
+		cause = errorText(last.err)
 	}
 	for ; m.lettered < len(m.events); m.lettered++ {
 		letter := &topics.DeadLetter{
@@ -237,7 +221,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, a
 			FailedAt:     d.now(),
 			Subscription: subID,
 			Attempts:     attempts,
-			LastStatus:   last.Status,
+			LastStatus:   last.status,
 		}
 		if m.batch {
 			letter.BatchID = m.id
@@ -319,7 +303,7 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) error {
 
 // scheduleRetry hands a failed delivery to the retry topic: a batch goes
 // whole, as one record.
-func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message, attempts int, wait time.Duration, last Result) error {
+func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message, attempts int, wait time.Duration, last result) error {
 	now := d.now() // decided now: before the retry can be read and tried
 	retry := &topics.Retry{
 		Subscription: subID,
@@ -328,11 +312,11 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 		Resend:       m.resend,
 		Attempts:     attempts,
 		DueAt:        now.Add(wait),
-		LastStatus:   last.Status,
+		LastStatus:   last.status,
 		Body:         m.carried(),
 	}
-	if last.Err != nil {
-		retry.Error = errorText(last.Err)
+	if last.err != nil {
+		retry.Error = errorText(last.err)
 	}
 	rec := retry.Record(d.cfg.Names.DeliveryRetry)
 	// The retry continues the trace of the events record, or of the retry
@@ -341,17 +325,17 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 	if err := d.produce(ctx, rec); err != nil {
 		return fmt.Errorf("delivery retry: %w", err)
 	}
-	d.noteEach(topics.Attempt{Subscription: subID, N: attempts, Outcome: topics.OutcomeRetrying, Status: last.Status, Error: retry.Error, At: now, DueAt: retry.DueAt}, m)
+	d.noteEach(topics.Attempt{Subscription: subID, N: attempts, Outcome: topics.OutcomeRetrying, Status: last.status, Error: retry.Error, At: now, DueAt: retry.DueAt}, m)
 	return nil
 }
 
 // fail handles a failed first attempt of an unordered delivery or a failed
 // retry: the next retry if schedule allows, else the DLQ.
-func (d *Dispatcher) fail(ctx context.Context, subID string, schedule []time.Duration, m *message, attempts int, last Result) error {
-	if last.Gone() || m.lettered > 0 {
+func (d *Dispatcher) fail(ctx context.Context, subID string, schedule []time.Duration, m *message, attempts int, last result) error {
+	if last.gone || m.lettered > 0 {
 		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
-	wait, ok := delay(schedule, attempts, last.RetryAfter)
+	wait, ok := delay(schedule, attempts, last.retryAfter)
 	if !ok {
 		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
@@ -362,4 +346,20 @@ func (d *Dispatcher) fail(ctx context.Context, subID string, schedule []time.Dur
 		return d.deadLetter(ctx, subID, m, attempts, last)
 	}
 	return err
+}
+
+// handOff writes m to the retry topic or the DLQ, retrying while Kafka
+// refuses: a failed delivery is never skipped silently.
+func (d *Dispatcher) handOff(ctx context.Context, subID string, m *message, write func(context.Context) error) bool {
+	wait := backoff.New(100*time.Millisecond, 10*time.Second)
+	for {
+		err := write(ctx)
+		if err == nil {
+			return true
+		}
+		d.log.Error("could not hand off a failed delivery; retrying", "subscription", subID, "event_id", m.id, d.traceID(m), "err", err)
+		if !wait.Wait(ctx) {
+			return false
+		}
+	}
 }

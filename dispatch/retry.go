@@ -668,7 +668,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 			return stopped, time.Time{}
 		case !refusedUntil.IsZero():
 			return refused, refusedUntil
-		case !res.OK() && !d.handOff(ctx, subID, m, func(ctx context.Context) error {
+		case !res.ok && !d.handOff(ctx, subID, m, func(ctx context.Context) error {
 			return d.fail(ctx, subID, d.schedule(st.current()), m, attempts+1, res)
 		}):
 			return stopped, time.Time{}
@@ -677,7 +677,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 	// The events whose transform fails now are dead-lettered, with the
 	// attempts made, once the others are done with.
 	for _, f := range failed {
-		if !d.handOff(ctx, subID, f, func(ctx context.Context) error { return d.deadLetter(ctx, subID, f, attempts, Result{}) }) {
+		if !d.handOff(ctx, subID, f, func(ctx context.Context) error { return d.deadLetter(ctx, subID, f, attempts, result{}) }) {
 			return stopped, time.Time{}
 		}
 	}

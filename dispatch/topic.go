@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/hookstream/hookstream/internal/backoff"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -51,7 +52,7 @@ const topicTxnTimeout = 10 * time.Second
 
 // topicWriter runs the transactions of topic subscriptions.
 type topicWriter struct {
-	r *reader
+	d *Dispatcher
 
 	mu    sync.Mutex
 	queue []*topicBatch // submitted, not yet in a transaction
@@ -65,7 +66,7 @@ type topicWriter struct {
 // topicBatch is what one lane hands to a transaction: records for its
 // topic and its cursor after them.
 type topicBatch struct {
-	l      *lane
+	part   int32 // the lane's partition
 	sub    string
 	recs   []*kgo.Record // to the subscription's topic, then their ledger entries
 	cursor int64
@@ -95,8 +96,8 @@ func stopsTopic(err error) bool {
 	return topics.IsPermanentProduceErr(err)
 }
 
-func newTopicWriter(r *reader) *topicWriter {
-	return &topicWriter{r: r, wake: make(chan struct{}, 1)}
+func newTopicWriter(d *Dispatcher) *topicWriter {
+	return &topicWriter{d: d, wake: make(chan struct{}, 1)}
 }
 
 // write hands b to the next transaction and returns its outcome: nil once
@@ -136,7 +137,7 @@ func (tw *topicWriter) write(ctx context.Context, b *topicBatch) error {
 // until ctx ends; head is the dispatch group's member.
 func (tw *topicWriter) run(ctx context.Context, head *kgo.Client) {
 	defer tw.close()
-	d := tw.r.d
+	d := tw.d
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
 		select {
@@ -206,7 +207,7 @@ func (tw *topicWriter) client(ctx context.Context) (*kgo.Client, error) {
 	if tw.cl != nil {
 		return tw.cl, nil
 	}
-	d := tw.r.d
+	d := tw.d
 	// Transactions as before KIP-890 part 2: see the file's comment.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(int16(kmsg.Produce), 11)
@@ -277,7 +278,7 @@ func (tw *topicWriter) transact(ctx context.Context, head *kgo.Client, batches [
 }
 
 func (tw *topicWriter) transactOn(ctx context.Context, cl *kgo.Client, member string, generation int32, batches []*topicBatch) error {
-	d := tw.r.d
+	d := tw.d
 	if err := cl.BeginTransaction(); err != nil {
 		return err
 	}
@@ -332,7 +333,7 @@ func (tw *topicWriter) transactOn(ctx context.Context, cl *kgo.Client, member st
 		if cursors[group] == nil {
 			cursors[group] = make(map[int32]offsetCommit)
 		}
-		p := b.l.ph.id
+		p := b.part
 		cursors[group][p] = offsetCommit{at: b.cursor, meta: b.tag}
 		// Every partition of the transaction: a commit of none would
 		// not be checked.
@@ -368,7 +369,7 @@ type offsetCommit struct {
 // with no members).
 func (tw *topicWriter) commitOffsets(ctx context.Context, cl *kgo.Client, group, member string, generation int32, instance *string,
 	topic string, offs map[int32]offsetCommit) error {
-	d := tw.r.d
+	d := tw.d
 	id, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		return err
@@ -417,7 +418,7 @@ func (tw *topicWriter) endTxn(ctx context.Context, cl *kgo.Client) error {
 		return err
 	}
 	req := kmsg.NewPtrEndTxnRequest()
-	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = tw.r.d.txnID, id, epoch, true
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = tw.d.txnID, id, epoch, true
 	if err := concurrently(ctx, func() error {
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
@@ -443,21 +444,31 @@ func concurrently(ctx context.Context, fn func() error) error {
 	}
 }
 
-// topic reports whether w's subscription is a topic subscription.
-func (w *worker) topic() bool { return w.sub.Topic != "" }
+// topicSink is the exactly-once sink of one topic subscription: its
+// lanes' records go to its topic in the writer's transactions, which
+// move their cursors.
+type topicSink struct {
+	d   *Dispatcher
+	st  *subState
+	sub subscriptions.Subscription // as its worker started
+	tw  *topicWriter
+}
 
-// drainTopic writes a topic subscription's lane: what it receives goes
-// to its topic in the writer's transactions, which move its cursor; an
-// event whose transform fails is dead-lettered first (stage transform).
-// A topic that stops the subscription disables it, with the reason.
-func (w *worker) drainTopic(ctx context.Context, l *lane) {
-	tw := l.ph.r.topics
+// movesCursor: the transactions commit the cursors.
+func (s *topicSink) movesCursor() bool { return true }
+
+// drain writes a lane's records: what the subscription receives goes to
+// its topic in the writer's transactions, which move the lane's cursor;
+// an event whose transform fails is dead-lettered first (stage
+// transform). A topic that stops the subscription disables it, with the
+// reason.
+func (s *topicSink) drain(ctx context.Context, l *lane) {
 	wait := backoff.New(100*time.Millisecond, 10*time.Second)
 	var b *topicBatch
 	for {
 		if b == nil {
 			var ok bool
-			if b, ok = w.topicBatch(ctx, l); !ok {
+			if b, ok = s.batch(ctx, l); !ok {
 				return
 			}
 		}
@@ -469,7 +480,7 @@ func (w *worker) drainTopic(ctx context.Context, l *lane) {
 			}
 			continue
 		}
-		err := tw.write(ctx, b)
+		err := s.tw.write(ctx, b)
 		if err == nil {
 			l.committedTo(b.cursor)
 			b = nil
@@ -483,8 +494,8 @@ func (w *worker) drainTopic(ctx context.Context, l *lane) {
 		if errors.As(err, &stop) {
 			// Written no more: the subscription is disabled (here or by
 			// another lane) and its worker stops; the others go on.
-			for w.st.enabled() {
-				w.d.stopTopic(ctx, w.st, stop.err)
+			for s.st.enabled() {
+				s.d.stopTopic(ctx, s.st, stop.err)
 				if !wait.Wait(ctx) {
 					return
 				}
@@ -494,7 +505,7 @@ func (w *worker) drainTopic(ctx context.Context, l *lane) {
 		}
 		// The transaction may have committed all the same: its end
 		// reached the broker and the answer was lost. Its cursor says.
-		committed, ok := w.settled(ctx, l, b)
+		committed, ok := s.settled(ctx, l, b)
 		if !ok {
 			return
 		}
@@ -516,33 +527,29 @@ func (w *worker) drainTopic(ctx context.Context, l *lane) {
 // the cursor stable once the writer's producer is initialized again,
 // which ends that transaction on the broker, committed or aborted; ok is
 // false when ctx ended first.
-func (w *worker) settled(ctx context.Context, l *lane, b *topicBatch) (committed, ok bool) {
+func (s *topicSink) settled(ctx context.Context, l *lane, b *topicBatch) (committed, ok bool) {
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
-	for l.ph.r.topics.init(ctx) != nil {
+	for s.tw.init(ctx) != nil {
 		if !wait.Wait(ctx) {
 			return false, false
 		}
 	}
-	c, _, ok := l.ph.cursor(ctx, w.sub.ID)
+	c, _, ok := l.ph.cursor(ctx, s.sub.ID)
 	return ok && c >= b.cursor, ok
 }
 
-// topicBatch takes the lane's queue as a batch for the writer: nil when
-// there is nothing to write nor a cursor to commit; false when ctx ended
-// while dead-lettering.
-func (w *worker) topicBatch(ctx context.Context, l *lane) (*topicBatch, bool) {
+// batch takes the lane's queue as a batch for the writer: nil when there
+// is nothing to write nor a cursor to commit; false when ctx ended while
+// dead-lettering.
+func (s *topicSink) batch(ctx context.Context, l *lane) (*topicBatch, bool) {
 	q := l.takeQueue(ctx, 0)
-	ph := l.ph
-	ph.mu.Lock()
-	b := &topicBatch{l: l, sub: w.sub.ID, cursor: l.mark, tag: w.sub.Rewind.Tag()}
-	moved := l.mark != l.committed
-	replayTo := l.replayTo
-	ph.mu.Unlock()
+	mark, moved, replayTo := l.progress()
 	if len(q) == 0 && !moved {
 		return nil, true
 	}
-	target := topics.Topic(w.sub.Topic)
-	now := w.d.now()
+	b := &topicBatch{part: l.ph.id, sub: s.sub.ID, cursor: mark, tag: s.sub.Rewind.Tag()}
+	target := topics.Topic(s.sub.Topic)
+	now := s.d.now()
 	var notes []*kgo.Record
 	for _, it := range q {
 		b.cursor = it.rec.Offset + 1
@@ -551,7 +558,7 @@ func (w *worker) topicBatch(ctx context.Context, l *lane) (*topicBatch, bool) {
 		}
 		if it.err != nil {
 			m := &message{id: string(it.rec.Key), failed: it.err, events: []event{{id: string(it.rec.Key), envelope: it.rec.Value, orig: it.rec}}}
-			if !w.d.handOff(ctx, w.sub.ID, m, func(ctx context.Context) error { return w.d.deadLetter(ctx, w.sub.ID, m, 0, Result{}) }) {
+			if !s.d.handOff(ctx, s.sub.ID, m, func(ctx context.Context) error { return s.d.deadLetter(ctx, s.sub.ID, m, 0, result{}) }) {
 				return nil, false
 			}
 			continue
@@ -561,8 +568,8 @@ func (w *worker) topicBatch(ctx context.Context, l *lane) (*topicBatch, bool) {
 			markReplay(rec)
 		}
 		b.recs = append(b.recs, rec)
-		a := topics.Attempt{Subscription: w.sub.ID, EventID: string(it.rec.Key), N: 1, Outcome: topics.OutcomeDelivered, At: now}
-		notes = append(notes, a.Record(w.d.cfg.Names.DeliveryAttempts))
+		a := topics.Attempt{Subscription: s.sub.ID, EventID: string(it.rec.Key), N: 1, Outcome: topics.OutcomeDelivered, At: now}
+		notes = append(notes, a.Record(s.d.cfg.Names.DeliveryAttempts))
 	}
 	b.recs = append(b.recs, notes...)
 	return b, true
