@@ -8,8 +8,9 @@ import "time"
 // its rows allow, twice over for Go's heap (GOGC=100), plus 64 MiB for
 // the runtime, the binary and what no row counts.
 var rssBound = map[string]int64{
-	// 2 x (body budget 64 MiB + producer buffer 64 MiB) + 64 MiB.
-	"ingest": 320 << 20,
+	// 2 x (body budget 64 MiB + producer buffer 64 MiB + pull budget
+	// 64 MiB) + 64 MiB.
+	"ingest": 448 << 20,
 	// 6 stores x (8 MiB cache + 2 x 4 MiB memtables) = 96 MiB, off the Go
 	// heap; 2 x (fetches: 12 partitions x 1 MiB, twice buffered, 24 MiB;
 	// envelopes prepared ahead 20 MiB; one poll's events in the

@@ -352,13 +352,20 @@ func (c *campaign) checkBodies(o *outcome) {
 }
 
 // checkPull is invariant 2 for the pull subscription: its client read
-// every accepted event, however many answers it dropped.
+// every accepted event, however many answers it dropped, and so did each
+// slow client.
 func (c *campaign) checkPull(o *outcome, accepted []string) {
-	for _, k := range accepted {
-		if !c.puller.received(k) {
-			o.Undelivered[subPull]++
-			if len(o.UndeliveredSample[subPull]) < 5 {
-				o.UndeliveredSample[subPull] = append(o.UndeliveredSample[subPull], k)
+	for _, p := range append([]*puller{c.puller}, c.slowPullers...) {
+		name := subPull
+		if p.rate > 0 {
+			name = subPullSlow
+		}
+		for _, k := range accepted {
+			if !p.received(k) {
+				o.Undelivered[name]++
+				if len(o.UndeliveredSample[name]) < 5 {
+					o.UndeliveredSample[name] = append(o.UndeliveredSample[name], k)
+				}
 			}
 		}
 	}

@@ -36,6 +36,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -130,6 +131,8 @@ type campaign struct {
 	cliEnv     []string
 	subs       *subscribers
 	puller     *puller
+	// slowPullers read the pull subscription too, slowly.
+	slowPullers []*puller
 	// topicSub is the topic subscriber's topic (campaignFilter's events).
 	topicSub topics.Topic
 	load     *recorder
@@ -600,7 +603,10 @@ func (c *campaign) subscribe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.puller = newPuller(pullID, pullToken, c.seed)
+	c.puller = newPuller(pullID, pullToken, c.seed, 0)
+	for i := range slowPullers {
+		c.slowPullers = append(c.slowPullers, newPuller(pullID, pullToken, c.seed+uint64(i)+1, slowPullRate))
+	}
 	far := time.Now().Add(24 * time.Hour).UnixNano()
 	c.subs.byKind[subDead].recoverAt.Store(far)
 	c.subs.byKind[subFlap].flapUntil.Store(far)
@@ -724,13 +730,16 @@ func (c *campaign) startTraffic(ctx context.Context) (stopLoad func() []loadgen.
 	c.onExit(func() { stopLoad() })
 	pullCtx, stopPull := context.WithCancel(ctx)
 	c.onExit(stopPull)
-	go c.puller.run(pullCtx, func() []string {
+	addrs := func() []string {
 		addrs := make([]string, len(c.ingests))
 		for i, p := range c.ingests {
 			addrs[i] = p.httpAddr
 		}
 		return addrs
-	})
+	}
+	for _, p := range append([]*puller{c.puller}, c.slowPullers...) {
+		go p.run(pullCtx, addrs)
+	}
 	return stopLoad
 }
 
@@ -908,6 +917,11 @@ type summary struct {
 	PullFailures  int64  `json:"pull_failures"`
 	PullRepeated  int    `json:"pull_repeated"`
 	PullLastError string `json:"pull_last_error,omitempty"`
+	// The slow pullers' answers read and requests failed or refused
+	// (503 at the pull budget among them), all of them.
+	SlowPullAnswers   int64  `json:"slow_pull_answers"`
+	SlowPullFailures  int64  `json:"slow_pull_failures"`
+	SlowPullLastError string `json:"slow_pull_last_error,omitempty"`
 	// Replays counts the replays of the processor's group and of a
 	// subscription's (by the role that stopped for it).
 	Replays map[string]int `json:"replays"`
@@ -959,6 +973,12 @@ func (c *campaign) summarize(cfg config, results []faultResult, reports []loadge
 	}
 	s.Subscriptions = len(c.subs.all()) + 2 // and the topic and pull ones
 	s.PullAnswers, s.PullDropped, s.PullFailures, s.PullRepeated, s.PullLastError = c.puller.stats()
+	for _, p := range c.slowPullers {
+		answers, _, failures, _, last := p.stats()
+		s.SlowPullAnswers += answers
+		s.SlowPullFailures += failures
+		s.SlowPullLastError = cmp.Or(last, s.SlowPullLastError)
+	}
 	worst, worstAfter := map[string]time.Duration{}, map[string]time.Duration{}
 	kindTime := map[string]time.Duration{}
 	var inFault time.Duration
@@ -1037,6 +1057,8 @@ func (s *summary) print(w *os.File) {
 	}
 	fmt.Fprintf(w, "  pull client: %d answers read, %d dropped as lost, %d requests failed, %d events read twice (last failure: %s)\n",
 		s.PullAnswers, s.PullDropped, s.PullFailures, s.PullRepeated, s.PullLastError)
+	fmt.Fprintf(w, "  %d slow pull clients (%d KiB/s each): %d answers read, %d requests failed or refused (last: %s)\n",
+		slowPullers, slowPullRate>>10, s.SlowPullAnswers, s.SlowPullFailures, s.SlowPullLastError)
 	fmt.Fprintf(w, "subscriptions: %d\n", s.Subscriptions)
 	if p := s.Outcome.Pace; p.Windows > 0 {
 		fmt.Fprintf(w, "pace beside a heavy filter (%d heavyexpr): healthy subscribers' accepted-to-delivered p99 %s over %d events (bound %s), %s outside\n",

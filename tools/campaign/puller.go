@@ -12,8 +12,21 @@ import (
 	"time"
 )
 
-// subPull names the pull subscription in the invariants and the report.
-const subPull = "pull"
+// subPull names the pull subscription's client in the invariants and the
+// report, subPullSlow its slow clients.
+const (
+	subPull     = "pull"
+	subPullSlow = "pull-slow"
+)
+
+// Slow pullers: each consumes the pull subscription with its own cursor,
+// reading its answers at slowPullRate, so that their answers stay being
+// written and hold the ingest process's pull budget; each must still
+// read every event.
+const (
+	slowPullers  = 8
+	slowPullRate = 64 << 10 // bytes a second
+)
 
 // puller consumes the campaign's pull subscription as a firewalled
 // service would: it long-polls the ingest listeners in turn with its
@@ -24,6 +37,9 @@ const subPull = "pull"
 type puller struct {
 	id, token string
 	rng       *rand.Rand // only run's goroutine draws from it
+	// rate bounds how fast it reads an answer, in bytes a second; 0:
+	// at once.
+	rate int
 
 	mu       sync.Mutex
 	got      map[string]int
@@ -33,8 +49,8 @@ type puller struct {
 	lastErr  string
 }
 
-func newPuller(id, token string, seed uint64) *puller {
-	return &puller{id: id, token: token, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), got: make(map[string]int)}
+func newPuller(id, token string, seed uint64, rate int) *puller {
+	return &puller{id: id, token: token, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), got: make(map[string]int), rate: rate}
 }
 
 // pullAnswer is what GET /subscriptions/{id}/events answers.
@@ -84,6 +100,9 @@ func (p *puller) run(ctx context.Context, addrs func() []string) {
 // pull makes one request.
 func (p *puller) pull(ctx context.Context, client *http.Client, addr, cursor string) (pullAnswer, error) {
 	q := url.Values{"limit": {"200"}, "wait": {"5s"}}
+	if p.rate > 0 {
+		q.Set("limit", "1000")
+	}
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
@@ -97,7 +116,11 @@ func (p *puller) pull(ctx context.Context, client *http.Client, addr, cursor str
 		return pullAnswer{}, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	var r io.Reader = resp.Body
+	if p.rate > 0 {
+		r = &slowReader{ctx: ctx, r: r, rate: p.rate}
+	}
+	body, err := io.ReadAll(io.LimitReader(r, 64<<20))
 	if err != nil {
 		return pullAnswer{}, err
 	}
@@ -128,4 +151,17 @@ func (p *puller) stats() (answers, dropped, failures int64, repeated int, lastEr
 		}
 	}
 	return p.answers, p.dropped, p.failures, repeated, p.lastErr
+}
+
+// slowReader reads at most rate bytes a second, in reads of a tenth of it.
+type slowReader struct {
+	ctx  context.Context
+	r    io.Reader
+	rate int
+}
+
+func (s *slowReader) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b[:min(len(b), max(1, s.rate/10))])
+	sleepCtx(s.ctx, time.Duration(n)*time.Second/time.Duration(s.rate))
+	return n, err
 }
