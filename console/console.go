@@ -115,7 +115,7 @@ type Config struct {
 	Opts  []kgo.Opt
 	Names topics.Names
 	// Stories finds an event's story wherever its processor runs
-	// (processor.StoryQuery.Story).
+	// (events.StoryQuery.Story).
 	Stories events.Stories
 	// UserAgent is the deliveries' User-Agent, which a subscription's
 	// Test shows.

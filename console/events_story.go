@@ -14,12 +14,12 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/events"
-	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
 
 // An event's story: /ui/events/{source}:{event-id} shows what
-// hookstream events get prints (processor.StoryQuery.Story, asked of the
+// hookstream events get prints (events.StoryQuery.Story, asked of the
 // instance whose processor holds the event), its envelope, and per
 // subscription its attempts and a Resend (events.API.Resend, as POST
 // /api/events/{key}/resend and hookstream events resend).
@@ -29,8 +29,8 @@ import (
 
 // storyData is the story page.
 type storyData struct {
-	Story processor.Story
-	Steps []processor.Step
+	Story events.Story
+	Steps []events.Step
 	// Envelope is the event's latest record on the events topic, empty
 	// when the topic no longer holds it (or it failed processing).
 	Envelope []byte
@@ -76,22 +76,22 @@ func (u *Console) eventStory(r *Request) error {
 }
 
 // story asks for the story of key, its errors given their status.
-func (u *Console) story(ctx context.Context, key string) (processor.Story, error) {
+func (u *Console) story(ctx context.Context, key string) (events.Story, error) {
 	if u.cfg.Stories == nil {
-		return processor.Story{}, echo.NewHTTPError(http.StatusServiceUnavailable, "this console asks no story query")
+		return events.Story{}, echo.NewHTTPError(http.StatusServiceUnavailable, "this console asks no story query")
 	}
 	s, err := u.cfg.Stories(ctx, key)
 	switch {
-	case errors.Is(err, processor.ErrUnknownEvent):
+	case errors.Is(err, events.ErrUnknownEvent):
 		return s, echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
-	case errors.Is(err, processor.ErrRestoring):
+	case errors.Is(err, statestore.ErrRestoring):
 		return s, echo.NewHTTPError(http.StatusServiceUnavailable, "the ledger partition of "+key+" is restoring; try again shortly")
 	}
 	return s, err
 }
 
 // eventsRecord reads the value of the events record at p: one record.
-func (u *Console) eventsRecord(ctx context.Context, p processor.Position) ([]byte, error) {
+func (u *Console) eventsRecord(ctx context.Context, p events.Position) ([]byte, error) {
 	var value []byte
 	ranges := topics.Ranges{p.Partition: {From: p.Offset, To: p.Offset + 1}}
 	err := topics.ReadRanges(ctx, u.cfg.Opts, u.cfg.Names.Events, ranges, func(r *kgo.Record) bool {

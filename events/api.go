@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
-	"github.com/hookstream/hookstream/processor"
+	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -115,7 +115,7 @@ func apiError(err error) error {
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrRefused):
 		return echo.NewHTTPError(http.StatusConflict, err.Error())
-	case errors.Is(err, processor.ErrRestoring):
+	case errors.Is(err, statestore.ErrRestoring):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the ledger partition of the event is restoring; try again shortly")
 	}
 	return admin.Error(err)

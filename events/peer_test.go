@@ -1,4 +1,4 @@
-package processor_test
+package events_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/topics"
@@ -271,7 +272,7 @@ func TestStartSaysWhyForwardingCannotWork(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&buf, nil))
 			s := admin.New(tc.cfg, prometheus.NewRegistry(), log)
 			p := processor.New(processor.Config{}, nil, log, prometheus.NewRegistry())
-			processor.NewStoryQuery(p, nil, nil, nil, topics.Names{}, "", log).Mount(s)
+			events.NewStoryQuery(p, nil, nil, nil, topics.Names{}, "", log).Mount(s)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // the line comes before the listener starts
 			if err := s.Run(ctx); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -47,9 +46,9 @@ type refused struct{ error }
 func (refused) Is(target error) bool { return target == ErrRefused }
 func (e refused) Unwrap() error      { return e.error }
 
-// Stories finds an event's story: processor.StoryQuery.Story, which asks
-// the instance whose processor holds it.
-type Stories func(ctx context.Context, key string) (processor.Story, error)
+// Stories finds an event's story: StoryQuery.Story, which asks the
+// instance whose processor holds it.
+type Stories func(ctx context.Context, key string) (Story, error)
 
 // ResendRequest is the body of POST /api/events/{source}:{event-id}/resend.
 type ResendRequest struct {
@@ -141,7 +140,7 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
 	story, err := a.Stories(ctx, key)
 	switch {
-	case errors.Is(err, processor.ErrUnknownEvent):
+	case errors.Is(err, ErrUnknownEvent):
 		return nil, notFound{fmt.Errorf("no event %s in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL): nothing to resend", key)}
 	case err != nil:
 		return nil, err

@@ -89,7 +89,7 @@ func TestResend(t *testing.T) {
 	runUntilCleanup(t, "dispatcher", d.Run)
 
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
-	stories := processor.NewStoryQuery(p, registry, cl, opts, names, "", log)
+	stories := events.NewStoryQuery(p, registry, cl, opts, names, "", log)
 	stories.Mount(srv)
 	events.API{Kafka: cl, Opts: opts, Names: names, Registry: registry, Stories: stories.Story}.Mount(srv)
 	api := httptest.NewServer(srv)
@@ -132,22 +132,22 @@ func TestResend(t *testing.T) {
 	if err := env.Client(t).ProduceSync(testContext(t), kafkatest.IngestRecord(names, "shop", "1", `{"n":1}`)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	story := func() processor.Story {
+	story := func() events.Story {
 		t.Helper()
 		status, body := call("GET", "/api/events/"+url.PathEscape(key), nil)
-		var s processor.Story
+		var s events.Story
 		if status != http.StatusOK || json.Unmarshal(body, &s) != nil {
 			t.Logf("story: %d %s", status, body)
 		}
 		return s
 	}
-	delivery := func(s processor.Story, sub string) processor.Delivery {
+	delivery := func(s events.Story, sub string) events.Delivery {
 		for _, dl := range s.Deliveries {
 			if dl.Subscription == sub {
 				return dl
 			}
 		}
-		return processor.Delivery{}
+		return events.Delivery{}
 	}
 	kafkatest.WaitFor(t, 60*time.Second, func() error {
 		if got := recv.received("/shop"); len(got) != 1 {

@@ -1,13 +1,3 @@
-// Package events is the events topic as operators query it: a search of
-// a time range by source and type, read in bounded pages with a cursor
-// (search.go), and the resend of one event to one subscription through
-// the delivery-retry topic (resend.go). The admin API, the commands and
-// the console call the same functions.
-//
-// It owns reading the events topic for operators; it does not own the
-// topic's content (the processor writes it), an event's story (the
-// processor's ledger), nor delivery (the dispatcher delivers a resend like
-// any retry).
 package events
 
 import (

@@ -19,7 +19,6 @@ import (
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -189,7 +188,7 @@ func serveEvents(t *testing.T, env *kafkatest.Env) func(path string) (int, []byt
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
 	events.API{Kafka: cl, Opts: opts, Names: env.Names}.Mount(srv)
-	processor.NewStoryQuery(nil, subscriptions.NewRegistry(cl, opts, env.Names, log), cl, opts, env.Names, "", log).Mount(srv)
+	events.NewStoryQuery(nil, subscriptions.NewRegistry(cl, opts, env.Names, log), cl, opts, env.Names, "", log).Mount(srv)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return func(path string) (int, []byte) {

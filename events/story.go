@@ -1,63 +1,14 @@
-package processor
+package events
 
 import (
-	"errors"
-	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
-
-// Interactive queries: every processor answers for the keys of the
-// partitions it owns, from its store, and says where the others are. A
-// processor advertises its admin listener in its group client id
-// (ClientID), which the group's description shows beside each member's
-// assignment: no registry to keep, and an owner is known exactly when the
-// group says it owns the partition.
-
-var (
-	// ErrNotOwned is a key of a partition this processor does not own.
-	ErrNotOwned = errors.New("partition not owned by this processor")
-	// ErrRestoring is a key of a partition whose store is restoring.
-	ErrRestoring = errors.New("partition restoring")
-)
-
-// Lookup returns the state of key, of ingest partition partition, from
-// this processor's store.
-func (p *Processor) Lookup(partition int32, key []byte) (statestore.State, bool, error) {
-	part := p.partition(partition)
-	if part == nil {
-		return statestore.State{}, false, fmt.Errorf("processor: partition %d: %w", partition, ErrNotOwned)
-	}
-	part.query.RLock()
-	defer part.query.RUnlock()
-	if !part.ready.Load() || part.store == nil {
-		return statestore.State{}, false, fmt.Errorf("processor: partition %d: %w", partition, ErrRestoring)
-	}
-	return part.store.Get(key)
-}
-
-// processorRole names the processor in its group client id.
-const processorRole = "processor"
-
-// ClientID is the group client id of a processor whose admin listener is
-// adminAddr (host:port): hookstream-processor@host:port
-// (topics.MemberClientID).
-func ClientID(adminAddr string) string { return topics.MemberClientID(processorRole, adminAddr) }
-
-// InstanceID is this processor's static group instance id (its
-// transactional id), which the group's description shows beside each
-// member: how an instance recognises its own processor there.
-func (p *Processor) InstanceID() string { return p.cfg.TransactionalID }
-
-// AdminAddr is the admin listener a processor group member advertises in
-// its client id (topics.MemberAdminAddr).
-func AdminAddr(clientID, clientHost string) (string, bool) {
-	role, addr, ok := topics.MemberAdminAddr(clientID, clientHost)
-	return addr, ok && role == processorRole
-}
 
 // Story is a ledger entry as the API and `hookstream events get` show it.
 type Story struct {
@@ -139,8 +90,8 @@ func StoryOf(key string, st statestore.State, disabled func(id string) bool) Sto
 		Deliveries:  make([]Delivery, 0, len(st.Deliveries)),
 		Omitted:     st.Omitted,
 	}
-	if sc := spanContext(st.Trace); sc.HasTraceID() {
-		s.TraceID = sc.TraceID().String()
+	if id := trace.TraceID(st.Trace.TraceID); id.IsValid() {
+		s.TraceID = id.String()
 	}
 	if st.FailStage != "" || st.Status == statestore.Failed {
 		s.Failure = &Failure{Stage: st.FailStage, Error: st.FailError}

@@ -1,4 +1,4 @@
-package processor
+package events
 
 import (
 	"cmp"
@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
@@ -32,8 +33,8 @@ import (
 // derived from the admin token and answered only when signed (peer.go).
 // Every instance serves it, a processor or not.
 type StoryQuery struct {
-	// local is this instance's processor; nil when it runs none.
-	local    *Processor
+	// local is this instance's processor's ledger; nil when it runs none.
+	local    Ledger
 	registry *subscriptions.Registry
 	kafka    *kgo.Client
 	opts     []kgo.Opt
@@ -48,12 +49,24 @@ type StoryQuery struct {
 	advertised, listener string
 }
 
-// NewStoryQuery builds the story query of an instance whose processor is
-// local (nil: none): kafka finds partitions, owners and events records,
+// Ledger is a processor's store as a story query reads it
+// (processor.Processor). Lookup returns the state of key in ingest
+// partition partition, ok false when the ledger does not hold it; its
+// error wraps statestore.ErrNotOwned when the processor does not own the
+// partition, statestore.ErrRestoring while the partition's store
+// restores. InstanceID is the processor's static group instance id,
+// which the processor group's description shows beside its member.
+type Ledger interface {
+	Lookup(partition int32, key []byte) (statestore.State, bool, error)
+	InstanceID() string
+}
+
+// NewStoryQuery builds the story query of an instance whose processor's
+// ledger is local (nil: it runs none): kafka finds partitions, owners and events records,
 // opts build its readers, registry says which subscriptions are disabled,
 // traceURL (HOOKSTREAM_TRACE_URL) links a story to its trace. It does no
 // I/O.
-func NewStoryQuery(local *Processor, registry *subscriptions.Registry, kafka *kgo.Client, opts []kgo.Opt, names topics.Names, traceURL string, log *slog.Logger) *StoryQuery {
+func NewStoryQuery(local Ledger, registry *subscriptions.Registry, kafka *kgo.Client, opts []kgo.Opt, names topics.Names, traceURL string, log *slog.Logger) *StoryQuery {
 	return &StoryQuery{local: local, registry: registry, kafka: kafka, opts: opts, names: names, traceURL: traceURL, log: log.With("component", "admin")}
 }
 
@@ -106,10 +119,10 @@ func (a *StoryQuery) answer(c *echo.Context, forwarded bool) error {
 		return c.JSON(http.StatusOK, st)
 	case errors.Is(err, ErrUnknownEvent):
 		return echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
-	case errors.Is(err, ErrRestoring):
+	case errors.Is(err, statestore.ErrRestoring):
 		c.Response().Header().Set("Retry-After", "5")
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d of the ledger is restoring; try again shortly", partition))
-	case !errors.Is(err, ErrNotOwned):
+	case !errors.Is(err, statestore.ErrNotOwned):
 		return admin.Error(err)
 	case forwarded:
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d moved while the query was forwarded; try again", partition))
@@ -132,11 +145,11 @@ var ErrUnknownEvent = errors.New("unknown event")
 // from this instance's processor when it owns key's partition, else asked
 // of the processor that does, signed as a forwarded query. An event the
 // ledger does not hold is ErrUnknownEvent, a partition restoring
-// ErrRestoring; an owner that cannot be asked is an *echo.HTTPError
+// statestore.ErrRestoring; an owner that cannot be asked is an *echo.HTTPError
 // saying why.
 func (a *StoryQuery) Story(ctx context.Context, key string) (Story, error) {
 	partition, st, err := a.fromLocal(ctx, key)
-	if !errors.Is(err, ErrNotOwned) {
+	if !errors.Is(err, statestore.ErrNotOwned) {
 		return st, err
 	}
 	if a.peer == nil {
@@ -164,15 +177,15 @@ func (a *StoryQuery) Story(ctx context.Context, key string) (Story, error) {
 }
 
 // fromLocal returns key's partition and its story from this instance's
-// processor; ErrNotOwned when it runs none, or does not own the
-// partition.
+// processor; statestore.ErrNotOwned when it runs none, or does not own
+// the partition.
 func (a *StoryQuery) fromLocal(ctx context.Context, key string) (int32, Story, error) {
 	partition, err := a.partitionOf(ctx, key)
 	if err != nil {
 		return 0, Story{}, err
 	}
 	if a.local == nil {
-		return partition, Story{}, ErrNotOwned
+		return partition, Story{}, statestore.ErrNotOwned
 	}
 	st, err := a.localStory(ctx, partition, key)
 	return partition, st, err
@@ -311,7 +324,7 @@ func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (strin
 				}
 				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is being assigned to this instance; try again shortly", p))
 			}
-			addr, ok := AdminAddr(m.ClientID, m.ClientHost)
+			addr, ok := processorAddr(m.ClientID, m.ClientHost)
 			switch {
 			case !ok:
 				return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d is owned by processor %s, which advertises no admin listener", p, m.ClientID))
@@ -322,6 +335,13 @@ func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (strin
 		}
 	}
 	return "", echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("no processor owns partition %d right now; is one running?", p))
+}
+
+// processorAddr is the admin listener a processor group member
+// advertises in its client id (topics.MemberAdminAddr).
+func processorAddr(clientID, clientHost string) (string, bool) {
+	role, addr, ok := topics.MemberAdminAddr(clientID, clientHost)
+	return addr, ok && role == topics.RoleProcessor
 }
 
 // reachesSelf reports whether addr, another member's advertised admin

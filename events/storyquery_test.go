@@ -1,4 +1,4 @@
-package processor_test
+package events_test
 
 import (
 	"cmp"
@@ -17,14 +17,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
-
-// token is the admin token of the instances the tests start.
-const token = "t0ken"
 
 // processorNode is a processor with its admin listener, as `hookstream run
 // --roles processor` serves it.
@@ -57,7 +55,7 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 		SessionTimeout:  6 * time.Second,
 		AdminAddr:       cmp.Or(cfg.AdvertisedAddr, cfg.Addr),
 	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
-	processor.NewStoryQuery(p, subscriptions.NewRegistry(cl, opts, env.Names, log), cl, opts, env.Names, "", log).Mount(s)
+	events.NewStoryQuery(p, subscriptions.NewRegistry(cl, opts, env.Names, log), cl, opts, env.Names, "", log).Mount(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -75,10 +73,10 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 }
 
 // get asks n's admin API for an event's story, with the token.
-func (n *processorNode) get(t *testing.T, key string) (int, processor.Story, string) {
+func (n *processorNode) get(t *testing.T, key string) (int, events.Story, string) {
 	t.Helper()
 	status, raw, servedBy := n.query(t, key, token)
-	var s processor.Story
+	var s events.Story
 	if status == http.StatusOK {
 		if err := json.Unmarshal([]byte(raw), &s); err != nil {
 			t.Fatalf("story %q: %v", raw, err)
@@ -173,14 +171,14 @@ func TestStoryNamesItsEventsRecord(t *testing.T) {
 		}
 	}
 	// latest is each event's latest events record: replays come later.
-	latest := func() map[string]processor.Position {
-		got := map[string]processor.Position{}
+	latest := func() map[string]events.Position {
+		got := map[string]events.Position{}
 		for _, r := range env.Records(t, env.Names.Events) {
-			got[string(r.Key)] = processor.Position{Partition: r.Partition, Offset: r.Offset}
+			got[string(r.Key)] = events.Position{Partition: r.Partition, Offset: r.Offset}
 		}
 		return got
 	}
-	check := func(n *processorNode, want map[string]processor.Position) {
+	check := func(n *processorNode, want map[string]events.Position) {
 		t.Helper()
 		kafkatest.WaitFor(t, 60*time.Second, func() error {
 			for key, pos := range want {

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/statestore"
 )
 
@@ -98,7 +97,7 @@ func TestRestoreAfterCompaction(t *testing.T) {
 				kafkatest.WaitFor(t, 30*time.Second, func() error {
 					var err error
 					got, ok, err = in.p.Lookup(0, []byte(key))
-					if errors.Is(err, processor.ErrNotOwned) || errors.Is(err, processor.ErrRestoring) {
+					if errors.Is(err, statestore.ErrNotOwned) || errors.Is(err, statestore.ErrRestoring) {
 						return err
 					}
 					if err != nil {

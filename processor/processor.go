@@ -21,14 +21,12 @@
 // transactions. A story is bounded: it keeps the deliveries of the
 // statestore.MaxDeliveries most recently attempted subscriptions and
 // counts the rest as omitted, and no state write outgrows the changelog's
-// record limit. Lookup answers interactive queries (query.go), and
-// StoryQuery serves them on the admin listener: from this instance's
-// store, or forwarded to the owner's instance, signed both ways
-// (storyquery.go, peer.go).
+// record limit. Lookup answers interactive queries (query.go), which the
+// story query (events.StoryQuery) serves on the admin listener.
 //
-// The package owns the dedup decision, the envelope, the ledger's updates
-// and the story query; it does not own the admin listener and its guard,
-// delivery, or the state store's format.
+// The package owns the dedup decision, the envelope and the ledger's
+// updates; it does not own the story query, the admin listener and its
+// guard, delivery, or the state store's format. It serves no HTTP.
 package processor
 
 import (

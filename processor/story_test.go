@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	hsevents "github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -100,7 +100,7 @@ func TestManyFailingSubscriptionsKeepTheStoryBounded(t *testing.T) {
 			t.Errorf("delivery %d: got %s with %d attempts, want %s with %d", i, d.Subscription, d.Attempts, want, statestore.RecentTries)
 		}
 	}
-	s := processor.StoryOf("shop:stormed", st, func(string) bool { return false })
+	s := hsevents.StoryOf("shop:stormed", st, func(string) bool { return false })
 	if s.Omitted != st.Omitted || len(s.Deliveries) != statestore.MaxDeliveries {
 		t.Errorf("story: got %d deliveries and %d omitted, want %d and %d", len(s.Deliveries), s.Omitted, statestore.MaxDeliveries, st.Omitted)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	hsevents "github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/statestore"
 )
 
@@ -50,14 +50,14 @@ func TestStoryKeepsTrace(t *testing.T) {
 	check := func(in *instance, replays uint32) {
 		t.Helper()
 		story(t, in, "shop:traced", func(st statestore.State) error {
-			s := processor.StoryOf("shop:traced", st, func(string) bool { return false })
+			s := hsevents.StoryOf("shop:traced", st, func(string) bool { return false })
 			if s.TraceID != traceID || s.Replays.Count != replays {
 				return fmt.Errorf("story of shop:traced: got trace %q after %d replays, want %s after %d", s.TraceID, s.Replays.Count, traceID, replays)
 			}
 			return nil
 		})
 		st := story(t, in, "shop:untraced", func(statestore.State) error { return nil })
-		if s := processor.StoryOf("shop:untraced", st, func(string) bool { return false }); s.TraceID != "" {
+		if s := hsevents.StoryOf("shop:untraced", st, func(string) bool { return false }); s.TraceID != "" {
 			t.Errorf("story of shop:untraced: got trace %q, want none", s.TraceID)
 		}
 	}

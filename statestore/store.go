@@ -77,6 +77,15 @@ var ErrCorrupt = errors.New("corrupt store")
 // partition's store cannot be opened again before a restart.
 var ErrAbandoned = errors.New("database abandoned after a pebble panic")
 
+// Errors of a lookup in a processor's stores (processor.Processor.Lookup),
+// which a story query branches on: the key's partition has no store here
+// (another processor owns it, or none runs here), or its store is
+// restoring from the changelog.
+var (
+	ErrNotOwned  = errors.New("partition not owned by this processor")
+	ErrRestoring = errors.New("partition restoring")
+)
+
 const (
 	prefixState  = 's'
 	prefixExpiry = 'x'

@@ -35,6 +35,11 @@ func Partitioner(keyed ...Topic) kgo.Partitioner {
 	})
 }
 
+// RoleProcessor is the processor's role in its group members' client ids
+// (MemberClientID): how a story query finds the member that owns a
+// partition of the ingest topic.
+const RoleProcessor = "processor"
+
 // memberClientIDPrefix starts the client id of every group member a
 // hookstream instance runs.
 const memberClientIDPrefix = "hookstream-"

@@ -23,7 +23,6 @@ import (
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/events"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -342,7 +341,7 @@ func runEventsGet(cmd *cobra.Command, output, id string) error {
 		_, err := cmd.OutOrStdout().Write(raw)
 		return err
 	}
-	var s processor.Story
+	var s events.Story
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return fmt.Errorf("admin API answered something other than a story: %w", err)
 	}
@@ -480,7 +479,7 @@ func runEventsResend(cmd *cobra.Command, output, id string, req events.ResendReq
 
 // printStory prints a story as a time-ordered table, then where each
 // delivery stands.
-func printStory(w io.Writer, s processor.Story) error {
+func printStory(w io.Writer, s events.Story) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "EVENT %s  status %s, remembered until %s\n", s.ID, s.Status, s.ExpiresAt.Format(time.RFC3339))
 	if s.TraceID != "" {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -67,16 +67,16 @@ func TestEventStory(t *testing.T) {
 		subs[name] = sub.ID
 	}
 	const id = "github:story-1"
-	story := func() (processor.Story, string) {
+	story := func() (events.Story, string) {
 		t.Helper()
 		out, errOut, code := cli("events", "get", id, "--output", "json")
-		var s processor.Story
+		var s events.Story
 		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
 			return s, fmt.Sprintf("events get: exit %d, %s %s", code, out, errOut)
 		}
 		return s, ""
 	}
-	deliveries := func(s processor.Story) map[string]string {
+	deliveries := func(s events.Story) map[string]string {
 		got := map[string]string{}
 		for _, dl := range s.Deliveries {
 			for name, sub := range subs {
@@ -87,9 +87,9 @@ func TestEventStory(t *testing.T) {
 		}
 		return got
 	}
-	waitStory := func(p *process, dups, replays uint32, want map[string]string) processor.Story {
+	waitStory := func(p *process, dups, replays uint32, want map[string]string) events.Story {
 		t.Helper()
-		var s processor.Story
+		var s events.Story
 		kafkatest.WaitFor(t, 60*time.Second, func() error {
 			p.mustBeAlive(t)
 			var problem string
@@ -286,7 +286,7 @@ func TestEventIDsKeepTheirEscapes(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			var s processor.Story
+			var s events.Story
 			if status != http.StatusOK || json.Unmarshal([]byte(body), &s) != nil || s.ID != id {
 				return fmt.Errorf("GET /api/events/%s: got %d %s, want the story of %s", url.PathEscape(id), status, body, id)
 			}
@@ -300,7 +300,7 @@ func TestEventIDsKeepTheirEscapes(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := cmd.ExecuteContext(ctx)
 		cancel()
-		var s processor.Story
+		var s events.Story
 		if err != nil || json.Unmarshal(out.Bytes(), &s) != nil || s.ID != id {
 			t.Errorf("events get %s: got %v %s, want its story", id, err, out.String())
 		}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/internal/kafkatest"
-	"github.com/hookstream/hookstream/processor"
 )
 
 // TestPullEndToEnd: `subscriptions add --pull` prints the pull token,
@@ -114,7 +114,7 @@ func TestPullEndToEnd(t *testing.T) {
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_EMBEDDED_ADDR": d.brokerAddr, "HOOKSTREAM_ADMIN_ADDR": d.adminAddr},
 			"events", "get", "github:p-1", "--output", "json")
-		var s processor.Story
+		var s events.Story
 		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
 			return fmt.Errorf("events get: exit %d, %s %s", code, out, errOut)
 		}

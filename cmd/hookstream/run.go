@@ -154,7 +154,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 	var (
 		rejected func() map[string]int64 // this instance's receiver's, when it runs one
 		receiver func() ingest.Stats     // the same
-		local    *processor.Processor    // this instance's, when it runs one
+		ledger   events.Ledger           // this instance's processor's, when it runs one
 	)
 	if slices.Contains(roles, "ingest") {
 		h, err := n.startIngest(sources)
@@ -172,7 +172,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		if err != nil {
 			return err
 		}
-		local = p
+		ledger = p
 		g.Go(func() error { return p.Run(ctx) })
 	}
 	if slices.Contains(roles, "dispatcher") {
@@ -182,7 +182,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		}
 		g.Go(func() error { return d.Run(ctx) })
 	}
-	stories := n.mount(rejected, local)
+	stories := n.mount(rejected, ledger)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
 		Kafka: n.cl, Opts: kafkaOpts(n.cfg, n.log), Names: n.names, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
 	if err != nil {
@@ -362,16 +362,17 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 }
 
 // mount mounts each component's routes on the admin server; rejected and
-// local are this instance's receiver's counts and processor, when it runs
-// them. It returns the story query, which the console asks too.
-func (n *node) mount(rejected func() map[string]int64, local *processor.Processor) *processor.StoryQuery {
+// ledger are this instance's receiver's counts and processor's ledger,
+// when it runs them. It returns the story query, which the console asks
+// too.
+func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *events.StoryQuery {
 	opts := kafkaOpts(n.cfg, n.log)
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
 	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
 	instances.API{Kafka: n.cl, Names: n.names}.Mount(n.srv)
-	stories := processor.NewStoryQuery(local, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log)
+	stories := events.NewStoryQuery(ledger, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
 	events.API{Kafka: n.cl, Opts: opts, Names: n.names, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
 	return stories

@@ -1,0 +1,16 @@
+// Package events is the events topic and each event's story as operators
+// query them: a search of a time range by source and type, read in
+// bounded pages with a cursor (search.go); the resend of one event to one
+// subscription through the delivery-retry topic (resend.go); and an
+// event's story, told by its entry in the processor's ledger (story.go,
+// timeline.go), answered on the admin listener from this instance's
+// processor when it owns the event's partition, and otherwise forwarded
+// to the instance whose processor does, signed both ways (storyquery.go,
+// peer.go). The admin API, the commands and the console call the same
+// functions.
+//
+// It owns reading the events topic for operators and the story query; it
+// does not own the topic's content (the processor writes it), the ledger
+// (the processor keeps it and lends its lookup: Ledger), nor delivery
+// (the dispatcher delivers a resend like any retry).
+package events
