@@ -136,7 +136,7 @@ type outcome struct {
 	TopicSample     []string `json:"topic_sample,omitempty"`
 
 	Lag map[string]int64 `json:"lag"`
-	// Pace is invariant 7: the healthy subscribers' pace while a heavy
+	// Pace is invariant 8: the healthy subscribers' pace while a heavy
 	// filter ran beside them.
 	Pace pace `json:"pace"`
 }
@@ -180,7 +180,7 @@ func (o outcome) failures() []string {
 		f = append(f, fmt.Sprintf("invariant 6: trust boundaries crossed: %v", o.Trust))
 	}
 	if o.Pace.Events > 0 && o.Pace.P99 > o.Pace.Bound {
-		f = append(f, fmt.Sprintf("invariant 7: the healthy subscribers received the events accepted beside a heavy filter with p99 %s, over the bound %s (p99 %s outside)",
+		f = append(f, fmt.Sprintf("invariant 8: the healthy subscribers received the events accepted beside a heavy filter with p99 %s, over the bound %s (p99 %s outside)",
 			o.Pace.P99.Round(time.Millisecond), o.Pace.Bound, o.Pace.Others.Round(time.Millisecond)))
 	}
 	var groupsLagging []string

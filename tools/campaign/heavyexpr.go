@@ -17,7 +17,7 @@ import (
 // it costly (lists of small objects, heavyExprBytes each: every
 // subscriber receives them too, so not the body limit, which the
 // dispatch tests cover), and the subscription is deleted again. The other subscribers'
-// pace must hold meanwhile (invariant 7).
+// pace must hold meanwhile (invariant 8).
 const faultHeavyExpr = "heavyexpr"
 
 const (
@@ -29,7 +29,7 @@ const (
 	// heavyExprFilter never matches: every heavy payload is walked whole
 	// (twice), the load's events are refused by has() at once.
 	heavyExprFilter = `has(data.items) && data.items.all(i, i.n >= 0) && data.items.exists(i, i.n == -1)`
-	// paceBound is invariant 7's bound: the p99 of accepted-to-delivered
+	// paceBound is invariant 8's bound: the p99 of accepted-to-delivered
 	// of the healthy subscribers' events accepted while a heavyexpr fault
 	// runs.
 	paceBound = 10 * time.Second
@@ -100,7 +100,7 @@ func (c *campaign) heavyExpr(ctx context.Context) error {
 	return nil
 }
 
-// pace is invariant 7: how long the healthy subscribers took to receive
+// pace is invariant 8: how long the healthy subscribers took to receive
 // the events accepted while a heavy filter ran beside them, against the
 // same of the rest of the run.
 type pace struct {
@@ -112,7 +112,7 @@ type pace struct {
 	Others time.Duration `json:"p99_outside"`
 }
 
-// pace measures invariant 7 over the healthy subscribers' deliveries.
+// pace measures invariant 8 over the healthy subscribers' deliveries.
 func (c *campaign) pace() pace {
 	c.mu.Lock()
 	windows := slices.Clone(c.heavyWindows)

@@ -26,7 +26,7 @@
 // with a 4xx or is in the processor DLQ; (4) every group's lag is 0; (5)
 // no process exceeded the memory bound; (6) no trust boundary was crossed
 // (no credential reached the rogue member, no forged story was shown,
-// every stormed event's story kept its bound); (7) while a subscription
+// every stormed event's story kept its bound); (8) while a subscription
 // with an expensive filter ran beside them (heavyexpr), the healthy
 // subscribers received their events within paceBound at p99. It writes a JSON and a text
 // summary and exits 1 when an invariant fails.
@@ -1078,7 +1078,7 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "  %2d. +%-8s %-8s %-13s took %-8s recovered %-8s %.1f/s %s\n", i+1, f.At.Round(time.Second), f.Kind, f.Target,
 			f.Took.Round(100*time.Millisecond), f.Recovery.Round(100*time.Millisecond), f.Rate, f.Error)
 	}
-	fmt.Fprintf(w, "quiesced (invariants 1-4, 6 and 7 held) %s after the last fault\n", s.QuiescedAfter)
+	fmt.Fprintf(w, "quiesced (invariants 1-4, 6 and 8 held) %s after the last fault\n", s.QuiescedAfter)
 	fmt.Fprintf(w, "peak RSS MiB (bounds by role %v): %v\n", s.RSSBoundMiB, s.PeakRSSMiB)
 	for _, f := range s.Failures {
 		fmt.Fprintln(w, "FAIL:", f)
