@@ -177,6 +177,8 @@ type Dispatcher struct {
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
+	// mu guards subs and workers; the order of the locks is at the top
+	// of fanout.go.
 	mu      sync.Mutex
 	subs    map[string]*subState
 	workers map[string]*worker

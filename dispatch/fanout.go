@@ -1,3 +1,20 @@
+// The fan-out: the head (reader) reads each owned events partition
+// once and queues its records to the lane of every subscription on it;
+// lanes behind read through the catch-up path; cursors are committed
+// here, but for sinks that move them themselves.
+//
+// Locks, in the order they are taken: one is never asked for while one
+// after it is held.
+//
+//	d.mu   Dispatcher: subs, workers, and each worker's stopped
+//	r.mu   reader: parts
+//	ph.mu  partHead: pos, lanes, and every field of its lanes
+//	c.mu   catchup: the lanes waiting for a turn (add, under ph.mu)
+//
+// A worker's mu (its lanes' count) is taken under d.mu and r.mu as its
+// lanes start, never with a ph.mu held. Beside them, in the dispatcher
+// and the retries: d.mu → retries.mu → subState.mu → circuit.mu.
+
 package dispatch
 
 import (
@@ -50,6 +67,9 @@ type reader struct {
 type partHead struct {
 	id int32
 	r  *reader
+	// catchup is the reader's catch-up path, which its lanes behind
+	// read through.
+	catchup *catchup
 
 	mu    sync.Mutex
 	pos   int64 // offset after the last record the head handed out
@@ -83,9 +103,7 @@ type lane struct {
 }
 
 func newReader(d *Dispatcher) *reader {
-	r := &reader{d: d, parts: make(map[int32]*partHead)}
-	r.catchup = &catchup{r: r, wake: make(chan struct{}, 1)}
-	return r
+	return &reader{d: d, parts: make(map[int32]*partHead), catchup: &catchup{d: d, wake: make(chan struct{}, 1)}}
 }
 
 // run reads the events partitions assigned in <prefix>-dispatch until ctx
@@ -257,7 +275,7 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 			continue
 		}
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		ph := &partHead{id: p, r: r, pos: starts[p], lanes: make(map[string]*lane), ctx: pctx, cancel: cancel}
+		ph := &partHead{id: p, r: r, catchup: r.catchup, pos: starts[p], lanes: make(map[string]*lane), ctx: pctx, cancel: cancel}
 		r.parts[p] = ph
 		for _, w := range d.workers {
 			if w.stopped {
@@ -313,7 +331,7 @@ func (ph *partHead) start(w *worker, c, replayTo int64) {
 		defer close(l.done)
 		defer stop()
 		defer cancel()
-		defer l.end()
+		defer ph.end(l)
 		if c < 0 {
 			if w.prev != nil {
 				select {
@@ -324,7 +342,7 @@ func (ph *partHead) start(w *worker, c, replayTo int64) {
 			}
 			var ok bool
 			var meta string
-			if c, meta, ok = ph.cursor(ctx, w.sub.ID); !ok {
+			if c, meta, ok = w.d.cursor(ctx, w.sub.ID, ph.id); !ok {
 				return
 			}
 			if at, rewound := w.rewound(ph.id, meta); rewound {
@@ -359,17 +377,16 @@ func (w *worker) rewound(p int32, meta string) (int64, bool) {
 	return at, ok
 }
 
-// cursor reads subscription id's committed cursor on ph, -1 when it has
-// none, and its metadata; false when ctx ended first.
-func (ph *partHead) cursor(ctx context.Context, id string) (int64, string, bool) {
-	d := ph.r.d
+// cursor reads subscription id's committed cursor on events partition p,
+// -1 when it has none, and its metadata; false when ctx ended first.
+func (d *Dispatcher) cursor(ctx context.Context, id string, p int32) (int64, string, bool) {
 	adm := kadm.NewClient(d.producer)
 	topic := string(d.cfg.Names.Events)
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
 	ctx = kadm.RequireStable(ctx) // a cursor a transaction is moving is read once it ends
 	for {
 		fetched, err := adm.FetchOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)))
-		o, ok := fetched.Lookup(topic, ph.id)
+		o, ok := fetched.Lookup(topic, p)
 		if err == nil && ok {
 			err = o.Err // UNSTABLE_OFFSET_COMMIT, say: not "no cursor"
 		}
@@ -395,10 +412,9 @@ func (ph *partHead) cursor(ctx context.Context, id string) (int64, string, bool)
 // answers with no offsets).
 func noGroup(err error) bool { return errors.Is(err, kerr.GroupIDNotFound) }
 
-// end takes an ended lane out of its partition and commits its cursor,
+// end takes an ended lane out of the partition and commits its cursor,
 // unless the partition was lost (its new owner has it already).
-func (l *lane) end() {
-	ph := l.ph
+func (ph *partHead) end(l *lane) {
 	ph.mu.Lock()
 	if ph.lanes[l.w.sub.ID] == l {
 		delete(ph.lanes, l.w.sub.ID)
@@ -416,9 +432,16 @@ func (l *lane) end() {
 // fallBehind hands the lane to the catch-up path, under ph.mu.
 func (l *lane) fallBehind() {
 	l.behind = true
-	if !l.queued && l.held < laneLow {
+	l.readOn(0)
+}
+
+// readOn queues a lane behind for a catch-up turn, unless it has one,
+// while it holds fewer than laneLow records, pending (taken by its
+// drain, not done) included; under ph.mu.
+func (l *lane) readOn(pending int) {
+	if l.behind && !l.queued && l.held+pending < laneLow {
 		l.queued = true
-		l.ph.r.catchup.add(l)
+		l.ph.catchup.add(l)
 	}
 }
 
@@ -504,10 +527,7 @@ func (l *lane) takeQueue(ctx context.Context, pending int) []item {
 	if l.held > 0 {
 		l.signal() // the drain comes back for the rest
 	}
-	if l.behind && !l.queued && l.held+n+pending < laneLow {
-		l.queued = true
-		ph.r.catchup.add(l)
-	}
+	l.readOn(n + pending)
 	ph.mu.Unlock()
 	return l.w.judgeQueue(ctx, c, q)
 }
@@ -531,10 +551,7 @@ func (l *lane) advance(rec *kgo.Record, pending int) {
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
 	l.mark = max(l.mark, rec.Offset+1)
-	if l.behind && !l.queued && l.held+pending < laneLow {
-		l.queued = true
-		ph.r.catchup.add(l)
-	}
+	l.readOn(pending)
 }
 
 // progress returns the lane's cursor, whether it moved since it was last
@@ -702,7 +719,7 @@ func (r *reader) commit(ctx context.Context, lanes []*lane) {
 // the lane's fed offset at a time, a fetch a turn, the lanes taking turns
 // in order of arrival. A lane that reaches the head joins it.
 type catchup struct {
-	r    *reader
+	d    *Dispatcher
 	mu   sync.Mutex
 	wait []*lane
 	wake chan struct{}
@@ -748,7 +765,7 @@ func (c *catchup) next(ctx context.Context) *lane {
 const catchUpWait = 2 * time.Second
 
 func (c *catchup) run(ctx context.Context) {
-	d := c.r.d
+	d := c.d
 	topic := string(d.cfg.Names.Events)
 	cl, err := kgo.NewClient(slices.Concat(d.opts, []kgo.Opt{
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

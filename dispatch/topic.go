@@ -505,7 +505,7 @@ func (s *topicSink) drain(ctx context.Context, l *lane) {
 		}
 		// The transaction may have committed all the same: its end
 		// reached the broker and the answer was lost. Its cursor says.
-		committed, ok := s.settled(ctx, l, b)
+		committed, ok := s.settled(ctx, b)
 		if !ok {
 			return
 		}
@@ -527,14 +527,14 @@ func (s *topicSink) drain(ctx context.Context, l *lane) {
 // the cursor stable once the writer's producer is initialized again,
 // which ends that transaction on the broker, committed or aborted; ok is
 // false when ctx ended first.
-func (s *topicSink) settled(ctx context.Context, l *lane, b *topicBatch) (committed, ok bool) {
+func (s *topicSink) settled(ctx context.Context, b *topicBatch) (committed, ok bool) {
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
 	for s.tw.init(ctx) != nil {
 		if !wait.Wait(ctx) {
 			return false, false
 		}
 	}
-	c, _, ok := l.ph.cursor(ctx, s.sub.ID)
+	c, _, ok := s.d.cursor(ctx, s.sub.ID, b.part)
 	return ok && c >= b.cursor, ok
 }
 
@@ -591,15 +591,11 @@ func markReplay(rec *kgo.Record) {
 
 // committedTo moves the lane's cursor to c, committed by a transaction.
 func (l *lane) committedTo(c int64) {
-	ph := l.ph
-	ph.mu.Lock()
-	defer ph.mu.Unlock()
+	l.ph.mu.Lock()
+	defer l.ph.mu.Unlock()
 	l.mark = max(l.mark, c)
 	l.committed = l.mark
-	if l.behind && !l.queued && l.held < laneLow {
-		l.queued = true
-		ph.r.catchup.add(l)
-	}
+	l.readOn(0)
 }
 
 // stopTopic disables a topic subscription whose topic stopped it, with
