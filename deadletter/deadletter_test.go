@@ -25,6 +25,7 @@ import (
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 const maxBody = 64 << 10
@@ -274,7 +275,7 @@ func startDispatcher(t *testing.T, fx *fixture, registry *subscriptions.Registry
 	t.Helper()
 	d := dispatch.New(dispatch.Config{
 		Names:           fx.env.Names,
-		Client:          dispatch.ClientConfig{Timeout: 2 * time.Second, AllowPrivate: true, UserAgent: "hookstream/test"},
+		Client:          webhook.ClientConfig{Timeout: 2 * time.Second, AllowPrivate: true, UserAgent: "hookstream/test"},
 		Schedule:        schedule,
 		BreakerFailures: 1000,
 		DisableAfter:    time.Hour,

@@ -20,6 +20,7 @@ import (
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // countingSink answers 204 and counts events delivered: one per POST, or
@@ -173,7 +174,7 @@ func benchDispatcher(b *testing.B, subs int, sub subscriptions.Subscription, pay
 			b.Fatal(err)
 		}
 	}
-	d := dispatch.New(dispatch.Config{Names: env.Names, Client: dispatch.ClientConfig{AllowPrivate: true}},
+	d := dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.ClientConfig{AllowPrivate: true}},
 		[]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, cl, registry, kafkatest.Logger(b), prometheus.NewRegistry())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -81,13 +81,14 @@ import (
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // Config configures the dispatcher.
 type Config struct {
 	Names topics.Names
-	// Client configures delivery attempts.
-	Client ClientConfig
+	// Client configures webhook delivery attempts.
+	Client webhook.ClientConfig
 	// Schedule holds the delays before retries 1..n; the first attempt is
 	// immediate. Default config.DefaultSchedule, 5s,5m,30m,2h,5h,10h,10h.
 	Schedule []time.Duration
@@ -159,7 +160,7 @@ type Dispatcher struct {
 	cfg      Config
 	opts     []kgo.Opt
 	registry *subscriptions.Registry
-	client   *Client
+	client   *webhook.Client
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
@@ -257,7 +258,7 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 		cfg:      cfg,
 		opts:     opts,
 		registry: registry,
-		client:   NewClient(cfg.Client),
+		client:   webhook.NewClient(cfg.Client),
 		tracer:   cfg.Tracing.Tracer(),
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,
@@ -512,7 +513,7 @@ func (d *Dispatcher) filterFailed(st *subState, err error) {
 func (d *Dispatcher) longestTimeout() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	longest := d.client.timeout
+	longest := d.client.Timeout()
 	for _, st := range d.subs {
 		st.mu.Lock()
 		longest = max(longest, time.Duration(st.sub.Timeout))

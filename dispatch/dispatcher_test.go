@@ -22,6 +22,7 @@ import (
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 var testSchedule = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
@@ -43,7 +44,7 @@ type harness struct {
 
 func newHarness(t *testing.T, allowPrivate bool) *harness {
 	t.Helper()
-	return newHarnessWith(t, dispatch.Config{Client: dispatch.ClientConfig{AllowPrivate: allowPrivate}})
+	return newHarnessWith(t, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: allowPrivate}})
 }
 
 // newHarnessWith starts a dispatcher with cfg, filled with test defaults.

@@ -9,6 +9,7 @@ import (
 	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // subGauge reads the gauge name of one subscription from the first
@@ -39,7 +40,7 @@ func (h *harness) subGauge(t *testing.T, name, sub string) float64 {
 // the subscription; a healthy one exports zeros.
 func TestSubscriptionStateMetrics(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          dispatch.ClientConfig{AllowPrivate: true},
+		Client:          webhook.ClientConfig{AllowPrivate: true},
 		Schedule:        []time.Duration{time.Second, time.Second},
 		BreakerFailures: 1,
 		DisableAfter:    1500 * time.Millisecond,

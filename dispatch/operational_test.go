@@ -18,6 +18,7 @@ import (
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // runProcessor runs a processor on h's broker: operational events reach
@@ -92,7 +93,7 @@ func count(evs []opEvent, typ, sub string) int {
 // receives those about itself; one without a source filter receives none.
 func TestOperationalEvents(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          dispatch.ClientConfig{AllowPrivate: true},
+		Client:          webhook.ClientConfig{AllowPrivate: true},
 		Schedule:        []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},
 		BreakerFailures: 2,
 		BreakerCooldown: 100 * time.Millisecond,
@@ -211,7 +212,7 @@ func TestOperationalEvents(t *testing.T) {
 // receives both events, the subscription they are about does not.
 func TestCircuitEvents(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          dispatch.ClientConfig{AllowPrivate: true},
+		Client:          webhook.ClientConfig{AllowPrivate: true},
 		Schedule:        []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
 		BreakerFailures: 2,
 		BreakerCooldown: 100 * time.Millisecond,

@@ -14,6 +14,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // webhookSender makes webhook attempts.
@@ -33,12 +34,12 @@ func (s webhookSender) send(ctx context.Context, sub subscriptions.Subscription,
 			span.SetAttributes(semconv.ServerAddress(u.Hostname()))
 		}
 	}
-	var res Result
+	var res webhook.Result
 	if header, err := c.Header(m.id, m.body, d.now(), d.cfg.Client.UserAgent); err != nil {
 		room()
-		res = Result{Err: err}
+		res = webhook.Result{Err: err}
 	} else {
-		res = d.client.Deliver(ctx, Delivery{URL: sub.URL, Header: header, Body: m.body, Timeout: time.Duration(sub.Timeout), Room: room})
+		res = d.client.Deliver(ctx, webhook.Delivery{URL: sub.URL, Header: header, Body: m.body, Timeout: time.Duration(sub.Timeout), Room: room})
 	}
 	if res.Status != 0 && span.IsRecording() {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(res.Status))

@@ -25,6 +25,7 @@ import (
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // sink records the webhook-id of every delivery, by path.
@@ -83,7 +84,7 @@ func TestResend(t *testing.T) {
 	}, opts, log, prometheus.NewRegistry())
 	runUntilCleanup(t, "processor", p.Run)
 	d := dispatch.New(dispatch.Config{
-		Names: names, Client: dispatch.ClientConfig{AllowPrivate: true, Timeout: 5 * time.Second},
+		Names: names, Client: webhook.ClientConfig{AllowPrivate: true, Timeout: 5 * time.Second},
 		Schedule: []time.Duration{100 * time.Millisecond}, DisableAfter: time.Hour,
 	}, append(opts, kgo.HeartbeatInterval(200*time.Millisecond)), cl, registry, log, prometheus.NewRegistry())
 	runUntilCleanup(t, "dispatcher", d.Run)

@@ -19,6 +19,7 @@ import (
 	"github.com/hookstream/hookstream/processor"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // running starts fn's Run and returns a function that stops it.
@@ -157,7 +158,7 @@ func TestReplaySubscriptionRedeliversToItOnly(t *testing.T) {
 		}
 	}
 	newDispatcher := func() *dispatch.Dispatcher {
-		return dispatch.New(dispatch.Config{Names: env.Names, Client: dispatch.ClientConfig{AllowPrivate: true}}, opts, cl, registry, log, prometheus.NewRegistry())
+		return dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.ClientConfig{AllowPrivate: true}}, opts, cl, registry, log, prometheus.NewRegistry())
 	}
 	deliveries := func(name string, want int) func() error {
 		return func() error {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 func newSinkCommand() *cobra.Command {
@@ -91,8 +91,8 @@ func sinkHandler(out io.Writer, keys [][]byte) http.Handler {
 			verdict = "signature ok"
 		}
 		now := time.Now().UTC().Format(time.RFC3339)
-		var challenge dispatch.VerificationRequest
-		if json.Unmarshal(body, &challenge) == nil && challenge.Type == dispatch.VerificationType {
+		var challenge webhook.VerificationRequest
+		if json.Unmarshal(body, &challenge) == nil && challenge.Type == webhook.VerificationType {
 			fmt.Fprintf(out, "%s verification %s answered (%s)\n", now, id, verdict)
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(map[string]string{"challenge": challenge.Challenge}) // a failed write fails the verification

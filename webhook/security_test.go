@@ -1,4 +1,4 @@
-package dispatch_test
+package webhook_test
 
 import (
 	"context"
@@ -10,20 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // TestClientRequireHTTPS: the delivery client refuses an http target
 // before dialing it.
 func TestClientRequireHTTPS(t *testing.T) {
-	c := dispatch.NewClient(dispatch.ClientConfig{RequireHTTPS: true, AllowPrivate: true, Timeout: 5 * time.Second})
+	c := webhook.NewClient(webhook.ClientConfig{RequireHTTPS: true, AllowPrivate: true, Timeout: 5 * time.Second})
 	h, err := subscriptions.Compile(subscriptions.Subscription{Secret: signature.NewSecret()}).Header("e1", []byte(`{}`), time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := c.Deliver(context.Background(), dispatch.Delivery{URL: "http://192.0.2.1/hook", Header: h, Body: []byte(`{}`)})
+	res := c.Deliver(context.Background(), webhook.Delivery{URL: "http://192.0.2.1/hook", Header: h, Body: []byte(`{}`)})
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "must be https") || res.Status != 0 {
 		t.Errorf("Deliver to http: got %+v, want refused as not https", res)
 	}
@@ -43,8 +43,8 @@ func TestVerifyEndpoint(t *testing.T) {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
-		var req dispatch.VerificationRequest
-		if err := json.Unmarshal(body, &req); err != nil || req.Type != dispatch.VerificationType || req.Challenge == "" {
+		var req webhook.VerificationRequest
+		if err := json.Unmarshal(body, &req); err != nil || req.Type != webhook.VerificationType || req.Challenge == "" {
 			http.Error(w, "not a verification", http.StatusBadRequest)
 			return
 		}
@@ -59,7 +59,7 @@ func TestVerifyEndpoint(t *testing.T) {
 	}{
 		{"echoes", echo, secret, ""},
 		{"plain echo", func(w http.ResponseWriter, r *http.Request) {
-			var req dispatch.VerificationRequest
+			var req webhook.VerificationRequest
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			_, _ = io.WriteString(w, req.Challenge)
 		}, secret, ""},
@@ -76,7 +76,7 @@ func TestVerifyEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := dispatch.NewClient(dispatch.ClientConfig{AllowPrivate: true, Timeout: 5 * time.Second})
+			c := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, Timeout: 5 * time.Second})
 			err = c.Verify(context.Background(), srv.URL, [][]byte{k})
 			switch {
 			case tt.want == "" && err != nil:

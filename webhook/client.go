@@ -3,7 +3,7 @@
 // in time, without redirects or proxies, through a dialer that refuses
 // loopback, private, link-local and metadata addresses (the SSRF guard).
 
-package dispatch
+package webhook
 
 import (
 	"bytes"
@@ -185,6 +185,10 @@ func NewClient(cfg ClientConfig) *Client {
 // Close closes idle connections. Deliveries in flight are not interrupted,
 // and the client stays usable.
 func (c *Client) Close() { c.transport.CloseIdleConnections() }
+
+// Timeout is how long an attempt takes at most, unless its delivery
+// says otherwise.
+func (c *Client) Timeout() time.Duration { return c.timeout }
 
 // Deliver makes one attempt: a POST of d.Body with d.Header to d.URL,
 // which succeeds on a 2xx response received in full within the timeout
