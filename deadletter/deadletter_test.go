@@ -275,7 +275,7 @@ func startDispatcher(t *testing.T, fx *fixture, registry *subscriptions.Registry
 	t.Helper()
 	d := dispatch.New(dispatch.Config{
 		Names:           fx.env.Names,
-		Client:          webhook.ClientConfig{Timeout: 2 * time.Second, AllowPrivate: true, UserAgent: "hookstream/test"},
+		Client:          webhook.Config{Timeout: 2 * time.Second, AllowPrivate: true, UserAgent: "hookstream/test"},
 		Schedule:        schedule,
 		BreakerFailures: 1000,
 		DisableAfter:    time.Hour,

@@ -174,7 +174,7 @@ func benchDispatcher(b *testing.B, subs int, sub subscriptions.Subscription, pay
 			b.Fatal(err)
 		}
 	}
-	d := dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.ClientConfig{AllowPrivate: true}},
+	d := dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.Config{AllowPrivate: true}},
 		[]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, cl, registry, kafkatest.Logger(b), prometheus.NewRegistry())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -43,7 +43,7 @@ func TestFlakySubscriberDeliversEverything(t *testing.T) {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
 			schedule := []time.Duration{300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
 			h := newHarnessWith(t, dispatch.Config{
-				Client:          webhook.ClientConfig{AllowPrivate: true},
+				Client:          webhook.Config{AllowPrivate: true},
 				Schedule:        schedule,
 				BreakerFailures: 5,
 				DisableAfter:    time.Minute,
@@ -88,7 +88,7 @@ func TestFlakySubscriberDeliversEverything(t *testing.T) {
 // the circuit at once, yet each event gets every attempt of the schedule
 // and its dead letter carries the subscriber's own answer.
 func TestDeadLetterCarriesLastRealStatus(t *testing.T) {
-	h := newHarnessWith(t, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}, BreakerFailures: 2})
+	h := newHarnessWith(t, dispatch.Config{Client: webhook.Config{AllowPrivate: true}, BreakerFailures: 2})
 	sink := newSubscriber(t, func(string, int) int { return http.StatusInternalServerError })
 	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	var ids []string
@@ -126,7 +126,7 @@ func TestDeadLetterCarriesLastRealStatus(t *testing.T) {
 // healthy subscriber, it delivers all of them and stays enabled.
 func TestReenableResumesWaitingEvents(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          webhook.ClientConfig{AllowPrivate: true},
+		Client:          webhook.Config{AllowPrivate: true},
 		Schedule:        []time.Duration{150 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond},
 		BreakerFailures: 2,
 		DisableAfter:    250 * time.Millisecond,

@@ -333,7 +333,7 @@ func TestTransformedBodyIsSignedAndSent(t *testing.T) {
 // the events around it are delivered; once the transform is fixed, a
 // redrive delivers it.
 func TestFailingTransformDeadLettersAndRedrives(t *testing.T) {
-	h := newHarnessWith(t, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}, BreakerFailures: 1})
+	h := newHarnessWith(t, dispatch.Config{Client: webhook.Config{AllowPrivate: true}, BreakerFailures: 1})
 	s := newSink(t, nil)
 	sub := s.subscribe(t, h, subscriptions.Subscription{Transform: `{"text": "by " + data.sender.login}`})
 	before := h.eventData(t, "github", "push", `{"sender":{"login":"ada"}}`)

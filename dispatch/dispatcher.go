@@ -88,7 +88,7 @@ import (
 type Config struct {
 	Names topics.Names
 	// Client configures webhook delivery attempts.
-	Client webhook.ClientConfig
+	Client webhook.Config
 	// Schedule holds the delays before retries 1..n; the first attempt is
 	// immediate. Default config.DefaultSchedule, 5s,5m,30m,2h,5h,10h,10h.
 	Schedule []time.Duration
@@ -258,7 +258,7 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 		cfg:      cfg,
 		opts:     opts,
 		registry: registry,
-		client:   webhook.NewClient(cfg.Client),
+		client:   webhook.New(cfg.Client),
 		tracer:   cfg.Tracing.Tracer(),
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,

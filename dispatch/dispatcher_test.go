@@ -44,7 +44,7 @@ type harness struct {
 
 func newHarness(t *testing.T, allowPrivate bool) *harness {
 	t.Helper()
-	return newHarnessWith(t, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: allowPrivate}})
+	return newHarnessWith(t, dispatch.Config{Client: webhook.Config{AllowPrivate: allowPrivate}})
 }
 
 // newHarnessWith starts a dispatcher with cfg, filled with test defaults.

@@ -57,7 +57,7 @@ func (h *harness) largest(t *testing.T) string {
 // quotes; its retry, larger by the dispatcher's key and headers, is handed
 // over and delivered, and the events behind it are not held up.
 func TestLargestEventIsRetried(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 1, handOffMaxBody), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, kafkatest.New(t, 1, handOffMaxBody), dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		MaxRecordBytes: topics.MaxHandOffBytes(handOffMaxBody)})
 	sink := newSubscriber(t, func(id string, n int) int {
 		if strings.HasPrefix(id, "big:") && n == 1 {
@@ -106,7 +106,7 @@ func TestRefusedHandOffDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shrink delivery topics: %v", err)
 	}
-	h := newHarnessOn(t, env, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, env, dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		MaxRecordBytes: topics.MaxHandOffBytes(handOffMaxBody)})
 	sink := newSubscriber(t, func(id string, _ int) int {
 		if strings.HasPrefix(id, "big:") {

@@ -104,7 +104,7 @@ func TestExpensiveFilterDelaysOnlyItsSubscription(t *testing.T) {
 // dispatcher's readiness names; it still receives every event, later, and
 // a plain subscription beside it is not held back.
 func TestExpressionBudgetThrottles(t *testing.T) {
-	h := newHarnessWith(t, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessWith(t, dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		ExprShare: 0.1, ExprWindow: 500 * time.Millisecond}) // 50 ms of evaluation, then 100 ms a second
 	sink := newFanSink(t, func(string) int { return http.StatusOK })
 	h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL + "/plain"})

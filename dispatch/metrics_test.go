@@ -40,7 +40,7 @@ func (h *harness) subGauge(t *testing.T, name, sub string) float64 {
 // the subscription; a healthy one exports zeros.
 func TestSubscriptionStateMetrics(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          webhook.ClientConfig{AllowPrivate: true},
+		Client:          webhook.Config{AllowPrivate: true},
 		Schedule:        []time.Duration{time.Second, time.Second},
 		BreakerFailures: 1,
 		DisableAfter:    1500 * time.Millisecond,

@@ -93,7 +93,7 @@ func count(evs []opEvent, typ, sub string) int {
 // receives those about itself; one without a source filter receives none.
 func TestOperationalEvents(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          webhook.ClientConfig{AllowPrivate: true},
+		Client:          webhook.Config{AllowPrivate: true},
 		Schedule:        []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},
 		BreakerFailures: 2,
 		BreakerCooldown: 100 * time.Millisecond,
@@ -212,7 +212,7 @@ func TestOperationalEvents(t *testing.T) {
 // receives both events, the subscription they are about does not.
 func TestCircuitEvents(t *testing.T) {
 	h := newHarnessWith(t, dispatch.Config{
-		Client:          webhook.ClientConfig{AllowPrivate: true},
+		Client:          webhook.Config{AllowPrivate: true},
 		Schedule:        []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
 		BreakerFailures: 2,
 		BreakerCooldown: 100 * time.Millisecond,

@@ -138,7 +138,7 @@ func (g *gate) respond(string, int) int {
 // leaves, moving partitions away and back; every event is still
 // delivered once the subscriber speeds up.
 func TestPausedPartitionResumesAfterRebalance(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}})
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true}})
 	slow := newGate(t)
 	sink := newSubscriber(t, slow.respond)
 	// Over the queue's high mark in each partition: both pause.
@@ -212,7 +212,7 @@ func (h *harness) gauge(t *testing.T, name string) float64 {
 // MaxPendingRetries and pauses; the partition holding them moves to a
 // second dispatcher and back; every retry still happens.
 func TestRetriesResumeAfterRevokeWhilePaused(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}, MaxPendingRetries: 4})
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true}, MaxPendingRetries: 4})
 	sink := newSubscriber(t, nil)
 	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	group := h.env.Names.RetryGroup()
@@ -242,7 +242,7 @@ func TestRetriesResumeAfterRevokeWhilePaused(t *testing.T) {
 // TestDueRetryWaitsForRegistry: with many subscription records to read at
 // start, a due retry is delivered, not taken for a deleted subscription's.
 func TestDueRetryWaitsForRegistry(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}})
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true}})
 	h.stop()
 	cl := h.env.Client(t)
 	var wg sync.WaitGroup
@@ -274,7 +274,7 @@ func TestDueRetryWaitsForRegistry(t *testing.T) {
 // committed by the first before the second reads them, and the first
 // starts none it lost: each is delivered once.
 func TestRevokedRetriesNotRepeated(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}})
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true}})
 	sink := newSubscriber(t, func(string, int) int {
 		time.Sleep(300 * time.Millisecond) // a slow subscriber
 		return http.StatusOK
@@ -310,7 +310,7 @@ func TestRevokedRetriesNotRepeated(t *testing.T) {
 // delivered at once behind many of another's due later, and those are
 // delivered when they come due.
 func TestFarRetriesDoNotHoldUpNearOnes(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		MaxPendingRetries: 10, RetryHorizon: time.Second})
 	far, near := newSubscriber(t, nil), newSubscriber(t, nil)
 	farSub := h.subscribe(t, subscriptions.Subscription{URL: far.srv.URL})
@@ -334,7 +334,7 @@ func TestFarRetriesDoNotHoldUpNearOnes(t *testing.T) {
 // subscription keeps waiting are dropped once it is deleted, and the
 // retry consumer's committed offsets move past them.
 func TestDeletedSubscriptionReleasesRetries(t *testing.T) {
-	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true}})
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true}})
 	sink := newSubscriber(t, nil)
 	sub := h.subscribe(t, subscriptions.Subscription{URL: sink.srv.URL})
 	if _, err := h.registry.Update(context.Background(), sub.ID, func(s *subscriptions.Subscription) error {

@@ -116,7 +116,7 @@ func (h *harness) retriesOf(t *testing.T, sub string) []*kgo.Record {
 // retry group's lag is 0.
 func TestParkedRetryDoesNotPinRetryOffsets(t *testing.T) {
 	const after = 20
-	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		RetryReappendAfter: after})
 	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, nil)
 	parkedSub := h.subscribe(t, subscriptions.Subscription{URL: parkedSink.srv.URL})
@@ -174,7 +174,7 @@ func TestParkedRetryDoesNotPinRetryOffsets(t *testing.T) {
 // at its due time, once.
 func TestFarRetryReappendedFiresWhenDue(t *testing.T) {
 	const after = 20
-	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		RetryHorizon: time.Second, RetryReappendAfter: after})
 	var mu sync.Mutex
 	var firedAt time.Time
@@ -224,7 +224,7 @@ func TestParkedRetryReappendedAfterFailedWrite(t *testing.T) {
 	if env.Cluster == nil {
 		t.Skip("injects a broker error into the in-process broker")
 	}
-	h := newHarnessOn(t, env, dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, env, dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		RetryHorizon: time.Second, RetryReappendAfter: after})
 	held := newGate(t) // no retry finishes before the refusal is set up
 	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, held.respond)
@@ -283,7 +283,7 @@ func TestParkedRetryReappendedAfterFailedWrite(t *testing.T) {
 // is delivered once.
 func TestSpilledRetriesBounded(t *testing.T) {
 	const bound, n = 5, 40
-	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, kafkatest.New(t, 2, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		RetryHorizon: time.Second, MaxSpilledRetries: bound})
 	farSink, nearSink := newSubscriber(t, nil), newSubscriber(t, nil)
 	farSub := h.subscribe(t, subscriptions.Subscription{URL: farSink.srv.URL})
@@ -320,7 +320,7 @@ func TestSpilledRetriesBounded(t *testing.T) {
 // memory; after enable each is delivered once.
 func TestParkedRetriesBounded(t *testing.T) {
 	const bound, n = 5, 20
-	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.ClientConfig{AllowPrivate: true},
+	h := newHarnessOn(t, kafkatest.New(t, 1, 1<<20), dispatch.Config{Client: webhook.Config{AllowPrivate: true},
 		RetryHorizon: time.Second, MaxSpilledRetries: bound})
 	parkedSink, otherSink := newSubscriber(t, nil), newSubscriber(t, nil)
 	parkedSub := h.subscribe(t, subscriptions.Subscription{URL: parkedSink.srv.URL})

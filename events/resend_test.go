@@ -84,7 +84,7 @@ func TestResend(t *testing.T) {
 	}, opts, log, prometheus.NewRegistry())
 	runUntilCleanup(t, "processor", p.Run)
 	d := dispatch.New(dispatch.Config{
-		Names: names, Client: webhook.ClientConfig{AllowPrivate: true, Timeout: 5 * time.Second},
+		Names: names, Client: webhook.Config{AllowPrivate: true, Timeout: 5 * time.Second},
 		Schedule: []time.Duration{100 * time.Millisecond}, DisableAfter: time.Hour,
 	}, append(opts, kgo.HeartbeatInterval(200*time.Millisecond)), cl, registry, log, prometheus.NewRegistry())
 	runUntilCleanup(t, "dispatcher", d.Run)

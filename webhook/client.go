@@ -1,8 +1,16 @@
-// The delivery client: one POST per attempt to a subscriber URL, its body
-// and headers rendered by the subscription (subscriptions.Compiled), bounded
-// in time, without redirects or proxies, through a dialer that refuses
-// loopback, private, link-local and metadata addresses (the SSRF guard).
-
+// Package webhook is hookstream's outbound HTTP client. A delivery
+// attempt is one POST to a subscriber URL, its body and signed headers
+// rendered by the subscription (subscriptions.Compiled), bounded in time
+// and in what it reads of the answer, without redirects or proxies,
+// through a dialer that refuses loopback, private, link-local and
+// metadata addresses (the SSRF guard); the attempts to one host share its
+// connections and wait for them in bounded numbers (Client.Room). An
+// endpoint is verified before it is subscribed (verify.go).
+//
+// It owns the HTTP exchange and what its answer says (Result); it does
+// not own what becomes of an attempt (retries, circuits, dead letters,
+// disabling: package dispatch), nor signing (package signature) nor
+// rendering (package subscriptions).
 package webhook
 
 import (
@@ -30,31 +38,31 @@ import (
 // ErrForbiddenAddress marks a target refused by the SSRF guard: an address
 // being dialed is loopback, private, link-local (cloud metadata included),
 // unspecified, multicast, shared (CGNAT) or otherwise not publicly routable,
-// and ClientConfig.AllowPrivate is off.
+// and Config.AllowPrivate is off.
 var ErrForbiddenAddress = errors.New("forbidden delivery address")
 
-// Defaults of ClientConfig.
+// Defaults of Config.
 const (
-	clientDefaultTimeout  = 15 * time.Second
-	clientDefaultMaxConns = 64
+	defaultTimeout  = 15 * time.Second
+	defaultMaxConns = 64
 )
 
 const (
-	// clientMaxDrain bounds how much of a response body is read (and
+	// maxDrain bounds how much of a response body is read (and
 	// discarded) so that the connection can be reused; a longer body closes
 	// the connection instead.
-	clientMaxDrain = 64 << 10
-	// clientMaxSnippet bounds how much of a failed response's body its
+	maxDrain = 64 << 10
+	// maxSnippet bounds how much of a failed response's body its
 	// error quotes.
-	clientMaxSnippet = 128
-	// clientMaxRetryAfter caps a Retry-After.
-	clientMaxRetryAfter = 24 * time.Hour
-	// clientMaxHeaderBytes bounds the response headers of a subscriber.
-	clientMaxHeaderBytes = 64 << 10
+	maxSnippet = 128
+	// maxRetryAfter caps a Retry-After.
+	maxRetryAfter = 24 * time.Hour
+	// maxHeaderBytes bounds the response headers of a subscriber.
+	maxHeaderBytes = 64 << 10
 )
 
-// ClientConfig configures deliveries.
-type ClientConfig struct {
+// Config configures deliveries.
+type Config struct {
 	// Timeout bounds one attempt, from dialing to reading the response,
 	// unless the delivery has its own; default 15s.
 	Timeout time.Duration
@@ -116,7 +124,7 @@ func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status <
 func (r Result) Gone() bool { return r.Status == http.StatusGone }
 
 // Client delivers webhooks over keep-alive connections shared by all
-// subscriptions. It is safe for concurrent use; build it with NewClient.
+// subscriptions. It is safe for concurrent use; build it with New.
 type Client struct {
 	http         *http.Client
 	transport    *http.Transport
@@ -127,16 +135,16 @@ type Client struct {
 	propagator   propagation.TextMapPropagator
 }
 
-// NewClient returns a client configured by cfg, with defaults for its zero
+// New returns a client configured by cfg, with defaults for its zero
 // fields. It does no I/O.
-func NewClient(cfg ClientConfig) *Client {
+func New(cfg Config) *Client {
 	timeout := cfg.Timeout
 	if timeout <= 0 {
-		timeout = clientDefaultTimeout
+		timeout = defaultTimeout
 	}
 	maxConns := cfg.MaxConns
 	if maxConns <= 0 {
-		maxConns = clientDefaultMaxConns
+		maxConns = defaultMaxConns
 	}
 	var propagator propagation.TextMapPropagator = propagation.TraceContext{}
 	if cfg.Propagator != nil {
@@ -151,7 +159,7 @@ func NewClient(cfg ClientConfig) *Client {
 		// Control runs on every address dialed, after name resolution, so
 		// it sees the address actually connected to: DNS rebinding and
 		// every address of a multi-address name are covered.
-		dialer.Control = guardDeliveryDial
+		dialer.Control = guardDial
 	}
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would dial for us, past the guard
@@ -163,7 +171,7 @@ func NewClient(cfg ClientConfig) *Client {
 		IdleConnTimeout:        90 * time.Second,
 		MaxIdleConnsPerHost:    maxConns,
 		MaxConnsPerHost:        maxConns,
-		MaxResponseHeaderBytes: clientMaxHeaderBytes,
+		MaxResponseHeaderBytes: maxHeaderBytes,
 		DisableCompression:     true, // bodies are discarded
 	}
 	return &Client{
@@ -210,7 +218,7 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 		}
 		return Result{Err: fmt.Errorf("url: %w", err)}
 	}
-	target := clientRedactURL(req.URL)
+	target := redactURL(req.URL)
 	if err := subscriptions.CheckTarget(req.URL, c.requireHTTPS); err != nil {
 		return Result{Err: err}
 	}
@@ -241,9 +249,9 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	var snippet []byte
 	if resp.StatusCode >= 400 {
-		snippet = make([]byte, clientMaxSnippet)
+		snippet = make([]byte, maxSnippet)
 	}
-	snippet, err = clientDrain(resp.Body, snippet)
+	snippet, err = drain(resp.Body, snippet)
 	res.Latency = time.Since(start)
 
 	switch {
@@ -253,13 +261,13 @@ func (c *Client) Deliver(parent context.Context, d Delivery) Result {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		loc := "(no Location)"
 		if u, err := resp.Location(); err == nil {
-			loc = clientRedactURL(u)
+			loc = redactURL(u)
 		}
-		res.Err = fmt.Errorf("%s: redirect to %s not followed", clientStatusText(resp.StatusCode), loc)
+		res.Err = fmt.Errorf("%s: redirect to %s not followed", statusText(resp.StatusCode), loc)
 	default:
-		res.Err = errors.New(clientStatusText(resp.StatusCode))
+		res.Err = errors.New(statusText(resp.StatusCode))
 		if len(snippet) > 0 {
-			res.Err = fmt.Errorf("%s: %q", clientStatusText(resp.StatusCode), snippet)
+			res.Err = fmt.Errorf("%s: %q", statusText(resp.StatusCode), snippet)
 		}
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
@@ -354,12 +362,12 @@ func describeTransportError(parent, attempt context.Context, timeout time.Durati
 	return fmt.Errorf("post %s: %w", target, err)
 }
 
-// clientDrain reads body into snippet (when it has room), discards the rest up
-// to clientMaxDrain bytes so that the connection can be reused, and closes
+// drain reads body into snippet (when it has room), discards the rest up
+// to maxDrain bytes so that the connection can be reused, and closes
 // body. It returns the part of snippet read, and the first read error other
-// than EOF. A body longer than clientMaxDrain is not an error: closing it
+// than EOF. A body longer than maxDrain is not an error: closing it
 // closes the connection.
-func clientDrain(body io.ReadCloser, snippet []byte) ([]byte, error) {
+func drain(body io.ReadCloser, snippet []byte) ([]byte, error) {
 	defer body.Close()
 	n, err := io.ReadFull(body, snippet)
 	snippet = snippet[:n]
@@ -370,25 +378,25 @@ func clientDrain(body io.ReadCloser, snippet []byte) ([]byte, error) {
 	default:
 		return snippet, err
 	}
-	_, err = io.CopyN(io.Discard, body, int64(clientMaxDrain-n))
+	_, err = io.CopyN(io.Discard, body, int64(maxDrain-n))
 	if err == io.EOF {
 		err = nil
 	}
 	return snippet, err
 }
 
-// clientStatusText describes a status with Go's text for it, not the
+// statusText describes a status with Go's text for it, not the
 // subscriber's.
-func clientStatusText(code int) string {
+func statusText(code int) string {
 	if text := http.StatusText(code); text != "" {
 		return "status " + strconv.Itoa(code) + " " + text
 	}
 	return "status " + strconv.Itoa(code)
 }
 
-// clientRedactURL returns u without user information, query or fragment,
+// redactURL returns u without user information, query or fragment,
 // which may hold secrets, for errors and logs.
-func clientRedactURL(u *url.URL) string {
+func redactURL(u *url.URL) string {
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	s := r.String()
 	if u.RawQuery != "" || u.ForceQuery {
@@ -407,8 +415,8 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	}
 	if strings.Trim(v, "0123456789") == "" {
 		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || secs > uint64(clientMaxRetryAfter/time.Second) { // only ErrRange: a huge number
-			return clientMaxRetryAfter
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) { // only ErrRange: a huge number
+			return maxRetryAfter
 		}
 		return time.Duration(secs) * time.Second
 	}
@@ -416,30 +424,30 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	if err != nil {
 		return 0
 	}
-	return min(max(t.Sub(now), 0), clientMaxRetryAfter)
+	return min(max(t.Sub(now), 0), maxRetryAfter)
 }
 
-// guardDeliveryDial is the net.Dialer Control of the SSRF guard: it refuses
-// to connect to an address that classifyDeliveryAddr does not call public.
-func guardDeliveryDial(network, address string, _ syscall.RawConn) error {
+// guardDial is the net.Dialer Control of the SSRF guard: it refuses
+// to connect to an address that classifyAddr does not call public.
+func guardDial(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil { // the dialer passes a numeric address; refuse anything else
 		return fmt.Errorf("%w %q: not an IP address", ErrForbiddenAddress, address)
 	}
-	if class := classifyDeliveryAddr(ap.Addr()); class != "" {
+	if class := classifyAddr(ap.Addr()); class != "" {
 		return fmt.Errorf("%w %s: %s", ErrForbiddenAddress, ap.Addr(), class)
 	}
 	return nil
 }
 
-// classifyDeliveryAddr returns why ip must not be delivered to — "loopback",
+// classifyAddr returns why ip must not be delivered to — "loopback",
 // "private", "link-local" (which holds cloud metadata endpoints),
 // "unspecified", "multicast", "shared (CGNAT)", "reserved" — or "" when it is
 // a public address. IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) and NAT64
 // addresses (64:ff9b::a.b.c.d) are judged by the IPv4 address they carry.
-func classifyDeliveryAddr(ip netip.Addr) string {
+func classifyAddr(ip netip.Addr) string {
 	ip = ip.Unmap().WithZone("")
-	if ip.Is6() && clientNAT64.Contains(ip) {
+	if ip.Is6() && nat64.Contains(ip) {
 		b := ip.As16()
 		ip = netip.AddrFrom4([4]byte(b[12:]))
 	}
@@ -457,7 +465,7 @@ func classifyDeliveryAddr(ip netip.Addr) string {
 	case ip.IsMulticast():
 		return "multicast"
 	}
-	for _, r := range clientRefusedPrefixes {
+	for _, r := range refusedPrefixes {
 		if r.prefix.Contains(ip) {
 			return r.class
 		}
@@ -465,13 +473,13 @@ func classifyDeliveryAddr(ip netip.Addr) string {
 	return ""
 }
 
-// clientNAT64 is the well-known NAT64 prefix (RFC 6052), whose addresses
+// nat64 is the well-known NAT64 prefix (RFC 6052), whose addresses
 // reach the IPv4 address in their last four bytes.
-var clientNAT64 = netip.MustParsePrefix("64:ff9b::/96")
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
-// clientRefusedPrefixes are the ranges beyond the netip predicates that are
+// refusedPrefixes are the ranges beyond the netip predicates that are
 // not publicly routable.
-var clientRefusedPrefixes = []struct {
+var refusedPrefixes = []struct {
 	prefix netip.Prefix
 	class  string
 }{

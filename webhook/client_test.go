@@ -34,9 +34,9 @@ func newClientTestServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
 }
 
 // newClientForTest returns a client, closed at cleanup.
-func newClientForTest(t testing.TB, cfg ClientConfig) *Client {
+func newClientForTest(t testing.TB, cfg Config) *Client {
 	t.Helper()
-	c := NewClient(cfg)
+	c := New(cfg)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -125,7 +125,7 @@ func TestClientDeliverSigned(t *testing.T) {
 				seen <- clientSeen{r.Header.Clone(), body}
 				w.WriteHeader(http.StatusNoContent)
 			})
-			c := newClientForTest(t, ClientConfig{AllowPrivate: true})
+			c := newClientForTest(t, Config{AllowPrivate: true})
 
 			before := time.Now().Unix()
 			res := c.Deliver(t.Context(), clientTestDelivery(srv.URL+"/hook", tc.keys...))
@@ -198,7 +198,7 @@ func TestClientDeliverStatus(t *testing.T) {
 		{
 			name: "200 with a body past the drain limit",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Write(make([]byte, 3*clientMaxDrain))
+				w.Write(make([]byte, 3*maxDrain))
 			},
 			status: 200, ok: true,
 		},
@@ -263,7 +263,7 @@ func TestClientDeliverStatus(t *testing.T) {
 				target = srv.URL + "/hook" + query
 				srv.Close()
 			}
-			c := newClientForTest(t, ClientConfig{AllowPrivate: true})
+			c := newClientForTest(t, Config{AllowPrivate: true})
 
 			res := c.Deliver(t.Context(), clientTestDelivery(target))
 			if got, want := res.Status, tc.status; got != want {
@@ -296,7 +296,7 @@ func TestClientDeliverStatus(t *testing.T) {
 }
 
 func TestClientDeliverBadURL(t *testing.T) {
-	c := newClientForTest(t, ClientConfig{AllowPrivate: true})
+	c := newClientForTest(t, Config{AllowPrivate: true})
 	for _, raw := range []string{"ftp://example.com/", "/relative", "http://user:hunter2@127.0.0.1:1/", "http://%zz"} {
 		t.Run(raw, func(t *testing.T) {
 			res := c.Deliver(t.Context(), clientTestDelivery(raw))
@@ -401,7 +401,7 @@ func TestClientDeliverTimeout(t *testing.T) {
 		{"slow-loris headers", clientDribbleHeaders},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClientForTest(t, ClientConfig{AllowPrivate: true, Timeout: timeout})
+			c := newClientForTest(t, Config{AllowPrivate: true, Timeout: timeout})
 			target := tc.target(t)
 
 			start := time.Now()
@@ -434,7 +434,7 @@ func TestClientWaitForAHostIsNotTheTimeout(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	c := newClientForTest(t, ClientConfig{AllowPrivate: true, Timeout: time.Minute, MaxConns: 2})
+	c := newClientForTest(t, Config{AllowPrivate: true, Timeout: time.Minute, MaxConns: 2})
 	results := make(chan Result, 3)
 	for range 2 {
 		go func() { results <- c.Deliver(t.Context(), clientTestDelivery(srv.URL)) }()
@@ -459,7 +459,7 @@ func TestClientWaitForAHostIsNotTheTimeout(t *testing.T) {
 
 func TestClientDeliverCanceled(t *testing.T) {
 	srv := newClientTestServer(t, clientHang)
-	c := newClientForTest(t, ClientConfig{AllowPrivate: true, Timeout: time.Minute})
+	c := newClientForTest(t, Config{AllowPrivate: true, Timeout: time.Minute})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 
@@ -496,7 +496,7 @@ func TestClientDeliverReusesConnection(t *testing.T) {
 			}
 			srv.Start()
 			t.Cleanup(srv.Close)
-			c := newClientForTest(t, ClientConfig{AllowPrivate: true})
+			c := newClientForTest(t, Config{AllowPrivate: true})
 
 			for range 50 {
 				c.Deliver(t.Context(), clientTestDelivery(srv.URL))
@@ -514,7 +514,7 @@ func TestClientDeliverForbidden(t *testing.T) {
 		requests.Add(1)
 	})
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	c := newClientForTest(t, ClientConfig{})
+	c := newClientForTest(t, Config{})
 
 	// The guard refuses in the dialer's Control, before connect: no packet
 	// leaves for any of these.
@@ -563,9 +563,9 @@ func TestClientGuardDial(t *testing.T) {
 		{"", true},
 	} {
 		t.Run(tc.address, func(t *testing.T) {
-			err := guardDeliveryDial("tcp", tc.address, nil)
+			err := guardDial("tcp", tc.address, nil)
 			if got, want := errors.Is(err, ErrForbiddenAddress), tc.forbidden; got != want {
-				t.Errorf("guardDeliveryDial(%q) = %v: forbidden got %v, want %v", tc.address, err, got, want)
+				t.Errorf("guardDial(%q) = %v: forbidden got %v, want %v", tc.address, err, got, want)
 			}
 		})
 	}
@@ -640,13 +640,13 @@ func TestClassifyDeliveryAddr(t *testing.T) {
 		{"100::1", "reserved"},
 	} {
 		t.Run(tc.ip, func(t *testing.T) {
-			if got := classifyDeliveryAddr(netip.MustParseAddr(tc.ip)); got != tc.want {
-				t.Errorf("classifyDeliveryAddr(%s): got %q, want %q", tc.ip, got, tc.want)
+			if got := classifyAddr(netip.MustParseAddr(tc.ip)); got != tc.want {
+				t.Errorf("classifyAddr(%s): got %q, want %q", tc.ip, got, tc.want)
 			}
 		})
 	}
-	if got, want := classifyDeliveryAddr(netip.Addr{}), "invalid"; got != want {
-		t.Errorf("classifyDeliveryAddr(zero): got %q, want %q", got, want)
+	if got, want := classifyAddr(netip.Addr{}), "invalid"; got != want {
+		t.Errorf("classifyAddr(zero): got %q, want %q", got, want)
 	}
 }
 
@@ -687,7 +687,7 @@ func BenchmarkDeliver(b *testing.B) {
 		io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	c := newClientForTest(b, ClientConfig{AllowPrivate: true})
+	c := newClientForTest(b, Config{AllowPrivate: true})
 	d := clientTestDelivery(srv.URL+"/hook", []byte("current key"), []byte("previous key"))
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -704,7 +704,7 @@ func BenchmarkDeliver(b *testing.B) {
 // twice frees one place.
 func TestClientRoomBoundsWaitingAttempts(t *testing.T) {
 	const maxConns = 2
-	c := newClientForTest(t, ClientConfig{AllowPrivate: true, MaxConns: maxConns})
+	c := newClientForTest(t, Config{AllowPrivate: true, MaxConns: maxConns})
 	ctx := context.Background()
 	var held []func()
 	for range roomPerSlot * maxConns {

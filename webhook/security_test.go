@@ -18,7 +18,7 @@ import (
 // TestClientRequireHTTPS: the delivery client refuses an http target
 // before dialing it.
 func TestClientRequireHTTPS(t *testing.T) {
-	c := webhook.NewClient(webhook.ClientConfig{RequireHTTPS: true, AllowPrivate: true, Timeout: 5 * time.Second})
+	c := webhook.New(webhook.Config{RequireHTTPS: true, AllowPrivate: true, Timeout: 5 * time.Second})
 	h, err := subscriptions.Compile(subscriptions.Subscription{Secret: signature.NewSecret()}).Header("e1", []byte(`{}`), time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestVerifyEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, Timeout: 5 * time.Second})
+			c := webhook.New(webhook.Config{AllowPrivate: true, Timeout: 5 * time.Second})
 			err = c.Verify(context.Background(), srv.URL, [][]byte{k})
 			switch {
 			case tt.want == "" && err != nil:

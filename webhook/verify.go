@@ -54,7 +54,7 @@ func (c *Client) Verify(parent context.Context, rawURL string, keys [][]byte) er
 		}
 		return fmt.Errorf("url: %w", err)
 	}
-	target := clientRedactURL(req.URL)
+	target := redactURL(req.URL)
 	if err := subscriptions.CheckTarget(req.URL, c.requireHTTPS); err != nil {
 		return err
 	}
@@ -72,14 +72,14 @@ func (c *Client) Verify(parent context.Context, rawURL string, keys [][]byte) er
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return fmt.Errorf("verify %s: answered %s, want 2xx echoing the challenge", target, clientStatusText(resp.StatusCode))
+		return fmt.Errorf("verify %s: answered %s, want 2xx echoing the challenge", target, statusText(resp.StatusCode))
 	}
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, verifyMaxAnswer))
 	if err != nil {
 		return fmt.Errorf("verify %s: reading the answer: %w", target, err)
 	}
 	if !echoes(answer, challenge) {
-		return fmt.Errorf("verify %s: answered %s but did not echo the challenge (answer with it as the body or as {\"challenge\": \"...\"})", target, clientStatusText(resp.StatusCode))
+		return fmt.Errorf("verify %s: answered %s but did not echo the challenge (answer with it as the body or as {\"challenge\": \"...\"})", target, statusText(resp.StatusCode))
 	}
 	return nil
 }

@@ -170,8 +170,8 @@ func subscriptionSecurity(cfg *config.Config) (subscriptions.Security, error) {
 }
 
 // deliveryClientConfig is how the dispatcher of cfg delivers.
-func deliveryClientConfig(cfg *config.Config) webhook.ClientConfig {
-	return webhook.ClientConfig{
+func deliveryClientConfig(cfg *config.Config) webhook.Config {
+	return webhook.Config{
 		Timeout:      cfg.Delivery.Timeout,
 		AllowPrivate: cfg.Delivery.AllowPrivate,
 		RequireHTTPS: cfg.Delivery.RequireHTTPS,
@@ -502,7 +502,7 @@ func verifyEndpoint(ctx context.Context, cfg *config.Config, r *subscriptions.Re
 	if err != nil {
 		return fmt.Errorf("--secret: %w", err)
 	}
-	if err := webhook.NewClient(deliveryClientConfig(cfg)).Verify(ctx, s.URL, [][]byte{key}); err != nil {
+	if err := webhook.New(deliveryClientConfig(cfg)).Verify(ctx, s.URL, [][]byte{key}); err != nil {
 		return fmt.Errorf("--verify: %w; nothing written", err)
 	}
 	return nil
