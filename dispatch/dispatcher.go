@@ -1,62 +1,3 @@
-// Package dispatch delivers events to subscribers: signed HTTP POSTs
-// (Standard Webhooks) of one event or of a batch of one partition's events
-// through an SSRF-guarded client, retries through the delivery-retry topic
-// on a schedule, a circuit breaker per subscription, and the delivery DLQ.
-// It also emits the operational events of deliveries and circuits
-// (operational.go), and verifies a subscriber endpoint before it is
-// subscribed (verify.go).
-//
-// # Fan-out (fanout.go)
-//
-// A dispatcher's cost does not grow by a consumer group per subscription.
-// Dispatchers share the events partitions in one group, <prefix>-dispatch,
-// which commits nothing. The head reads each owned partition once and
-// hands every record to the lane of each subscription at the head: the
-// record is parsed once (subscriptions.Event, shared by every lane) and
-// queued to each lane unjudged. A lane (one subscription on one partition)
-// judges its queue on its own goroutine (judge.go: each subscription's
-// compiled filter and transform judge each record once, within the
-// subscription's share of a core), keeps what its subscription receives,
-// plus the last record of each read so its cursor passes the others, and
-// its drain delivers that as before: events or batches, ordered or not,
-// retries, circuit, dead letters.
-//
-// Each subscription's cursor is the committed offset of <prefix>-sub-<id>,
-// a group with no members: a lane's cursor moves only past records whose
-// messages are done (delivered, handed to the retry topic or
-// dead-lettered), and moved cursors are committed every second, on
-// revocation and when a lane stops. At least once holds: a partition lost
-// is not committed, its new owner delivers again from the last commit.
-// lag and replay --group sub:<id> read and write these offsets as before.
-//
-// Isolation: the head never waits, neither for a delivery nor for an
-// expression: however long one subscription's filter takes, only its own
-// cursor falls behind. A lane holding laneHigh records falls
-// behind; so does a lane whose cursor is behind the head when it starts (a
-// subscription re-enabled, replayed, new with --from earliest, or far
-// behind when the partition is taken: the head starts at the furthest
-// cursor but for those within headWindow records of it). Lanes behind read
-// through the catch-up path: CatchUpReaders clients, each reading one
-// fetch for one lane from its own offset per turn, the lanes taking turns
-// in order (fair), a lane queued only while it holds fewer than laneLow
-// records (bounded memory). A lane that reaches the head joins it.
-//
-// Subscriptions created, changed or deleted while running start or stop
-// their lanes without a rebalance; a lane reads its cursor once the lanes
-// of the version it replaces have committed theirs. A replay executed
-// while dispatchers run (groups.API.Replay) is handed to them as the
-// subscription's Rewind in the subscriptions topic: each dispatcher moves
-// the lanes of the partitions it owns to the rewind's offsets once and
-// commits every cursor after with the rewind's tag as metadata, which is
-// how the replay knows it applied and how a restart knows not to apply it
-// again. Migration: the old dispatcher's per-subscription groups hold the
-// same offsets, so a new dispatcher starts every subscription where the
-// old one left it.
-//
-// It owns delivery; it does not own the subscriptions themselves (package
-// subscriptions: the record, its validation, the registry and its topic,
-// which this package watches and updates through the Registry), the events
-// topic's content (the processor does), nor the admin API's HTTP surface.
 package dispatch
 
 import (
@@ -154,8 +95,11 @@ type Config struct {
 	Tracing tracing.Tracing
 }
 
-// Dispatcher runs one consumer group per enabled subscription and the
-// retry consumer.
+// Dispatcher delivers the events of the partitions of <prefix>.events
+// it owns in <prefix>-dispatch to every enabled subscription, a worker
+// each (a lane per partition, handing records to the subscription's
+// sink), and the retries of the delivery-retry partitions it owns in
+// <prefix>-retry.
 type Dispatcher struct {
 	cfg      Config
 	opts     []kgo.Opt
