@@ -47,13 +47,9 @@ func (a *answer) tail(sub subscriptions.Subscription, now time.Time) []byte {
 		}
 		b.Write(tc)
 	}
-	rewind := ""
-	if sub.Rewind != nil {
-		rewind = sub.Rewind.ID
-	}
 	keys := cursorKeys(sub, now)
 	b.WriteString(`],"cursor":`)
-	b.Write(topics.AppendJSONString(nil, cursor{rewind: rewind, from: a.from, to: a.to}.encode(sub.ID, keys[0])))
+	b.Write(topics.AppendJSONString(nil, cursor{rewind: rewindID(sub), from: a.from, to: a.to}.encode(sub.ID, keys[0])))
 	if len(a.errs) > 0 {
 		b.WriteString(`,"errors":[`)
 		for i, e := range a.errs {

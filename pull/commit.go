@@ -41,12 +41,9 @@ func (s *Server) committed(ctx context.Context, sub subscriptions.Subscription, 
 		missing = missing || pos[p] < 0
 	}
 	if missing {
-		starts, err := adm.ListStartOffsets(ctx, topic)
-		if err == nil {
-			err = starts.Error()
-		}
+		starts, err := s.listOffsets(ctx, adm.ListStartOffsets, "start offsets")
 		if err != nil {
-			return nil, fmt.Errorf("pull: start offsets: %w", err)
+			return nil, err
 		}
 		for p := range pos {
 			if o, ok := starts.Lookup(topic, int32(p)); ok && pos[p] < 0 {

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/hookstream/hookstream/subscriptions"
 )
 
 // A cursor is where a pull subscription's consumer stands: in each
@@ -144,4 +146,13 @@ func (c *cursor) widen(pos []int64) {
 		c.from = append(c.from, pos[p])
 		c.to = append(c.to, pos[p])
 	}
+}
+
+// rewindID is the replay sub's cursors are minted under: its last
+// replay's id, "" before any.
+func rewindID(sub subscriptions.Subscription) string {
+	if sub.Rewind == nil {
+		return ""
+	}
+	return sub.Rewind.ID
 }

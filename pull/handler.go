@@ -122,11 +122,7 @@ func (s *Server) serve(c *echo.Context) (int, error) {
 		// Minted before partitions were added to the events topic: the
 		// others are where the subscription stands.
 		cur.widen(committed)
-		rewind := ""
-		if sub.Rewind != nil {
-			rewind = sub.Rewind.ID
-		}
-		if cur.rewind == rewind {
+		if cur.rewind == rewindID(sub) {
 			pos = cur.to
 			if err := s.acknowledge(ctx, sc, sh, committed, *cur); err != nil {
 				return 0, err

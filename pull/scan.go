@@ -181,19 +181,13 @@ func (s *Server) fetchRound(ctx context.Context, round []int32, pos []int64, ask
 func (s *Server) clamp(ctx context.Context, pos []int64) error {
 	adm := kadm.NewClient(s.cl)
 	topic := string(s.cfg.Names.Events)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := s.listOffsets(ctx, adm.ListStartOffsets, "start offsets")
 	if err != nil {
-		return fmt.Errorf("pull: start offsets: %w", err)
+		return err
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := s.listOffsets(ctx, adm.ListEndOffsets, "end offsets")
 	if err != nil {
-		return fmt.Errorf("pull: end offsets: %w", err)
+		return err
 	}
 	for p := range pos {
 		if o, ok := starts.Lookup(topic, int32(p)); ok {
@@ -204,6 +198,19 @@ func (s *Server) clamp(ctx context.Context, pos []int64) error {
 		}
 	}
 	return nil
+}
+
+// listOffsets returns what list (a kadm.Client's ListStartOffsets or
+// ListEndOffsets) lists of the events topic, its failure named by what.
+func (s *Server) listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), what string) (kadm.ListedOffsets, error) {
+	listed, err := list(ctx, string(s.cfg.Names.Events))
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pull: %s: %w", what, err)
+	}
+	return listed, nil
 }
 
 // judge is what sub's consumer receives of e: whether it matches, and its
