@@ -611,7 +611,7 @@ func (u *Console) testSubscription(r *Request) error {
 	e, err := subscriptions.TestEvent(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names, t.Event, []byte(t.Envelope))
 	status := http.StatusOK
 	switch {
-	case errors.Is(err, subscriptions.ErrEventNotFound):
+	case errors.Is(err, topics.ErrEventNotFound):
 		status, t.Err = http.StatusNotFound, err.Error()
 	case errors.Is(err, subscriptions.ErrInvalid):
 		status, t.Err = http.StatusBadRequest, strings.TrimPrefix(err.Error(), subscriptions.ErrInvalid.Error()+": ")

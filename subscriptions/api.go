@@ -2,6 +2,7 @@ package subscriptions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -258,4 +259,33 @@ func (a API) attempts(c *echo.Context) error {
 		out = []attempts.Attempt{}
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// testSubscription answers POST /api/subscriptions/{id}/test, body
+// {"event": "SOURCE:ID"} or {"envelope": {...}}, with the Preview of the
+// event for the subscription, its own headers' values hidden as every
+// answer but the one that set them hides them: nothing is delivered.
+func (a API) testSubscription(c *echo.Context) error {
+	var in struct {
+		Event    string          `json:"event"`
+		Envelope json.RawMessage `json:"envelope"`
+	}
+	if err := admin.DecodeJSONStrict(c, &in, MaxTestEnvelope+4<<10); err != nil {
+		return err
+	}
+	ctx, cancel := admin.Timeout(c)
+	defer cancel()
+	s, err := a.Registry.Get(ctx, c.Param("id"))
+	if err != nil {
+		return httpError(err)
+	}
+	e, err := TestEvent(ctx, a.Kafka, a.Opts, a.Names, in.Event, in.Envelope)
+	if errors.Is(err, topics.ErrEventNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, err.Error())
+	}
+	if err != nil {
+		return httpError(err)
+	}
+	compiled := Compile(s)
+	return c.JSON(http.StatusOK, compiled.Redact(compiled.Preview(e, time.Now(), a.UserAgent)))
 }

@@ -223,3 +223,60 @@ func TestAPIPullSubscription(t *testing.T) {
 		t.Errorf("create with neither url nor pull: got %d, want 400", status)
 	}
 }
+
+// TestAPITest: POST /api/subscriptions/{id}/test answers what the
+// subscription would send for an event named or given, and delivers
+// nothing.
+func TestAPITest(t *testing.T) {
+	env := kafkatest.New(t, 1, 1<<20)
+	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	srv := apiServer(t, env, r)
+	s := subscriptions.Subscription{URL: "https://example.com/hook", Filter: `data.action == "opened"`, Transform: `{"n": data.number}`,
+		Headers: map[string]string{"X-Token": "s3cret"}}
+	if err := r.Create(context.Background(), &s, "latest"); err != nil {
+		t.Fatal(err)
+	}
+	rec := eventRecord(t, "github", "pull_request", "9", `{"action":"opened","number":9}`)
+	rec.Topic = string(env.Names.Events)
+	if err := env.Client(t).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var p subscriptions.Preview
+	if code, msg := call(t, srv, http.MethodPost, "/api/subscriptions/"+s.ID+"/test", map[string]any{"event": "github:9"}, &p); code != http.StatusOK {
+		t.Fatalf("test by key: %d %s", code, msg)
+	}
+	if !p.Match || string(p.Body) != `{"n":9}` || p.Headers["webhook-id"] != "github:9" || p.Headers["x-token"] != "…" {
+		t.Errorf("test by key: got %+v", p)
+	}
+	pulled := subscriptions.Subscription{Pull: true, Transform: `{"n": data.number}`}
+	if err := r.Create(context.Background(), &pulled, "latest"); err != nil {
+		t.Fatal(err)
+	}
+	var pp subscriptions.Preview
+	if code, msg := call(t, srv, http.MethodPost, "/api/subscriptions/"+pulled.ID+"/test", map[string]any{"event": "github:9"}, &pp); code != http.StatusOK ||
+		!pp.Match || string(pp.Body) != `{"n":9}` || pp.Headers != nil {
+		t.Errorf("test of a pull subscription: %d %s %+v, want the item a pull answer serves, no headers", code, msg, pp)
+	}
+	closed := eventRecord(t, "github", "pull_request", "10", `{"action":"closed","number":10}`)
+	if code, msg := call(t, srv, http.MethodPost, "/api/subscriptions/"+s.ID+"/test", map[string]any{"envelope": json.RawMessage(closed.Value)}, &p); code != http.StatusOK {
+		t.Fatalf("test by envelope: %d %s", code, msg)
+	}
+	if p.Match || !strings.Contains(p.Reason, "the filter is false") {
+		t.Errorf("test by envelope: got %+v, want no match by the filter", p)
+	}
+	for _, tc := range []struct {
+		path string
+		body any
+		code int
+	}{
+		{"/api/subscriptions/" + s.ID + "/test", map[string]any{"event": "github:404"}, http.StatusNotFound},
+		{"/api/subscriptions/sub_nope/test", map[string]any{"event": "github:9"}, http.StatusNotFound},
+		{"/api/subscriptions/" + s.ID + "/test", map[string]any{}, http.StatusBadRequest},
+		{"/api/subscriptions/" + s.ID + "/test", map[string]any{"envelope": map[string]any{"id": "nope"}}, http.StatusBadRequest},
+		{"/api/subscriptions/" + s.ID + "/test", map[string]any{"event": "github:9", "deliver": true}, http.StatusBadRequest},
+	} {
+		if code, msg := call(t, srv, http.MethodPost, tc.path, tc.body, nil); code != tc.code {
+			t.Errorf("POST %s %v: got %d %s, want %d", tc.path, tc.body, code, msg, tc.code)
+		}
+	}
+}

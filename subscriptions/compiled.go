@@ -1,16 +1,14 @@
-// Rendering: what a subscription sends for an event, built in one place
-// for the dispatcher and for `subscriptions test`: whether the
-// subscription receives the event and why, the body (the envelope, or the
-// transform's JSON; a batch {"events":[...]} of either) and every header
-// of an attempt but the trace context.
+// Compiled subscriptions: what a subscription sends for an event, built
+// in one place for the dispatcher and for `subscriptions test`: whether
+// the subscription receives the event and why, the body (the envelope, or
+// the transform's JSON; a batch {"events":[...]} of either) and every
+// header of an attempt but the trace context.
 
 package subscriptions
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,14 +16,10 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/labstack/echo/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/expr"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
@@ -81,45 +75,6 @@ func (c *Compiled) Transforms() bool { return c.sub.Transform != "" }
 // Evaluates reports whether judging an event for c runs an expression (a
 // filter or a transform), whose cost depends on the event's payload.
 func (c *Compiled) Evaluates() bool { return c.sub.Filter != "" || c.sub.Transform != "" }
-
-// Event is one event as a subscription judges and renders it: an events
-// record, or an envelope given to test a subscription. Its envelope is
-// parsed only when a filter or a transform reads it, and at most once. An
-// Event is safe for concurrent use: the lanes of a dispatcher judge one
-// event each on their own goroutine.
-type Event struct {
-	rec         *kgo.Record
-	typeOnce    sync.Once
-	source, typ string
-	inputOnce   sync.Once
-	input       *expr.Input
-	err         error // the envelope does not parse
-}
-
-// NewEvent returns the event of an events record, or of a record holding
-// an envelope as its value and nothing else.
-func NewEvent(r *kgo.Record) *Event { return &Event{rec: r} }
-
-// Record returns the record the event was made of.
-func (e *Event) Record() *kgo.Record { return e.rec }
-
-func (e *Event) sourceType() (string, string) {
-	e.typeOnce.Do(func() { e.source, e.typ = topics.EventSourceType(e.rec) })
-	return e.source, e.typ
-}
-
-// Input returns the event as expressions see it.
-func (e *Event) Input() (*expr.Input, error) {
-	e.inputOnce.Do(func() {
-		env, err := topics.ParseEnvelope(e.rec.Value)
-		if err != nil {
-			e.err = fmt.Errorf("the event's envelope: %w", err)
-		} else {
-			e.input = expr.NewInput(env)
-		}
-	})
-	return e.input, e.err
-}
 
 // Rule is what decided whether a subscription receives an event.
 type Rule uint8
@@ -300,19 +255,6 @@ func BatchID(sub string, first, last *kgo.Record) string {
 	return "batch_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// TraceContext is the W3C Trace Context the event's record carries: its
-// traceparent and tracestate headers, those it has. A webhook attempt
-// continues it; a pull answer serves it beside the event.
-func (e *Event) TraceContext() map[string]string {
-	tc := make(map[string]string, 2)
-	for _, h := range e.rec.Headers {
-		if h.Key == topics.HeaderTraceparent || h.Key == topics.HeaderTracestate {
-			tc[h.Key] = string(h.Value)
-		}
-	}
-	return tc
-}
-
 // ErrNoSigningKey: the subscription has no secret that decodes; nothing
 // is sent unsigned.
 var ErrNoSigningKey = errors.New("no signing key")
@@ -335,206 +277,4 @@ func (c *Compiled) Header(id string, body []byte, now time.Time, userAgent strin
 	}
 	signature.SignRequest(h, keys, id, now, body)
 	return h, nil
-}
-
-// Preview is what a subscription would send for one event, sent nowhere:
-// the answer of `subscriptions test`.
-type Preview struct {
-	Match  bool   `json:"match"`
-	Reason string `json:"reason"`
-	// Error is the transform's failure: the event would be dead-lettered
-	// for the subscription at stage transform, and nothing sent; a pull
-	// answer lists it in its errors instead.
-	Error string `json:"error,omitempty"`
-	// Body and Headers are the request's, when the event would be sent;
-	// for a pull subscription, Body is the event's item in a pull
-	// answer's events, and there are no headers.
-	Body    json.RawMessage   `json:"body,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-	// TraceContext is what a pull answer carries beside the event: its
-	// trace_contexts item, or its errors entry's trace_context.
-	TraceContext map[string]string `json:"trace_context,omitempty"`
-}
-
-// Preview decides whether the subscription receives e and, when it does,
-// builds the body and the headers of its first attempt at now as the
-// dispatcher would: for a subscription that batches, those of a batch
-// holding e alone; for a topic subscription, the record's value and
-// headers. The trace context is e's record's: an attempt sends the same
-// trace, with its own span id when spans are exported. For a pull
-// subscription it is what a pull answer serves of e: its body and its
-// trace context.
-func (c *Compiled) Preview(e *Event, now time.Time, userAgent string) Preview {
-	d := c.Match(e)
-	p := Preview{Match: d.Match, Reason: d.Reason()}
-	if !d.Match {
-		return p
-	}
-	pull := c.sub.Kind() == KindPull
-	if pull {
-		p.TraceContext = e.TraceContext()
-	}
-	body, err := c.Render(e, 0)
-	switch {
-	case err != nil && pull:
-		p.Error = err.Error()
-		p.Reason += "; the transform failed: a pull answer lists the event in its errors, not its events, and its cursor passes it"
-		return p
-	case err != nil:
-		p.Error = err.Error()
-		p.Reason += "; the transform failed: the event is dead-lettered for this subscription at stage transform, nothing is sent"
-		return p
-	case pull:
-		p.Body = body
-		return p
-	}
-	if c.sub.Topic != "" {
-		// A topic subscription's record: the body and the record's headers.
-		rec := topics.SubscriptionRecord(topics.Topic(c.sub.Topic), e.rec, body)
-		p.Body, p.Headers = body, make(map[string]string, len(rec.Headers))
-		for _, h := range rec.Headers {
-			p.Headers[h.Key] = string(h.Value)
-		}
-		return p
-	}
-	id := string(e.rec.Key)
-	if c.sub.BatchMax > 1 {
-		id, body = BatchID(c.sub.ID, e.rec, e.rec), topics.BatchBody([][]byte{body})
-	}
-	h, err := c.Header(id, body, now, userAgent)
-	if err != nil {
-		p.Error = err.Error()
-		return p
-	}
-	for k, v := range e.TraceContext() {
-		h.Set(k, v)
-	}
-	p.Body, p.Headers = body, make(map[string]string, len(h))
-	for name, values := range h {
-		p.Headers[strings.ToLower(name)] = strings.Join(values, ", ")
-	}
-	return p
-}
-
-// Redact hides the values of the subscription's own headers in p, as
-// Subscription.Redacted hides them.
-func (c *Compiled) Redact(p Preview) Preview {
-	if p.Headers == nil || len(c.header) == 0 {
-		return p
-	}
-	p.Headers = maps.Clone(p.Headers)
-	for name := range c.header {
-		if _, ok := p.Headers[strings.ToLower(name)]; ok {
-			p.Headers[strings.ToLower(name)] = "…"
-		}
-	}
-	return p
-}
-
-// Bounds of a test.
-const (
-	// MaxTestEnvelope bounds an envelope given to test a subscription: a
-	// 1 MiB body's, in base64, with room for its headers.
-	MaxTestEnvelope = 4 << 20
-	// findEventLimit bounds the records read to find an event on the
-	// events topic.
-	findEventLimit = 100_000
-)
-
-// ErrEventNotFound: the event is not among the records of the events
-// topic read to find it.
-var ErrEventNotFound = errors.New("event not found")
-
-// TestEvent is the event a test names: key, <source>:<event-id>, found on
-// the events topic (FindEvent), or envelope, given whole (at most
-// MaxTestEnvelope bytes); exactly one of the two. An envelope that is not
-// one, or both or neither given, is ErrInvalid.
-func TestEvent(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, key string, envelope []byte) (*Event, error) {
-	switch {
-	case (key == "") == (len(envelope) == 0):
-		return nil, fmt.Errorf("%w: name an event (SOURCE:ID) or give an envelope, not both", ErrInvalid)
-	case key != "":
-		if _, id, ok := strings.Cut(key, ":"); !ok || id == "" || strings.HasPrefix(key, ":") {
-			return nil, fmt.Errorf("%w: event %q is not SOURCE:ID", ErrInvalid, key)
-		}
-		r, err := FindEvent(ctx, cl, opts, names, key)
-		if err != nil {
-			return nil, err
-		}
-		return NewEvent(r), nil
-	case len(envelope) > MaxTestEnvelope:
-		return nil, fmt.Errorf("%w: the envelope is %d bytes, over %d", ErrInvalid, len(envelope), MaxTestEnvelope)
-	}
-	if err := topics.CheckJSON(envelope); err != nil {
-		return nil, fmt.Errorf("%w: the envelope: %w", ErrInvalid, err)
-	}
-	env, err := topics.ParseEnvelope(envelope)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return NewEvent(&kgo.Record{Key: []byte(env.ID), Value: envelope}), nil
-}
-
-// FindEvent returns the latest record of the event key on the events
-// topic, read_committed: its partition is read back from its end, in
-// doubling steps, at most findEventLimit records in all. An event not
-// among them is ErrEventNotFound.
-func FindEvent(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, key string) (*kgo.Record, error) {
-	rs, err := topics.Span{Key: []byte(key), Stable: true}.Ranges(ctx, cl, names.Events)
-	if err != nil {
-		return nil, fmt.Errorf("events topic: %w", err)
-	}
-	for p, r := range rs { // one partition, the key's, unless it is empty
-		to, step, read := r.To, int64(1000), int64(0)
-		for to > r.From && read < findEventLimit {
-			from := max(r.From, to-min(step, findEventLimit-read))
-			var found *kgo.Record
-			err := topics.ReadRanges(ctx, opts, names.Events, topics.Ranges{p: {From: from, To: to}}, func(rec *kgo.Record) bool {
-				if string(rec.Key) == key {
-					found = rec
-				}
-				return true
-			}, nil)
-			if err != nil {
-				return nil, fmt.Errorf("events topic: %w", err)
-			}
-			if found != nil {
-				return found, nil
-			}
-			read += to - from
-			to, step = from, 2*step
-		}
-		return nil, fmt.Errorf("%w: %s is not among the last %d records of partition %d of %s (use an envelope instead: events search prints them)",
-			ErrEventNotFound, key, read, p, names.Events)
-	}
-	return nil, fmt.Errorf("%w: %s: the events topic holds nothing in its partition", ErrEventNotFound, key)
-}
-
-// testSubscription answers POST /api/subscriptions/{id}/test, body
-// {"event": "SOURCE:ID"} or {"envelope": {...}}, with the Preview of the
-// event for the subscription, its own headers' values hidden as every
-// answer but the one that set them hides them: nothing is delivered.
-func (a API) testSubscription(c *echo.Context) error {
-	var in struct {
-		Event    string          `json:"event"`
-		Envelope json.RawMessage `json:"envelope"`
-	}
-	if err := admin.DecodeJSONStrict(c, &in, MaxTestEnvelope+4<<10); err != nil {
-		return err
-	}
-	ctx, cancel := admin.Timeout(c)
-	defer cancel()
-	s, err := a.Registry.Get(ctx, c.Param("id"))
-	if err != nil {
-		return httpError(err)
-	}
-	e, err := TestEvent(ctx, a.Kafka, a.Opts, a.Names, in.Event, in.Envelope)
-	if errors.Is(err, ErrEventNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	}
-	if err != nil {
-		return httpError(err)
-	}
-	compiled := Compile(s)
-	return c.JSON(http.StatusOK, compiled.Redact(compiled.Preview(e, time.Now(), a.UserAgent)))
 }
