@@ -86,7 +86,6 @@ import (
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/events"
-	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
@@ -106,9 +105,9 @@ type Config struct {
 	// (0: defaultTallyWait).
 	TallyWait time.Duration
 	// Receiver, when this process runs the ingest role, is its
-	// receiver's answers since it started (ingest.Handler.Stats): the
-	// requests it rejected, and the duplicates it answered itself.
-	Receiver func() ingest.Stats
+	// receiver's answers per source since it started: the requests it
+	// rejected, and the duplicates it answered itself.
+	Receiver func() map[string]stats.Answers
 	// Kafka answers offset and lag queries and reads topics; Opts build
 	// readers.
 	Kafka *kgo.Client

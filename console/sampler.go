@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/stats"
 )
 
@@ -17,18 +16,18 @@ const chartMinutes = stats.Minutes
 // samples them every 15 seconds and keeps the last sample of each minute,
 // at most chartMinutes+1.
 type sampler struct {
-	fn func() ingest.Stats
+	fn func() map[string]stats.Answers
 
 	mu      sync.Mutex
 	samples []sample // oldest first
 }
 
 type sample struct {
-	minute int64 // unix minute
-	stats  ingest.Stats
+	minute  int64 // unix minute
+	answers map[string]stats.Answers
 }
 
-func newSampler(fn func() ingest.Stats) *sampler { return &sampler{fn: fn} }
+func newSampler(fn func() map[string]stats.Answers) *sampler { return &sampler{fn: fn} }
 
 // run samples until ctx ends.
 func (s *sampler) run(ctx context.Context) {
@@ -61,10 +60,10 @@ func (s *sampler) take(now time.Time) {
 		s.samples = append(s.samples, sample{minute: m - 1})
 	}
 	if n := len(s.samples); s.samples[n-1].minute == m {
-		s.samples[n-1].stats = st
+		s.samples[n-1].answers = st
 		return
 	}
-	s.samples = append(s.samples, sample{minute: m, stats: st})
+	s.samples = append(s.samples, sample{minute: m, answers: st})
 	if len(s.samples) > chartMinutes+1 {
 		s.samples = s.samples[1:]
 	}
@@ -74,13 +73,13 @@ func (s *sampler) take(now time.Time) {
 // minutes up to the minute of now, oldest first: what the receiver
 // answered between the last sample of the minute before and the minute's
 // own. ok is false when this process runs no receiver.
-func (s *sampler) series(now time.Time) (out map[string][]ingest.SourceStats, ok bool) {
+func (s *sampler) series(now time.Time) (out map[string][]stats.Answers, ok bool) {
 	if s.fn == nil {
 		return nil, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out = make(map[string][]ingest.SourceStats)
+	out = make(map[string][]stats.Answers)
 	last := now.Unix() / 60
 	for i := 1; i < len(s.samples); i++ {
 		prev, cur := s.samples[i-1], s.samples[i]
@@ -88,14 +87,14 @@ func (s *sampler) series(now time.Time) (out map[string][]ingest.SourceStats, ok
 		if slot < 0 || slot >= chartMinutes {
 			continue
 		}
-		for name, n := range cur.stats.Sources {
-			p := prev.stats.Sources[name]
-			d := ingest.SourceStats{Accepted: n.Accepted - p.Accepted, Duplicates: n.Duplicates - p.Duplicates, Rejected: n.Rejected - p.Rejected}
-			if d == (ingest.SourceStats{}) {
+		for name, n := range cur.answers {
+			p := prev.answers[name]
+			d := stats.Answers{Accepted: n.Accepted - p.Accepted, Duplicates: n.Duplicates - p.Duplicates, Rejected: n.Rejected - p.Rejected}
+			if d == (stats.Answers{}) {
 				continue
 			}
 			if out[name] == nil {
-				out[name] = make([]ingest.SourceStats, chartMinutes)
+				out[name] = make([]stats.Answers, chartMinutes)
 			}
 			out[name][slot] = d
 		}

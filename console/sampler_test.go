@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/stats"
 )
 
 // TestSamplerPerMinute: the receiver's counts since it started become
@@ -13,8 +13,8 @@ import (
 // before; minutes past the chart's are dropped, and samples kept bounded.
 func TestSamplerPerMinute(t *testing.T) {
 	var rejected, dups int64
-	s := newSampler(func() ingest.Stats {
-		return ingest.Stats{Sources: map[string]ingest.SourceStats{"shop": {Rejected: rejected, Duplicates: dups}}}
+	s := newSampler(func() map[string]stats.Answers {
+		return map[string]stats.Answers{"shop": {Rejected: rejected, Duplicates: dups}}
 	})
 	start := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	s.take(start)
@@ -28,9 +28,9 @@ func TestSamplerPerMinute(t *testing.T) {
 	if !ok {
 		t.Fatal("series: not ok with a receiver")
 	}
-	want := make([]ingest.SourceStats, chartMinutes)
-	want[chartMinutes-4] = ingest.SourceStats{Rejected: 3, Duplicates: 1} // minute 0, from the receiver's start
-	want[chartMinutes-1] = ingest.SourceStats{Rejected: 2}                // minute 3, since minute 1's last sample
+	want := make([]stats.Answers, chartMinutes)
+	want[chartMinutes-4] = stats.Answers{Rejected: 3, Duplicates: 1} // minute 0, from the receiver's start
+	want[chartMinutes-1] = stats.Answers{Rejected: 2}                // minute 3, since minute 1's last sample
 	if !reflect.DeepEqual(got["shop"], want) {
 		t.Errorf("series: got %+v, want %+v", got["shop"], want)
 	}

@@ -152,16 +152,16 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 	g.Go(func() error { return n.tally.Run(ctx) })
 	g.Go(func() error { return n.counts.Run(ctx) })
 	var (
-		rejected func() map[string]int64 // this instance's receiver's, when it runs one
-		receiver func() ingest.Stats     // the same
-		ledger   events.Ledger           // this instance's processor's, when it runs one
+		rejected func() map[string]int64         // this instance's receiver's, when it runs one
+		receiver func() map[string]stats.Answers // the same
+		ledger   events.Ledger                   // this instance's processor's, when it runs one
 	)
 	if slices.Contains(roles, "ingest") {
 		h, err := n.startIngest(sources)
 		if err != nil {
 			return err
 		}
-		rejected, receiver = h.Rejected, h.Stats
+		rejected, receiver = h.Rejected, receiverAnswers(h)
 		puller := pull.New(pull.Config{Names: n.names, MaxRecordBytes: topics.MaxRecordBytes(n.cfg.MaxBody), Tracing: n.tr}, n.cl, n.registry, n.log, n.reg)
 		h.Route(http.MethodGet, pull.Path, puller.Events)
 		g.Go(func() error { return puller.Run(ctx) })
@@ -292,6 +292,19 @@ func (n *node) producer(opts ...kgo.Opt) (*kgo.Client, error) {
 	}
 	n.producers = append(n.producers, cl)
 	return cl, nil
+}
+
+// receiverAnswers is what the console charts of receiver h: its answers
+// per source since it started.
+func receiverAnswers(h *ingest.Handler) func() map[string]stats.Answers {
+	return func() map[string]stats.Answers {
+		sources := h.Stats().Sources
+		out := make(map[string]stats.Answers, len(sources))
+		for name, s := range sources {
+			out[name] = stats.Answers(s)
+		}
+		return out
+	}
 }
 
 // startIngest builds the receiver of sources.
