@@ -22,10 +22,12 @@ const (
 // Slow pullers: each consumes the pull subscription with its own cursor,
 // reading its answers at slowPullRate, so that their answers stay being
 // written and hold the ingest process's pull budget; each must still
-// read every event.
+// read every event. The rate reads a full answer (4 MiB: heavyexpr's
+// 64 KiB events fill one) within the pull server's 30 s write deadline:
+// a consumer slower than that is cut off and must ask for fewer events.
 const (
 	slowPullers  = 8
-	slowPullRate = 64 << 10 // bytes a second
+	slowPullRate = 256 << 10 // bytes a second
 )
 
 // puller consumes the campaign's pull subscription as a firewalled
