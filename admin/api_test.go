@@ -73,8 +73,8 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 func (h *apiHarness) runDispatcher(t *testing.T, schedule []time.Duration) (stop func()) {
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...)}
-	d := dispatch.New(dispatch.Config{Names: h.env.Names, Client: webhook.Config{AllowPrivate: true}, Schedule: schedule, DisableAfter: time.Hour},
-		opts, h.cl, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
+	d := dispatch.New(dispatch.Config{Client: webhook.Config{AllowPrivate: true}, Schedule: schedule, DisableAfter: time.Hour},
+		topics.Cluster{Client: h.cl, Opts: opts, Names: h.env.Names}, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
 	return h.run(t, "dispatcher", d.Run)
 }
 

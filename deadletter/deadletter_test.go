@@ -274,12 +274,11 @@ func (s *healing) delivered(id string) int {
 func startDispatcher(t *testing.T, fx *fixture, registry *subscriptions.Registry, schedule []time.Duration) {
 	t.Helper()
 	d := dispatch.New(dispatch.Config{
-		Names:           fx.env.Names,
 		Client:          webhook.Config{Timeout: 2 * time.Second, AllowPrivate: true, UserAgent: "hookstream/test"},
 		Schedule:        schedule,
 		BreakerFailures: 1000,
 		DisableAfter:    time.Hour,
-	}, fx.opts, fx.cl, registry, kafkatest.Logger(t), prometheus.NewRegistry())
+	}, topics.Cluster{Client: fx.cl, Opts: fx.opts, Names: fx.env.Names}, registry, kafkatest.Logger(t), prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

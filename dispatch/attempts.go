@@ -16,7 +16,7 @@ import (
 // ingest and events records (the producers share the default
 // partitioner).
 func (d *Dispatcher) note(a topics.Attempt) {
-	d.producer.Produce(context.Background(), a.Record(d.cfg.Names.DeliveryAttempts), func(r *kgo.Record, err error) {
+	d.cluster.Client.Produce(context.Background(), a.Record(d.cluster.Names.DeliveryAttempts), func(r *kgo.Record, err error) {
 		if err != nil {
 			d.metrics.attemptWriteErrors.Inc()
 			d.log.Warn("delivery attempt not recorded", "subscription", a.Subscription, "event_id", a.EventID, "attempt", a.N, "err", err)
@@ -38,7 +38,7 @@ func (d *Dispatcher) noteEach(a topics.Attempt, m *message) {
 func (d *Dispatcher) flushAttempts() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := d.producer.Flush(ctx); err != nil {
+	if err := d.cluster.Client.Flush(ctx); err != nil {
 		d.log.Warn("delivery attempts not all recorded at shutdown", "err", err)
 	}
 }

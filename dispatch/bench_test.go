@@ -174,8 +174,8 @@ func benchDispatcher(b *testing.B, subs int, sub subscriptions.Subscription, pay
 			b.Fatal(err)
 		}
 	}
-	d := dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.Config{AllowPrivate: true}},
-		[]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, cl, registry, kafkatest.Logger(b), prometheus.NewRegistry())
+	d := dispatch.New(dispatch.Config{Client: webhook.Config{AllowPrivate: true}},
+		topics.Cluster{Client: cl, Opts: []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, Names: env.Names}, registry, kafkatest.Logger(b), prometheus.NewRegistry())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	b.ResetTimer()

@@ -27,7 +27,6 @@ import (
 
 // Config configures the dispatcher.
 type Config struct {
-	Names topics.Names
 	// Client configures webhook delivery attempts.
 	Client webhook.Config
 	// Schedule holds the delays before retries 1..n; the first attempt is
@@ -101,14 +100,16 @@ type Config struct {
 // sink), and the retries of the delivery-retry partitions it owns in
 // <prefix>-retry.
 type Dispatcher struct {
-	cfg      Config
-	opts     []kgo.Opt
+	cfg Config
+	// cluster: its client writes retries, dead letters, attempts and
+	// operational events, and asks for offsets; its options start the
+	// dispatcher's consumers.
+	cluster  topics.Cluster
 	registry *subscriptions.Registry
 	client   *webhook.Client
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
-	producer *kgo.Client // retry and DLQ writes
 	// txnID is the transactional id of topic subscriptions' writes.
 	txnID string
 	// topics writes topic subscriptions' records, in transactions that
@@ -156,10 +157,11 @@ type subState struct {
 // operator changed since the dispatcher judged it.
 var errSuperseded = errors.New("subscription changed since it was judged")
 
-// New builds a dispatcher. producer writes retries and dead letters
-// (acks=all); opts are the shared client options for its consumers. It does
-// no I/O.
-func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptions.Registry, log *slog.Logger, reg prometheus.Registerer) *Dispatcher {
+// New builds a dispatcher on cluster, whose client writes retries, dead
+// letters, attempts and operational events (acks=all, batches up to
+// MaxRecordBytes) and whose options start the dispatcher's consumers. It
+// does no I/O.
+func New(cfg Config, cluster topics.Cluster, registry *subscriptions.Registry, log *slog.Logger, reg prometheus.Registerer) *Dispatcher {
 	if cfg.Schedule == nil {
 		cfg.Schedule = config.DefaultSchedule()
 	}
@@ -200,14 +202,13 @@ func New(cfg Config, opts []kgo.Opt, producer *kgo.Client, registry *subscriptio
 	}
 	d := &Dispatcher{
 		cfg:      cfg,
-		opts:     opts,
+		cluster:  cluster,
 		registry: registry,
 		client:   webhook.New(cfg.Client),
 		tracer:   cfg.Tracing.Tracer(),
 		log:      log.With("component", "dispatcher"),
 		now:      time.Now,
-		producer: producer,
-		txnID:    cfg.Names.TopicWriter(cmp.Or(cfg.InstanceID, crand.Text())),
+		txnID:    cluster.Names.TopicWriter(cmp.Or(cfg.InstanceID, crand.Text())),
 		loaded:   make(chan struct{}),
 		subs:     make(map[string]*subState),
 		workers:  make(map[string]*worker),
@@ -342,11 +343,11 @@ const leaveTimeout = 2 * time.Second
 func (d *Dispatcher) consumer(ctx context.Context, group topics.Group, extra ...kgo.Opt) (*kgo.Client, func(), error) {
 	ctx = context.WithoutCancel(ctx)
 	clientCtx, cancel := context.WithCancel(ctx)
-	opts := slices.Concat(d.opts, []kgo.Opt{kgo.WithContext(clientCtx), kgo.ConsumerGroup(string(group))}, extra)
+	opts := append([]kgo.Opt{kgo.WithContext(clientCtx), kgo.ConsumerGroup(string(group))}, extra...)
 	if d.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(d.cfg.InstanceID))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := d.cluster.NewClient(opts...)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -375,7 +376,7 @@ func (d *Dispatcher) leave(ctx context.Context, group topics.Group, member strin
 	m.MemberID, m.InstanceID = member, &d.cfg.InstanceID
 	m.Reason = kmsg.StringPtr("hookstream dispatcher stopping")
 	req.Members = append(req.Members, m)
-	resp, err := req.RequestWith(ctx, d.producer)
+	resp, err := req.RequestWith(ctx, d.cluster.Client)
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}

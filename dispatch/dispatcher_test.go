@@ -59,7 +59,6 @@ func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg dispatch.Config) *harnes
 	cl := env.Client(t)
 	h := &harness{env: env, cl: cl}
 	h.registry = subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
-	cfg.Names = env.Names
 	cfg.Client.Timeout, cfg.Client.UserAgent = 2*time.Second, "hookstream/test"
 	if cfg.Schedule == nil {
 		cfg.Schedule = testSchedule
@@ -102,7 +101,7 @@ func (h *harness) instance(t *testing.T, reg *prometheus.Registry) func() {
 	t.Helper()
 	// A short heartbeat makes rebalances quick.
 	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}
-	d := dispatch.New(h.cfg, opts, h.producer, h.registry, kafkatest.Logger(t), reg)
+	d := dispatch.New(h.cfg, topics.Cluster{Client: h.producer, Opts: opts, Names: h.env.Names}, h.registry, kafkatest.Logger(t), reg)
 	if reg == h.metrics {
 		h.first = d
 	}

@@ -111,7 +111,7 @@ func newReader(d *Dispatcher) *reader {
 // for its own group.
 func (r *reader) run(ctx context.Context) error {
 	d := r.d
-	topic := string(d.cfg.Names.Events)
+	topic := string(d.cluster.Names.Events)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -120,7 +120,7 @@ func (r *reader) run(ctx context.Context) error {
 		wg.Go(func() { r.catchup.run(ctx) })
 	}
 	wg.Go(func() { r.commitLoop(ctx) })
-	cl, closeClient, err := d.consumer(ctx, d.cfg.Names.DispatchGroup(),
+	cl, closeClient, err := d.consumer(ctx, d.cluster.Names.DispatchGroup(),
 		kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
@@ -177,12 +177,12 @@ func (r *reader) part(id int32) *partHead {
 // returns where the head reads from.
 func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, error) {
 	d := r.d
-	adm := kadm.NewClient(d.producer)
-	topic := string(d.cfg.Names.Events)
+	adm := d.cluster.Admin()
+	topic := string(d.cluster.Names.Events)
 	workers := d.runningWorkers()
 	groups := make([]string, 0, len(workers))
 	for _, w := range workers {
-		groups = append(groups, string(d.cfg.Names.SubscriptionGroup(w.sub.ID)))
+		groups = append(groups, string(d.cluster.Names.SubscriptionGroup(w.sub.ID)))
 	}
 	if slices.ContainsFunc(workers, func(w *worker) bool { return w.sink.movesCursor() }) {
 		// Taking the transactional id aborts what a predecessor under it
@@ -242,7 +242,7 @@ func (r *reader) assign(ctx context.Context, parts []int32) (map[int32]int64, er
 		furthest := int64(-1)
 		for _, w := range workers {
 			c := end // no cursor: from the end
-			if o, ok := cursors[string(d.cfg.Names.SubscriptionGroup(w.sub.ID))].Fetched.Lookup(topic, p); ok && o.At >= 0 {
+			if o, ok := cursors[string(d.cluster.Names.SubscriptionGroup(w.sub.ID))].Fetched.Lookup(topic, p); ok && o.At >= 0 {
 				c = o.At
 				if at, rewound := w.rewound(p, o.Metadata); rewound {
 					c, replays[p][w] = at, c
@@ -380,12 +380,12 @@ func (w *worker) rewound(p int32, meta string) (int64, bool) {
 // cursor reads subscription id's committed cursor on events partition p,
 // -1 when it has none, and its metadata; false when ctx ended first.
 func (d *Dispatcher) cursor(ctx context.Context, id string, p int32) (int64, string, bool) {
-	adm := kadm.NewClient(d.producer)
-	topic := string(d.cfg.Names.Events)
+	adm := d.cluster.Admin()
+	topic := string(d.cluster.Names.Events)
 	wait := backoff.New(100*time.Millisecond, 5*time.Second)
 	ctx = kadm.RequireStable(ctx) // a cursor a transaction is moving is read once it ends
 	for {
-		fetched, err := adm.FetchOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)))
+		fetched, err := adm.FetchOffsets(ctx, string(d.cluster.Names.SubscriptionGroup(id)))
 		o, ok := fetched.Lookup(topic, p)
 		if err == nil && ok {
 			err = o.Err // UNSTABLE_OFFSET_COMMIT, say: not "no cursor"
@@ -672,7 +672,7 @@ const commitConcurrency = 8
 // (a group with no members).
 func (r *reader) commit(ctx context.Context, lanes []*lane) {
 	d := r.d
-	topic := string(d.cfg.Names.Events)
+	topic := string(d.cluster.Names.Events)
 	bySub := make(map[string][]*lane)
 	offsets := make(map[string]kadm.Offsets)
 	for _, l := range lanes {
@@ -685,14 +685,14 @@ func (r *reader) commit(ctx context.Context, lanes []*lane) {
 		offsets[id] = offs
 		bySub[id] = append(bySub[id], l)
 	}
-	adm := kadm.NewClient(d.producer)
+	adm := d.cluster.Admin()
 	sem := make(chan struct{}, commitConcurrency)
 	var wg sync.WaitGroup
 	for id, offs := range offsets {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			resp, err := adm.CommitOffsets(ctx, string(d.cfg.Names.SubscriptionGroup(id)), offs)
+			resp, err := adm.CommitOffsets(ctx, string(d.cluster.Names.SubscriptionGroup(id)), offs)
 			if err == nil {
 				err = resp.Error()
 			}
@@ -766,15 +766,15 @@ const catchUpWait = 2 * time.Second
 
 func (c *catchup) run(ctx context.Context) {
 	d := c.d
-	topic := string(d.cfg.Names.Events)
-	cl, err := kgo.NewClient(slices.Concat(d.opts, []kgo.Opt{
+	topic := string(d.cluster.Names.Events)
+	cl, err := d.cluster.NewClient(
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(200 * time.Millisecond),
-		kgo.FetchMaxBytes(4 << 20),
-		kgo.FetchMaxPartitionBytes(1 << 20),
-	})...)
+		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.FetchMaxBytes(4<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
+	)
 	if err != nil {
 		d.log.Error("catch-up client", "err", err)
 		return

@@ -41,7 +41,7 @@ func (h *harness) proc(t *testing.T, instance string) *proc {
 	cfg := h.cfg
 	cfg.InstanceID = instance
 	opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond), p.plug.Dial(), kgo.WithHooks(p)}
-	d := dispatch.New(cfg, opts, h.producer, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
+	d := dispatch.New(cfg, topics.Cluster{Client: h.producer, Opts: opts, Names: h.env.Names}, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var err error

@@ -23,10 +23,10 @@ import (
 // notify writes an operational event, trying again while Kafka refuses,
 // until ctx ends.
 func (d *Dispatcher) notify(ctx context.Context, ir *topics.IngestRecord) error {
-	rec := ir.Record(d.cfg.Names.Ingest)
+	rec := ir.Record(d.cluster.Names.Ingest)
 	wait := backoff.New(100*time.Millisecond, 10*time.Second)
 	for {
-		err := d.producer.ProduceSync(ctx, rec).FirstErr()
+		err := d.cluster.Client.ProduceSync(ctx, rec).FirstErr()
 		if err == nil {
 			return nil
 		}

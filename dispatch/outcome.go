@@ -247,7 +247,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, a
 func (d *Dispatcher) writeLetter(ctx context.Context, letter *topics.DeadLetter, e event) (*kgo.Record, error) {
 	letter.Key, letter.Value = topics.RetryKey(letter.Subscription, e.id), e.envelope
 	letter.OrigTopic, letter.OrigPartition, letter.OrigOffset = e.orig.Topic, e.orig.Partition, e.orig.Offset
-	whole := letter.Record(d.cfg.Names.DeliveryDLQ)
+	whole := letter.Record(d.cluster.Names.DeliveryDLQ)
 	limit := d.cfg.MaxRecordBytes
 	if limit <= 0 {
 		limit = topics.RecordBytes(whole)
@@ -298,7 +298,7 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) error {
 	if limit := d.cfg.MaxRecordBytes; limit > 0 && topics.RecordBytes(rec) > limit {
 		return fmt.Errorf("%d bytes, over the %d-byte limit: %w", topics.RecordBytes(rec), limit, kerr.MessageTooLarge)
 	}
-	return d.producer.ProduceSync(ctx, rec).FirstErr()
+	return d.cluster.Client.ProduceSync(ctx, rec).FirstErr()
 }
 
 // scheduleRetry hands a failed delivery to the retry topic: a batch goes
@@ -318,7 +318,7 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, subID string, m *message
 	if last.err != nil {
 		retry.Error = errorText(last.err)
 	}
-	rec := retry.Record(d.cfg.Names.DeliveryRetry)
+	rec := retry.Record(d.cluster.Names.DeliveryRetry)
 	// The retry continues the trace of the events record, or of the retry
 	// it follows: its attempts are siblings of the first.
 	d.cfg.Tracing.Inject(d.cfg.Tracing.Extract(ctx, m.events[0].orig.Headers), rec)

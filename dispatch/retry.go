@@ -162,8 +162,8 @@ func (r *retries) run(ctx context.Context) error {
 		return nil
 	case <-d.loaded:
 	}
-	topic := string(d.cfg.Names.DeliveryRetry)
-	cl, closeClient, err := d.consumer(ctx, d.cfg.Names.RetryGroup(),
+	topic := string(d.cluster.Names.DeliveryRetry)
+	cl, closeClient, err := d.consumer(ctx, d.cluster.Names.RetryGroup(),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Redrives write the retry topic in transactions; an aborted
@@ -312,7 +312,7 @@ func (r *retries) unspillLocked(p int32, offset int64) {
 // held and resumes it below half of that.
 func (r *retries) pauseLocked() {
 	r.d.metrics.retriesPending.Set(float64(r.heap.Len() + r.nspill))
-	topic := string(r.d.cfg.Names.DeliveryRetry)
+	topic := string(r.d.cluster.Names.DeliveryRetry)
 	switch held := r.heap.Len(); {
 	case !r.paused && held >= r.d.cfg.MaxPendingRetries:
 		r.paused = true
@@ -417,7 +417,7 @@ func (r *retries) rewinds(ctx context.Context) {
 		}
 		offsets, stopped := r.rewindOffsets()
 		if len(offsets) > 0 {
-			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{string(r.d.cfg.Names.DeliveryRetry): offsets})
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{string(r.d.cluster.Names.DeliveryRetry): offsets})
 		}
 		r.restart(stopped)
 	}
@@ -438,7 +438,7 @@ func (r *retries) restart(stopped map[int32]int64) {
 			parts = append(parts, p)
 		}
 	}
-	r.cl.ResumeFetchPartitions(map[string][]int32{string(r.d.cfg.Names.DeliveryRetry): parts})
+	r.cl.ResumeFetchPartitions(map[string][]int32{string(r.d.cluster.Names.DeliveryRetry): parts})
 }
 
 // rewindEvery is how often spilled retries are looked at again.
@@ -561,7 +561,7 @@ func (r *retries) forget(parts []int32) {
 	}
 	// A partition paused at the bound stays paused, for its next owner
 	// here too, until resumed.
-	r.cl.ResumeFetchPartitions(map[string][]int32{string(r.d.cfg.Names.DeliveryRetry): parts})
+	r.cl.ResumeFetchPartitions(map[string][]int32{string(r.d.cluster.Names.DeliveryRetry): parts})
 	r.d.metrics.retriesSpilled.Set(float64(r.nspill))
 	kept := r.heap[:0]
 	for _, it := range r.heap {
@@ -692,7 +692,7 @@ func (r *retries) retry(ctx context.Context, rec *kgo.Record) (out outcome, unti
 func (r *retries) reappendRetry(ctx context.Context, it *retryItem) {
 	rec := it.rec
 	copied := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
-	if err := r.d.producer.ProduceSync(ctx, copied).FirstErr(); err != nil {
+	if err := r.d.cluster.Client.ProduceSync(ctx, copied).FirstErr(); err != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if ctx.Err() == nil {
@@ -742,7 +742,7 @@ func (r *retries) commit(ctx context.Context) {
 	if len(offsets) == 0 {
 		return
 	}
-	topic := string(r.d.cfg.Names.DeliveryRetry)
+	topic := string(r.d.cluster.Names.DeliveryRetry)
 	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
 			if err != nil && ctx.Err() == nil {

@@ -166,7 +166,7 @@ func (tw *topicWriter) run(ctx context.Context, head *kgo.Client) {
 			if err == nil {
 				n := 0
 				for _, r := range b.recs {
-					if r.Topic != string(d.cfg.Names.DeliveryAttempts) {
+					if r.Topic != string(d.cluster.Names.DeliveryAttempts) {
 						n++
 					}
 				}
@@ -213,17 +213,17 @@ func (tw *topicWriter) client(ctx context.Context) (*kgo.Client, error) {
 	versions.SetMaxKeyVersion(int16(kmsg.Produce), 11)
 	versions.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
 	versions.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
-	opts := append(d.opts[:len(d.opts):len(d.opts)],
+	opts := []kgo.Opt{
 		kgo.TransactionalID(d.txnID),
 		kgo.TransactionTimeout(topicTxnTimeout),
 		kgo.MaxVersions(versions),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(topicTxnTimeout),
-	)
+	}
 	if d.cfg.MaxRecordBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(d.cfg.MaxRecordBytes)))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := d.cluster.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -325,11 +325,11 @@ func (tw *topicWriter) transactOn(ctx context.Context, cl *kgo.Client, member st
 	}
 	// The cursors, each subscription's group on its own, then the
 	// fencing commit to the dispatch group, after them.
-	events := string(d.cfg.Names.Events)
+	events := string(d.cluster.Names.Events)
 	cursors := make(map[string]map[int32]offsetCommit)
 	furthest := make(map[int32]offsetCommit)
 	for _, b := range batches {
-		group := string(d.cfg.Names.SubscriptionGroup(b.sub))
+		group := string(d.cluster.Names.SubscriptionGroup(b.sub))
 		if cursors[group] == nil {
 			cursors[group] = make(map[int32]offsetCommit)
 		}
@@ -350,7 +350,7 @@ func (tw *topicWriter) transactOn(ctx context.Context, cl *kgo.Client, member st
 	if d.cfg.InstanceID != "" {
 		instance = &d.cfg.InstanceID
 	}
-	if err := tw.commitOffsets(ctx, cl, string(d.cfg.Names.DispatchGroup()), member, generation, instance, events, furthest); err != nil {
+	if err := tw.commitOffsets(ctx, cl, string(d.cluster.Names.DispatchGroup()), member, generation, instance, events, furthest); err != nil {
 		return fmt.Errorf("fenced as the partitions' owner: %w", err)
 	}
 	if produced {
@@ -569,7 +569,7 @@ func (s *topicSink) batch(ctx context.Context, l *lane) (*topicBatch, bool) {
 		}
 		b.recs = append(b.recs, rec)
 		a := topics.Attempt{Subscription: s.sub.ID, EventID: string(it.rec.Key), N: 1, Outcome: topics.OutcomeDelivered, At: now}
-		notes = append(notes, a.Record(s.d.cfg.Names.DeliveryAttempts))
+		notes = append(notes, a.Record(s.d.cluster.Names.DeliveryAttempts))
 	}
 	b.recs = append(b.recs, notes...)
 	return b, true

@@ -140,7 +140,7 @@ func TestTopicSubscriptionFencesZombie(t *testing.T) {
 		cfg := h.cfg
 		cfg.InstanceID = instance
 		opts := []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond), kgo.SessionTimeout(6 * time.Second)}
-		d := dispatch.New(cfg, opts, h.producer, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
+		d := dispatch.New(cfg, topics.Cluster{Client: h.producer, Opts: opts, Names: h.env.Names}, h.registry, kafkatest.Logger(t), prometheus.NewRegistry())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {

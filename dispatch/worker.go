@@ -54,7 +54,7 @@ func (d *Dispatcher) startWorker(ctx context.Context, id string, st *subState, p
 		}
 	})
 	d.reader.attach(w)
-	d.log.Info("subscription started", "subscription", id, "group", d.cfg.Names.SubscriptionGroup(id), "ordered", sub.Ordered, "batch_max", sub.BatchMax)
+	d.log.Info("subscription started", "subscription", id, "group", d.cluster.Names.SubscriptionGroup(id), "ordered", sub.Ordered, "batch_max", sub.BatchMax)
 	return w
 }
 

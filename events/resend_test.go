@@ -84,9 +84,9 @@ func TestResend(t *testing.T) {
 	}, opts, log, prometheus.NewRegistry())
 	runUntilCleanup(t, "processor", p.Run)
 	d := dispatch.New(dispatch.Config{
-		Names: names, Client: webhook.Config{AllowPrivate: true, Timeout: 5 * time.Second},
+		Client:   webhook.Config{AllowPrivate: true, Timeout: 5 * time.Second},
 		Schedule: []time.Duration{100 * time.Millisecond}, DisableAfter: time.Hour,
-	}, append(opts, kgo.HeartbeatInterval(200*time.Millisecond)), cl, registry, log, prometheus.NewRegistry())
+	}, topics.Cluster{Client: cl, Opts: append(opts, kgo.HeartbeatInterval(200*time.Millisecond)), Names: names}, registry, log, prometheus.NewRegistry())
 	runUntilCleanup(t, "dispatcher", d.Run)
 
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)

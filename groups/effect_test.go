@@ -158,7 +158,7 @@ func TestReplaySubscriptionRedeliversToItOnly(t *testing.T) {
 		}
 	}
 	newDispatcher := func() *dispatch.Dispatcher {
-		return dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.Config{AllowPrivate: true}}, opts, cl, registry, log, prometheus.NewRegistry())
+		return dispatch.New(dispatch.Config{Client: webhook.Config{AllowPrivate: true}}, topics.Cluster{Client: cl, Opts: opts, Names: env.Names}, registry, log, prometheus.NewRegistry())
 	}
 	deliveries := func(name string, want int) func() error {
 		return func() error {

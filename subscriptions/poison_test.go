@@ -179,8 +179,8 @@ func TestPoisonedRecordDuringRebalance(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
 		r := subscriptions.NewRegistry(producer, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t)).Instrument(reg)
-		d := dispatch.New(dispatch.Config{Names: env.Names, Client: webhook.Config{AllowPrivate: true, Timeout: 2 * time.Second}},
-			[]kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, producer, r, kafkatest.Logger(t), reg)
+		d := dispatch.New(dispatch.Config{Client: webhook.Config{AllowPrivate: true, Timeout: 2 * time.Second}},
+			topics.Cluster{Client: producer, Opts: []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, Names: env.Names}, r, kafkatest.Logger(t), reg)
 		run(t, "dispatcher "+name, d.Run)
 	}
 	seq := 0

@@ -105,11 +105,11 @@ func dispatcher(t *testing.T, env *kafkatest.Env, tr tracing.Tracing, log *slog.
 	cl := env.Client(t)
 	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, log)
 	d := dispatch.New(dispatch.Config{
-		Names:    env.Names,
 		Client:   webhook.Config{AllowPrivate: true, Timeout: 2 * time.Second},
 		Schedule: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},
 		Tracing:  tr,
-	}, []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, cl, registry, log, prometheus.NewRegistry())
+	}, topics.Cluster{Client: cl, Opts: []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, Names: env.Names},
+		registry, log, prometheus.NewRegistry())
 	run(t, "dispatcher", d.Run)
 	return registry
 }

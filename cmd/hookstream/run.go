@@ -358,7 +358,6 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 		return nil, err
 	}
 	d := dispatch.New(dispatch.Config{
-		Names:           n.names,
 		Client:          deliveryClientConfig(n.cfg),
 		Schedule:        n.cfg.Delivery.Schedule,
 		BreakerCooldown: n.cfg.Delivery.BreakerCooldown,
@@ -369,7 +368,8 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 		// dispatchers under one would fence each other.
 		InstanceID: n.cfg.InstanceID,
 		Tracing:    n.tr,
-	}, kafkaOpts(n.cfg, n.log, kgo.ClientID(topics.MemberClientID("dispatcher", advertisedAdmin(n.cfg)))), producer, n.registry, n.log, n.reg)
+	}, topics.Cluster{Client: producer, Opts: kafkaOpts(n.cfg, n.log, kgo.ClientID(topics.MemberClientID("dispatcher", advertisedAdmin(n.cfg)))), Names: n.names},
+		n.registry, n.log, n.reg)
 	n.srv.AddCheck("dispatcher", d.Ready)
 	return d, nil
 }
