@@ -1,7 +1,8 @@
-// Sinks: what a lane hands its records to. Each kind of subscription
-// has one, chosen once, when its worker starts (newSink); the engine
-// (fanout.go, the dispatcher, the retries) knows no kind beyond this
-// file.
+// Sinks: what a lane hands its records to. Each kind of subscription a
+// dispatcher serves has one, chosen once, when its worker starts
+// (newSink); the engine (fanout.go, the dispatcher, the retries) asks no
+// kind beyond this file, but to leave pull subscriptions, which their
+// consumers read, alone.
 //
 //   - The delivery sink (deliver.go), at least once: messages of one
 //     event or batches, ordered or not, retries, the circuit, the rate
@@ -13,7 +14,8 @@
 //
 // A new at-least-once kind is one file implementing sender, a case in
 // senderFor, and its subscription's fields and validation (package
-// subscriptions).
+// subscriptions); a new exactly-once kind is a sink of its own, in one
+// file, and a case in newSink.
 
 package dispatch
 

@@ -1,6 +1,6 @@
 // Webhooks: the sender of the delivery sink for subscriptions with a
 // URL. An attempt is one signed POST (Standard Webhooks) through the
-// dispatcher's delivery client, whose hosts' room bounds the attempts
+// dispatcher's webhook.Client, whose hosts' room bounds the attempts
 // waiting for each host.
 
 package dispatch
