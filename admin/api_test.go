@@ -55,9 +55,9 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	log := kafkatest.Logger(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	h := &apiHarness{env: env, cl: cl, registry: subscriptions.NewRegistry(cl, opts, env.Names, log), reg: prometheus.NewRegistry()}
-	tally := attempts.NewTally(opts, env.Names, log)
+	tally := attempts.NewTally(env.ClusterOf(cl), log)
 	h.run(t, "attempts tally", tally.Run)
-	counts := stats.NewTally(opts, env.Names, log)
+	counts := stats.NewTally(env.ClusterOf(cl), log)
 	h.run(t, "stats tally", counts.Run)
 	s := admin.New(admin.Config{Token: token}, h.reg, log)
 	subscriptions.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)

@@ -27,7 +27,7 @@ func guardedAPI(t *testing.T, tok string) *httptest.Server {
 	reg := prometheus.NewRegistry()
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	s := admin.New(admin.Config{Token: tok}, reg, log)
-	subscriptions.API{Registry: subscriptions.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(opts, env.Names, log), Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
+	subscriptions.API{Registry: subscriptions.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(env.ClusterOf(cl), log), Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv

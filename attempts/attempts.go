@@ -106,10 +106,10 @@ func (q Query) match(a *topics.Attempt) bool {
 	return err == nil && n == a.Status && (a.Outcome == topics.OutcomeDelivered || a.Outcome == topics.OutcomeFailed)
 }
 
-// List returns the newest attempts q selects, newest first. cl answers
-// offset queries; the reader is built from opts and closed before List
-// returns.
-func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, q Query) ([]Attempt, error) {
+// List returns the newest attempts q selects on c, newest first: the
+// shared client answers offset queries; the reader is a client of c's
+// own, closed before List returns.
+func List(ctx context.Context, c topics.Cluster, q Query) ([]Attempt, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
@@ -120,7 +120,7 @@ func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 		span.Key = []byte(q.EventID)
 	}
 	var out []Attempt
-	err := topics.Read(ctx, cl, opts, names.DeliveryAttempts, span, func(r *kgo.Record) bool {
+	err := c.Read(ctx, c.Names.DeliveryAttempts, span, func(r *kgo.Record) bool {
 		a, err := topics.ParseAttempt(r)
 		if err == nil && q.match(a) {
 			out = append(out, FromRecord(a))

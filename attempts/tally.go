@@ -54,12 +54,12 @@ type Tally struct {
 	subs map[string]*Totals // written by the follower's fold, read in its View
 }
 
-// NewTally builds a tally of names' attempts topic; opts are the client
-// options of the process. It does no I/O. Run reads the topic until its
-// context ends; CatchUp waits until it read what was written before.
-func NewTally(opts []kgo.Opt, names topics.Names, log *slog.Logger) *Tally {
+// NewTally builds a tally of c's attempts topic. It does no I/O. Run
+// reads the topic until its context ends; CatchUp waits until it read
+// what was written before.
+func NewTally(c topics.Cluster, log *slog.Logger) *Tally {
 	t := &Tally{log: log.With("component", "attempts"), subs: make(map[string]*Totals)}
-	t.Follower = topics.NewFollower(opts, t.log, t.add, names.DeliveryAttempts)
+	t.Follower = topics.NewFollower(c, t.log, t.add, c.Names.DeliveryAttempts)
 	return t
 }
 

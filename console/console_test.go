@@ -61,8 +61,8 @@ func serve(t testing.TB, o options) *harness {
 	log := kafkatest.Logger(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	h := &harness{env: env, cl: cl, registry: subscriptions.NewRegistry(cl, opts, env.Names, log)}
-	tally := attempts.NewTally(opts, env.Names, log)
-	counts := stats.NewTally(opts, env.Names, log)
+	tally := attempts.NewTally(env.ClusterOf(cl), log)
+	counts := stats.NewTally(env.ClusterOf(cl), log)
 	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
 	subscriptions.API{Registry: h.registry, Attempts: tally, Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
 	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log,

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/instances"
@@ -195,8 +193,8 @@ const progressWait = time.Second
 
 // tally is what a page reads its counts from: a topics.Follower.
 type tally interface {
-	CatchUp(context.Context, *kgo.Client) error
-	Progress(context.Context, *kgo.Client) (read, total int64, err error)
+	CatchUp(context.Context) error
+	Progress(context.Context) (read, total int64, err error)
 }
 
 // catchUp asks the tallies to read what was written before, and waits
@@ -214,7 +212,7 @@ func (u *Console) catchUp(ctx context.Context, ts ...tally) (string, error) {
 	defer cancel()
 	errs := make(chan error, len(ts))
 	for _, t := range ts {
-		go func() { errs <- t.CatchUp(waitCtx, u.cfg.Kafka) }()
+		go func() { errs <- t.CatchUp(waitCtx) }()
 	}
 	behind := false
 	for range ts {
@@ -234,7 +232,7 @@ func (u *Console) catchUp(ctx context.Context, ts ...tally) (string, error) {
 	defer cancelProgress()
 	var read, total int64
 	for _, t := range ts {
-		r, n, err := t.Progress(progressCtx, u.cfg.Kafka)
+		r, n, err := t.Progress(progressCtx)
 		if err != nil {
 			if progressCtx.Err() == nil || ctx.Err() != nil {
 				return "", err

@@ -203,7 +203,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if out.Status != "" {
 		out.NoAttempts = "No attempts with status " + out.Status + " among the newest. Choose all to see every attempt."
 	}
-	out.Attempts, err = attempts.List(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names,
+	out.Attempts, err = attempts.List(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names},
 		attempts.Query{Subscription: id, Status: out.Status, Limit: maxAttemptsShown})
 	if err != nil {
 		return err

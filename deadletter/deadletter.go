@@ -315,7 +315,7 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 			delete(ranges, p) // no letter of it is selected
 		}
 	}
-	err = topics.ReadRanges(ctx, opts, topic, ranges, func(r *kgo.Record) bool {
+	err = (topics.Cluster{Client: cl, Opts: opts}).ReadRanges(ctx, topic, ranges, func(r *kgo.Record) bool {
 		if p, o, ok := markerOf(r, topic); ok {
 			mark(p, o)
 			return true

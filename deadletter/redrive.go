@@ -112,7 +112,7 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 		return nil
 	}
 	var copyErr error
-	err = topics.ReadRanges(ctx, opts, dlq, ranges, func(r *kgo.Record) bool {
+	err = (topics.Cluster{Client: cl, Opts: opts, Names: names}).ReadRanges(ctx, dlq, ranges, func(r *kgo.Record) bool {
 		if !todo[position{r.Partition, r.Offset}] {
 			return true
 		}

@@ -151,7 +151,7 @@ func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
 	}
 	var found *kgo.Record
 	span := topics.Span{From: topics.Offset(story.Events.Offset), To: topics.Offset(story.Events.Offset + 1), Stable: true, Partitions: []int32{story.Events.Partition}}
-	err = topics.Read(ctx, a.Kafka, a.Opts, a.Names.Events, span, func(rec *kgo.Record) bool {
+	err = (topics.Cluster{Client: a.Kafka, Opts: a.Opts, Names: a.Names}).Read(ctx, a.Names.Events, span, func(rec *kgo.Record) bool {
 		if string(rec.Key) == key {
 			found = rec
 		}

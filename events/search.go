@@ -162,7 +162,7 @@ func Scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 	found := 0
 	full := false
 	var ferr error
-	err = topics.ReadRanges(ctx, opts, names.Events, now, func(r *kgo.Record) bool {
+	err = (topics.Cluster{Client: cl, Opts: opts, Names: names}).ReadRanges(ctx, names.Events, now, func(r *kgo.Record) bool {
 		seen[r.Partition] = r.Offset + 1
 		if filter.Matches(topics.EventSourceType(r)) {
 			if ferr = fn(r); ferr != nil {

@@ -256,7 +256,7 @@ func (a *StoryQuery) eventsRecord(ctx context.Context, s Story) (*Position, erro
 	}
 	span := topics.Span{From: topics.At(at), Stable: true, Partitions: []int32{s.Partition}, First: eventsScanLimit}
 	var found *Position
-	err := topics.Read(ctx, a.kafka, a.opts, a.names.Events, span, func(r *kgo.Record) bool {
+	err := (topics.Cluster{Client: a.kafka, Opts: a.opts, Names: a.names}).Read(ctx, a.names.Events, span, func(r *kgo.Record) bool {
 		if string(r.Key) == s.ID && replayOf(r) == replay {
 			found = &Position{Partition: r.Partition, Offset: r.Offset}
 		}

@@ -57,10 +57,10 @@ type counts struct {
 func (a API) stats(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if err := a.Attempts.CatchUp(ctx, a.Kafka); err != nil {
+	if err := a.Attempts.CatchUp(ctx); err != nil {
 		return admin.Error(err)
 	}
-	if err := a.Stats.CatchUp(ctx, a.Kafka); err != nil {
+	if err := a.Stats.CatchUp(ctx); err != nil {
 		return admin.Error(err)
 	}
 	out := statsView{Sources: make(map[string]*counts)}

@@ -76,12 +76,12 @@ func (s *source) slot(at, now time.Time) *Counts {
 	return &s.minutes[m%Minutes]
 }
 
-// NewTally builds a tally of names' topics; opts are the client options
-// of the process. It does no I/O. Run reads the topics until its context
-// ends; CatchUp waits until it read what was written before.
-func NewTally(opts []kgo.Opt, names topics.Names, log *slog.Logger) *Tally {
-	t := &Tally{names: names, now: time.Now, sources: make(map[string]*source)}
-	t.Follower = topics.NewFollower(opts, log.With("component", "stats"), t.add, names.Ingest, names.Events, names.DLQ)
+// NewTally builds a tally of c's ingest, events and DLQ topics. It does
+// no I/O. Run reads the topics until its context ends; CatchUp waits
+// until it read what was written before.
+func NewTally(c topics.Cluster, log *slog.Logger) *Tally {
+	t := &Tally{names: c.Names, now: time.Now, sources: make(map[string]*source)}
+	t.Follower = topics.NewFollower(c, log.With("component", "stats"), t.add, c.Names.Ingest, c.Names.Events, c.Names.DLQ)
 	return t
 }
 

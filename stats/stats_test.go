@@ -18,7 +18,7 @@ import (
 // it once it read what was written with cl.
 func caughtUp(t *testing.T, env *kafkatest.Env, cl *kgo.Client) *stats.Tally {
 	t.Helper()
-	tally := stats.NewTally([]kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	tally := stats.NewTally(env.ClusterOf(cl), kafkatest.Logger(t))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tally.Run(ctx) }()
@@ -30,7 +30,7 @@ func caughtUp(t *testing.T, env *kafkatest.Env, cl *kgo.Client) *stats.Tally {
 	})
 	catchCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := tally.CatchUp(catchCtx, cl); err != nil {
+	if err := tally.CatchUp(catchCtx); err != nil {
 		t.Fatal(err)
 	}
 	return tally

@@ -99,7 +99,7 @@ func (a API) view(s Subscription) subscriptionView {
 
 // catchUp waits until the tally has read every attempt written so far.
 func (a API) catchUp(ctx context.Context) error {
-	if err := a.Attempts.CatchUp(ctx, a.Kafka); err != nil {
+	if err := a.Attempts.CatchUp(ctx); err != nil {
 		return httpError(err)
 	}
 	return nil
@@ -251,7 +251,7 @@ func (a API) attempts(c *echo.Context) error {
 	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
 		return httpError(err)
 	}
-	out, err := attempts.List(ctx, a.Kafka, a.Opts, a.Names, q)
+	out, err := attempts.List(ctx, topics.Cluster{Client: a.Kafka, Opts: a.Opts, Names: a.Names}, q)
 	if err != nil {
 		return httpError(err)
 	}

@@ -24,7 +24,7 @@ import (
 func apiServer(t *testing.T, env *kafkatest.Env, r *subscriptions.Registry) *httptest.Server {
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	tally := attempts.NewTally(opts, env.Names, kafkatest.Logger(t))
+	tally := attempts.NewTally(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	run(t, "attempts tally", tally.Run)
 	s := admin.New(admin.Config{}, prometheus.NewRegistry(), kafkatest.Logger(t))
 	subscriptions.API{Registry: r, Attempts: tally, Kafka: env.Client(t), Opts: opts, Names: env.Names}.Mount(s)

@@ -30,7 +30,7 @@ func (c Cluster) FindEvent(ctx context.Context, key string) (*kgo.Record, error)
 		for to > r.From && read < findEventLimit {
 			from := max(r.From, to-min(step, findEventLimit-read))
 			var found *kgo.Record
-			err := ReadRanges(ctx, c.Opts, c.Names.Events, Ranges{p: {From: from, To: to}}, func(rec *kgo.Record) bool {
+			err := c.ReadRanges(ctx, c.Names.Events, Ranges{p: {From: from, To: to}}, func(rec *kgo.Record) bool {
 				if string(rec.Key) == key {
 					found = rec
 				}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +24,7 @@ const followIdle = time.Minute
 // the readers of what it keeps (View) hold one lock, so a reader sees
 // whole polls.
 type Follower struct {
-	opts   []kgo.Opt
+	c      Cluster
 	topics []string
 	fold   func(*kgo.Record)
 	log    *slog.Logger
@@ -41,10 +40,10 @@ type Follower struct {
 	change chan struct{}              // closed and replaced whenever next moves
 }
 
-// NewFollower builds a follower of ts that calls fold with each record;
-// opts are the client options of the process. It does no I/O.
-func NewFollower(opts []kgo.Opt, log *slog.Logger, fold func(*kgo.Record), ts ...Topic) *Follower {
-	f := &Follower{opts: opts, fold: fold, log: log, idle: followIdle, wake: make(chan struct{}, 1),
+// NewFollower builds a follower of ts on c that calls fold with each
+// record. It does no I/O.
+func NewFollower(c Cluster, log *slog.Logger, fold func(*kgo.Record), ts ...Topic) *Follower {
+	f := &Follower{c: c, fold: fold, log: log, idle: followIdle, wake: make(chan struct{}, 1),
 		next: make(map[string]map[int32]int64), change: make(chan struct{})}
 	for _, t := range ts {
 		f.topics = append(f.topics, string(t))
@@ -112,14 +111,14 @@ func (f *Follower) Run(ctx context.Context) error {
 
 // client is a consumer of the topics from their start.
 func (f *Follower) client() (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append(slices.Clone(f.opts),
+	cl, err := f.c.NewClient(
 		kgo.ConsumeTopics(f.topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Transactional partitions end in a commit marker: seeing the
 		// markers is how CatchUp knows the follower reached the end.
 		kgo.KeepControlRecords(),
-	)...)
+	)
 	if err != nil {
 		return nil, fmt.Errorf("follow %v: client: %w", f.topics, err)
 	}
@@ -134,9 +133,9 @@ func (f *Follower) View(fn func()) {
 }
 
 // CatchUp waits until the follower has read every record written before
-// it was called, as cl's end offsets say, or ctx ends. It sets a resting
-// follower reading.
-func (f *Follower) CatchUp(ctx context.Context, cl *kgo.Client) error {
+// it was called, as the end offsets listed through the cluster's shared
+// client say, or ctx ends. It sets a resting follower reading.
+func (f *Follower) CatchUp(ctx context.Context) error {
 	f.asking.Add(1)
 	defer func() {
 		f.asked.Store(time.Now().UnixNano())
@@ -146,7 +145,7 @@ func (f *Follower) CatchUp(ctx context.Context, cl *kgo.Client) error {
 	case f.wake <- struct{}{}:
 	default:
 	}
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, f.topics...)
+	ends, err := f.c.Admin().ListEndOffsets(ctx, f.topics...)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -170,10 +169,10 @@ func (f *Follower) CatchUp(ctx context.Context, cl *kgo.Client) error {
 }
 
 // Progress says how far the follower has read of its topics' records as
-// cl lists them now: read of total, over every partition from its start
+// they are now: read of total, over every partition from its start
 // offset (the retention's) to its end.
-func (f *Follower) Progress(ctx context.Context, cl *kgo.Client) (read, total int64, err error) {
-	adm := kadm.NewClient(cl)
+func (f *Follower) Progress(ctx context.Context) (read, total int64, err error) {
+	adm := f.c.Admin()
 	starts, err := adm.ListStartOffsets(ctx, f.topics...)
 	if err == nil {
 		err = starts.Error()

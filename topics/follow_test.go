@@ -39,7 +39,7 @@ func TestFollowerReadsOnlyWhileAsked(t *testing.T) {
 	}
 
 	folded := make(map[string]int) // times each record was folded
-	f := NewFollower([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+	f := NewFollower(Cluster{Client: cl, Opts: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}}, slog.New(slog.NewTextHandler(io.Discard, nil)),
 		func(r *kgo.Record) { folded[fmt.Sprintf("%d/%d", r.Partition, r.Offset)]++ }, "followed")
 	f.idle = 50 * time.Millisecond
 	runCtx, stop := context.WithCancel(ctx)
@@ -57,7 +57,7 @@ func TestFollowerReadsOnlyWhileAsked(t *testing.T) {
 		t.Fatal("reading before anyone asked")
 	}
 	for round := 1; round <= 5; round++ {
-		if err := f.CatchUp(ctx, cl); err != nil {
+		if err := f.CatchUp(ctx); err != nil {
 			t.Fatal(err)
 		}
 		n := 0

@@ -158,22 +158,22 @@ func (b Bound) list(ctx context.Context, adm *kadm.Client, topic Topic, limits f
 }
 
 // Read reads span of topic as ReadRanges does, its offsets listed through
-// cl.
-func Read(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic Topic, span Span, fn func(*kgo.Record) bool, progress func(read, total int64)) error {
-	rs, err := span.Ranges(ctx, cl, topic)
+// the shared client.
+func (c Cluster) Read(ctx context.Context, topic Topic, span Span, fn func(*kgo.Record) bool, progress func(read, total int64)) error {
+	rs, err := span.Ranges(ctx, c.Client, topic)
 	if err != nil {
 		return err
 	}
-	return ReadRanges(ctx, opts, topic, rs, fn, progress)
+	return c.ReadRanges(ctx, topic, rs, fn, progress)
 }
 
 // ReadRanges reads the given ranges of topic's partitions, read_committed,
 // calling fn with each record (control records excluded) in offset order
 // per partition, until fn returns false. progress, when not nil, is called
 // after each poll with the records read so far (control records counted,
-// aborted ones never seen) and the offsets ranges spans. The reader is built from opts (seed brokers, logger) and closed
-// before ReadRanges returns.
-func ReadRanges(ctx context.Context, opts []kgo.Opt, topic Topic, ranges Ranges, fn func(*kgo.Record) bool, progress func(read, total int64)) error {
+// aborted ones never seen) and the offsets ranges spans. The reader is a
+// client of the cluster's own, closed before ReadRanges returns.
+func (c Cluster) ReadRanges(ctx context.Context, topic Topic, ranges Ranges, fn func(*kgo.Record) bool, progress func(read, total int64)) error {
 	from := make(map[int32]kgo.Offset, len(ranges))
 	want := make(map[int32]int64, len(ranges))
 	for p, r := range ranges {
@@ -186,13 +186,13 @@ func ReadRanges(ctx context.Context, opts []kgo.Opt, topic Topic, ranges Ranges,
 		return nil
 	}
 	total := ranges.Offsets()
-	rd, err := kgo.NewClient(append(slices.Clone(opts),
+	rd, err := c.NewClient(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{string(topic): from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Transactional partitions end in a commit marker: seeing the
 		// markers is how a reader knows it reached the end.
 		kgo.KeepControlRecords(),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}

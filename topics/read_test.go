@@ -31,6 +31,7 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	rc := Cluster{Client: cl, Opts: opts}
 	tx, err := kgo.NewClient(append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("read-test"))...)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			var reads, totals []int64
-			err := Read(ctx, cl, opts, "read", tc.span, func(r *kgo.Record) bool {
+			err := rc.Read(ctx, "read", tc.span, func(r *kgo.Record) bool {
 				got = append(got, string(r.Value))
 				return tc.stop == 0 || len(got) < tc.stop
 			}, func(read, total int64) {
@@ -136,7 +137,7 @@ func TestRead(t *testing.T) {
 	}
 
 	t.Run("no such partition", func(t *testing.T) {
-		err := Read(ctx, cl, opts, "read", Span{Partitions: []int32{0, 7}}, func(*kgo.Record) bool { return true }, nil)
+		err := rc.Read(ctx, "read", Span{Partitions: []int32{0, 7}}, func(*kgo.Record) bool { return true }, nil)
 		if e, ok := errors.AsType[*NoPartitionError](err); !ok || e.Partition != 7 {
 			t.Errorf("got %v, want partition 7 missing", err)
 		}
@@ -155,7 +156,7 @@ func TestRead(t *testing.T) {
 		var got []string
 		readCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		err := Read(readCtx, cl, opts, "read", Span{Partitions: []int32{1}, Stable: true}, func(r *kgo.Record) bool {
+		err := rc.Read(readCtx, "read", Span{Partitions: []int32{1}, Stable: true}, func(r *kgo.Record) bool {
 			got = append(got, string(r.Value))
 			return true
 		}, nil)

@@ -253,6 +253,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 		return nil, err
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
+	c := topics.Cluster{Client: cl, Opts: kafkaOpts(cfg, log), Names: names}
 	registry := subscriptions.NewRegistry(cl, kafkaOpts(cfg, log), names, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
 	reg.MustRegister(groups.NewCollector(cl, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
@@ -269,8 +270,8 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 	srv.AddCheck("broker", brokerCheck(kadm.NewClient(cl)))
 	return &node{
 		cfg: cfg, log: log, reg: reg, tr: tr, names: names, cl: cl, registry: registry, srv: srv,
-		tally:  attempts.NewTally(kafkaOpts(cfg, log), names, log),
-		counts: stats.NewTally(kafkaOpts(cfg, log), names, log),
+		tally:  attempts.NewTally(c, log),
+		counts: stats.NewTally(c, log),
 	}, nil
 }
 

@@ -81,6 +81,13 @@ func (e *Env) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// ClusterOf is the test's broker as a component reaches it through cl:
+// the broker's seeds, then opts, build the component's own clients, and
+// the names are the test's.
+func (e *Env) ClusterOf(cl *kgo.Client, opts ...kgo.Opt) topics.Cluster {
+	return topics.Cluster{Client: cl, Opts: append([]kgo.Opt{kgo.SeedBrokers(e.Seeds...)}, opts...), Names: e.Names}
+}
+
 // Admin returns an admin client on the test's broker.
 func (e *Env) Admin(t testing.TB) *kadm.Client {
 	t.Helper()
