@@ -153,7 +153,7 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 		// Events sent before a dispatcher reads the events topic would
 		// wait for the dispatch group to form (seconds on a cluster) and
 		// count that wait as latency.
-		if err := groups.WaitAssigned(cmd.Context(), c.adm, c.names.DispatchGroup(), c.names.Events, joinTimeout); err != nil {
+		if err := groups.WaitAssigned(cmd.Context(), c.Admin(), c.Names.DispatchGroup(), c.Names.Events, joinTimeout); err != nil {
 			return fmt.Errorf("--sink: %w; is a dispatcher running? (subscription %s)", err, id)
 		}
 		return nil

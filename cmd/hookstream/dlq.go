@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/deadletter"
@@ -114,19 +113,17 @@ func withDLQ(cmd *cobra.Command, kindFlag, output string, fn func(ctx context.Co
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		if err := c.cl.Ping(pingCtx); err != nil {
+		if err := c.Client.Ping(pingCtx); err != nil {
 			return fmt.Errorf("no broker answered at %s: %w", strings.Join(c.cfg.SeedBrokers(), ","), err)
 		}
-		return fn(ctx, dlqTarget{cl: c.cl, opts: c.opts, names: c.names, kind: kind})
+		return fn(ctx, dlqTarget{Cluster: c.Cluster, kind: kind})
 	})
 }
 
 // dlqTarget is one DLQ on one cluster.
 type dlqTarget struct {
-	cl    *kgo.Client
-	opts  []kgo.Opt
-	names topics.Names
-	kind  deadletter.Kind
+	topics.Cluster
+	kind deadletter.Kind
 }
 
 // dlqOptions are the flags every dlq command shares.
@@ -177,7 +174,7 @@ func runDLQList(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection) error {
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
+		letters, err := deadletter.List(ctx, d.Client, d.Opts, d.Names, d.kind, f)
 		if err != nil {
 			return err
 		}
@@ -208,11 +205,11 @@ func runDLQShow(cmd *cobra.Command, o *dlqOptions, ref string, full bool) error 
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		l, err := deadletter.Show(ctx, d.cl, d.opts, d.names, d.kind, partition, offset)
+		l, err := deadletter.Show(ctx, d.Client, d.Opts, d.Names, d.kind, partition, offset)
 		if err != nil {
 			return err
 		}
-		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.names), l, full)
+		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.Names), l, full)
 	})
 }
 
@@ -258,15 +255,15 @@ func runDLQRedrive(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection, execute
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		target := d.kind.Target(d.names)
+		target := d.kind.Target(d.Names)
 		if execute {
-			copied, skipped, err := deadletter.Redrive(ctx, d.cl, d.opts, d.names, d.kind, f)
+			copied, skipped, err := deadletter.Redrive(ctx, d.Client, d.Opts, d.Names, d.kind, f)
 			if err != nil {
 				return err
 			}
 			return printRedrive(cmd.OutOrStdout(), o.output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
 		}
-		letters, err := deadletter.List(ctx, d.cl, d.opts, d.names, d.kind, f)
+		letters, err := deadletter.List(ctx, d.Client, d.Opts, d.Names, d.kind, f)
 		if err != nil {
 			return err
 		}

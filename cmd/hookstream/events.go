@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -70,7 +69,7 @@ func newEventFilter(ctx context.Context, c cluster, source, typ, sub string) (*e
 		f.flags.EventTypes = []string{typ}
 	}
 	if sub != "" {
-		s, err := subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Get(ctx, sub)
+		s, err := subscriptions.NewRegistry(c.Client, c.Opts, c.Names, c.log).Get(ctx, sub)
 		if err != nil {
 			return nil, fmt.Errorf("--subscription: %w", err)
 		}
@@ -145,11 +144,11 @@ func runEventsTail(cmd *cobra.Command, o *eventsTailOptions) error {
 		if err != nil {
 			return err
 		}
-		rd, err := kgo.NewClient(append(slices.Clone(c.opts),
-			kgo.ConsumeTopics(string(c.names.Events)),
+		rd, err := c.NewClient(
+			kgo.ConsumeTopics(string(c.Names.Events)),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		)...)
+		)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
@@ -161,7 +160,7 @@ func runEventsTail(cmd *cobra.Command, o *eventsTailOptions) error {
 				return nil
 			}
 			if err := fs.Err0(); err != nil {
-				return fmt.Errorf("read %s: %w", c.names.Events, err)
+				return fmt.Errorf("read %s: %w", c.Names.Events, err)
 			}
 			var werr error
 			fs.EachRecord(func(r *kgo.Record) {
@@ -245,7 +244,7 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		}
 		progress := progressLine(cmd.ErrOrStderr())
 		found := 0
-		_, err := events.Scan(ctx, c.cl, c.opts, c.names, q, func(r *kgo.Record) error {
+		_, err := events.Scan(ctx, c.Client, c.Opts, c.Names, q, func(r *kgo.Record) error {
 			found++
 			return printEvent(w, o.output, r)
 		}, progress)

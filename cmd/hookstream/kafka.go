@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
 
@@ -47,15 +46,13 @@ func (q quieter) WithGroup(name string) slog.Handler    { return quieter{q.Handl
 // connectTimeout bounds how long commands wait for an unreachable cluster.
 const connectTimeout = 30 * time.Second
 
-// cluster is what a command needs to work on the configured cluster.
+// cluster is what a command needs to work on the configured cluster: its
+// configuration and logger, and the cluster as the services reach it (its
+// shared client built from its options, which build further clients).
 type cluster struct {
-	cfg   *config.Config
-	log   *slog.Logger
-	names topics.Names
-	// opts build further clients; cl and adm are built from them.
-	opts []kgo.Opt
-	cl   *kgo.Client
-	adm  *kadm.Client
+	cfg *config.Config
+	log *slog.Logger
+	topics.Cluster
 }
 
 // withCluster loads the command's configuration and runs fn with a client
@@ -84,7 +81,7 @@ func withCluster(cmd *cobra.Command, fn func(ctx context.Context, c cluster) err
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	err = fn(cmd.Context(), cluster{cfg: cfg, log: log, names: topics.NewNames(cfg.TopicPrefix), opts: opts, cl: cl, adm: kadm.NewClient(cl)})
+	err = fn(cmd.Context(), cluster{cfg: cfg, log: log, Cluster: topics.Cluster{Client: cl, Opts: opts, Names: topics.NewNames(cfg.TopicPrefix)}})
 	if err != nil && dials.unreachable() {
 		seeds := strings.Join(cfg.SeedBrokers(), ",")
 		if cfg.Embedded() {

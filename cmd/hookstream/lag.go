@@ -48,7 +48,7 @@ func runLag(cmd *cobra.Command, group, output string) error {
 	}
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		if group != "" {
-			if _, err := groups.Resolve(c.names, group); err != nil {
+			if _, err := groups.Resolve(c.Names, group); err != nil {
 				return fmt.Errorf("--group: %w", err)
 			}
 		}
@@ -58,7 +58,7 @@ func runLag(cmd *cobra.Command, group, output string) error {
 		if err != nil {
 			return err
 		}
-		lags, err := groups.API{Kafka: c.cl, Names: c.names, Registry: r}.Lags(ctx, group)
+		lags, err := groups.API{Kafka: c.Client, Names: c.Names, Registry: r}.Lags(ctx, group)
 		if errors.Is(err, groups.ErrNoGroup) {
 			return fmt.Errorf("--group: %w", err)
 		}

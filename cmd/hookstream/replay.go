@@ -141,7 +141,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags) error {
 		if f.group == "" {
 			return errors.New("--group is required: processor, retry, sub:<id> or a full group name")
 		}
-		group, err := groups.Resolve(c.names, f.group)
+		group, err := groups.Resolve(c.Names, f.group)
 		if err != nil {
 			return fmt.Errorf("--group: %w", err)
 		}
@@ -155,7 +155,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags) error {
 		if err != nil {
 			return err
 		}
-		replay, err := groups.API{Kafka: c.cl, Names: c.names, Registry: r}.Replay(ctx, string(group), f.topic, f.partitions, t, f.execute)
+		replay, err := groups.API{Kafka: c.Client, Names: c.Names, Registry: r}.Replay(ctx, string(group), f.topic, f.partitions, t, f.execute)
 		if err != nil {
 			return err
 		}

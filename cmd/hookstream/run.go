@@ -162,7 +162,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 			return err
 		}
 		rejected, receiver = h.Rejected, receiverAnswers(h)
-		puller := pull.New(pull.Config{Names: n.names, MaxRecordBytes: topics.MaxRecordBytes(n.cfg.MaxBody), Tracing: n.tr}, n.cl, n.registry, n.log, n.reg)
+		puller := pull.New(pull.Config{Names: n.Names, MaxRecordBytes: topics.MaxRecordBytes(n.cfg.MaxBody), Tracing: n.tr}, n.Client, n.registry, n.log, n.reg)
 		h.Route(http.MethodGet, pull.Path, puller.Events)
 		g.Go(func() error { return puller.Run(ctx) })
 		g.Go(func() error { return h.Run(ctx) })
@@ -184,7 +184,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 	}
 	stories := n.mount(rejected, ledger)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Kafka: n.cl, Opts: kafkaOpts(n.cfg, n.log), Names: n.names, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+		Kafka: n.Client, Opts: n.Opts, Names: n.Names, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
 	if err != nil {
 		return err
 	}
@@ -222,15 +222,14 @@ func warnUnsafe(cfg *config.Config, log *slog.Logger) {
 }
 
 // node is what the roles of one process share: the metrics registry,
-// tracing, the admin server and client, the subscriptions registry and the
-// tallies behind the admin API.
+// tracing, the cluster (its shared client is the admin client), the admin
+// server, the subscriptions registry and the tallies behind the admin API.
 type node struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	tr       tracing.Tracing
-	names    topics.Names
-	cl       *kgo.Client // the admin client
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	tr  tracing.Tracing
+	topics.Cluster
 	registry *subscriptions.Registry
 	srv      *admin.Server
 	tally    *attempts.Tally
@@ -254,7 +253,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
 	c := topics.Cluster{Client: cl, Opts: kafkaOpts(cfg, log), Names: names}
-	registry := subscriptions.NewRegistry(cl, kafkaOpts(cfg, log), names, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
+	registry := subscriptions.NewRegistry(cl, c.Opts, names, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
 	reg.MustRegister(groups.NewCollector(cl, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {
@@ -269,7 +268,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles, TrustedProxies: cfg.TrustedProxies}, reg, log)
 	srv.AddCheck("broker", brokerCheck(kadm.NewClient(cl)))
 	return &node{
-		cfg: cfg, log: log, reg: reg, tr: tr, names: names, cl: cl, registry: registry, srv: srv,
+		cfg: cfg, log: log, reg: reg, tr: tr, Cluster: c, registry: registry, srv: srv,
 		tally:  attempts.NewTally(c, log),
 		counts: stats.NewTally(c, log),
 	}, nil
@@ -281,13 +280,13 @@ func (n *node) close() {
 	for _, p := range slices.Backward(n.producers) {
 		p.Close()
 	}
-	n.cl.Close()
+	n.Client.Close()
 }
 
 // producer builds a producer with opts on top of the process's, closed by
 // close.
 func (n *node) producer(opts ...kgo.Opt) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(kafkaOpts(n.cfg, n.log, opts...)...)
+	cl, err := n.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
@@ -316,7 +315,7 @@ func (n *node) startIngest(sources ingest.Sources) (*ingest.Handler, error) {
 		AcceptAll:      n.cfg.SourcesFile == "",
 		MaxBody:        n.cfg.MaxBody,
 		AckTimeout:     n.cfg.AckTimeout,
-		Topic:          n.names.Ingest,
+		Topic:          n.Names.Ingest,
 		TrustedProxies: n.cfg.TrustedProxies,
 		Tracing:        n.tr,
 	}
@@ -329,12 +328,12 @@ func (n *node) startIngest(sources ingest.Sources) (*ingest.Handler, error) {
 
 // startProcessor builds the processor, ready checked by the admin server.
 func (n *node) startProcessor() (*processor.Processor, error) {
-	pcfg, err := processorConfig(n.cfg, n.names)
+	pcfg, err := processorConfig(n.cfg, n.Names)
 	if err != nil {
 		return nil, err
 	}
 	pcfg.Tracing = n.tr
-	p := processor.New(pcfg, kafkaOpts(n.cfg, n.log), n.log, n.reg)
+	p := processor.New(pcfg, n.Opts, n.log, n.reg)
 	n.srv.AddCheck("processor", p.Ready)
 	return p, nil
 }
@@ -369,7 +368,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 		// dispatchers under one would fence each other.
 		InstanceID: n.cfg.InstanceID,
 		Tracing:    n.tr,
-	}, topics.Cluster{Client: producer, Opts: kafkaOpts(n.cfg, n.log, kgo.ClientID(topics.MemberClientID("dispatcher", advertisedAdmin(n.cfg)))), Names: n.names},
+	}, topics.Cluster{Client: producer, Opts: kafkaOpts(n.cfg, n.log, kgo.ClientID(topics.MemberClientID("dispatcher", advertisedAdmin(n.cfg)))), Names: n.Names},
 		n.registry, n.log, n.reg)
 	n.srv.AddCheck("dispatcher", d.Ready)
 	return d, nil
@@ -380,15 +379,14 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 // when it runs them. It returns the story query, which the console asks
 // too.
 func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *events.StoryQuery {
-	opts := kafkaOpts(n.cfg, n.log)
-	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.cl, Opts: opts, Names: n.names, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
-	deadletter.API{Kafka: n.cl, Opts: opts, Names: n.names}.Mount(n.srv)
-	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.cl, Names: n.names}.Mount(n.srv)
-	groups.API{Kafka: n.cl, Names: n.names, Registry: n.registry}.Mount(n.srv)
-	instances.API{Kafka: n.cl, Names: n.names}.Mount(n.srv)
-	stories := events.NewStoryQuery(ledger, n.registry, n.cl, opts, n.names, n.cfg.TraceURL, n.log)
+	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.Client, Opts: n.Opts, Names: n.Names, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
+	deadletter.API{Kafka: n.Client, Opts: n.Opts, Names: n.Names}.Mount(n.srv)
+	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
+	groups.API{Kafka: n.Client, Names: n.Names, Registry: n.registry}.Mount(n.srv)
+	instances.API{Kafka: n.Client, Names: n.Names}.Mount(n.srv)
+	stories := events.NewStoryQuery(ledger, n.registry, n.Client, n.Opts, n.Names, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
-	events.API{Kafka: n.cl, Opts: opts, Names: n.names, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
+	events.API{Kafka: n.Client, Opts: n.Opts, Names: n.Names, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
 	return stories
 }
 

@@ -133,7 +133,7 @@ func withClusterRegistry(cmd *cobra.Command, fn func(ctx context.Context, c clus
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
+		if err := ensureTopics(ctx, c.cfg, c.Client, c.log); err != nil {
 			return err
 		}
 		r, err := c.registry()
@@ -151,7 +151,7 @@ func (c cluster) registry() (*subscriptions.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return subscriptions.NewRegistry(c.cl, c.opts, c.names, c.log).Secure(sec).Replicas(c.cfg.ReplicationFactor), nil
+	return subscriptions.NewRegistry(c.Client, c.Opts, c.Names, c.log).Secure(sec).Replicas(c.cfg.ReplicationFactor), nil
 }
 
 // subscriptionSecurity is how subscriptions are guarded:

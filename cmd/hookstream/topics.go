@@ -43,7 +43,7 @@ func newTopicsCreateCommand() *cobra.Command {
 // runTopicsCreate creates the missing topics and checks the others.
 func runTopicsCreate(cmd *cobra.Command) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
-		if err := ensureTopics(ctx, c.cfg, c.cl, c.log); err != nil {
+		if err := ensureTopics(ctx, c.cfg, c.Client, c.log); err != nil {
 			return err
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), "topics are in place")
@@ -73,7 +73,7 @@ func runTopicsDescribe(cmd *cobra.Command, output string) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		infos, err := describeTopics(ctx, c.adm, c.names)
+		infos, err := describeTopics(ctx, c.Admin(), c.Names)
 		if err != nil {
 			return err
 		}
