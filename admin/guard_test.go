@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
@@ -25,9 +24,8 @@ func guardedAPI(t *testing.T, tok string) *httptest.Server {
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
 	reg := prometheus.NewRegistry()
-	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	s := admin.New(admin.Config{Token: tok}, reg, log)
-	subscriptions.API{Registry: subscriptions.NewRegistry(cl, opts, env.Names, log), Attempts: attempts.NewTally(env.ClusterOf(cl), log), Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
+	subscriptions.API{Registry: subscriptions.NewRegistry(env.ClusterOf(cl), log), Attempts: attempts.NewTally(env.ClusterOf(cl), log), Cluster: env.ClusterOf(cl)}.Mount(s)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv

@@ -147,7 +147,7 @@ func fillDeployment(b *testing.B, env *kafkatest.Env, n int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	cl := env.Client(b)
-	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(b))
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), kafkatest.Logger(b))
 	subs := []string{"sub_orders", "sub_repos", "sub_everything"}
 	for _, id := range subs {
 		s := subscriptions.Subscription{ID: id, URL: "https://example.com/" + id}

@@ -608,7 +608,7 @@ func (u *Console) testSubscription(r *Request) error {
 	if err != nil {
 		return subscriptionError(err)
 	}
-	e, err := subscriptions.TestEvent(ctx, u.cfg.Kafka, u.cfg.Opts, u.cfg.Names, t.Event, []byte(t.Envelope))
+	e, err := subscriptions.TestEvent(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, t.Event, []byte(t.Envelope))
 	status := http.StatusOK
 	switch {
 	case errors.Is(err, topics.ErrEventNotFound):

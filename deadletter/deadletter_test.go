@@ -297,7 +297,7 @@ func TestDeliveryRedrive(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 3)
 	names := fx.env.Names
-	registry := subscriptions.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(topics.Cluster{Client: fx.cl, Opts: fx.opts, Names: names}, kafkatest.Logger(t))
 	schedule := []time.Duration{20 * time.Millisecond, 20 * time.Millisecond}
 	startDispatcher(t, fx, registry, schedule)
 	sink := newHealing(t)
@@ -373,7 +373,7 @@ func TestRedeadLetteredDeliveryNotifiesAgain(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 3)
 	names := fx.env.Names
-	registry := subscriptions.NewRegistry(fx.cl, fx.opts, names, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(topics.Cluster{Client: fx.cl, Opts: fx.opts, Names: names}, kafkatest.Logger(t))
 	startProcessor(t, fx)
 	startDispatcher(t, fx, registry, []time.Duration{20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -160,7 +160,7 @@ func benchDispatcher(b *testing.B, subs int, sub subscriptions.Subscription, pay
 	if err := cl.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
-	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(b))
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), kafkatest.Logger(b))
 	srv, n := countingSink(b)
 	others, _ := countingSink(b)
 	for i := range subs + len(neighbours) {

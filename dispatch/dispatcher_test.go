@@ -58,7 +58,7 @@ func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg dispatch.Config) *harnes
 	t.Helper()
 	cl := env.Client(t)
 	h := &harness{env: env, cl: cl}
-	h.registry = subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	h.registry = subscriptions.NewRegistry(env.ClusterOf(cl), kafkatest.Logger(t))
 	cfg.Client.Timeout, cfg.Client.UserAgent = 2*time.Second, "hookstream/test"
 	if cfg.Schedule == nil {
 		cfg.Schedule = testSchedule

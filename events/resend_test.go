@@ -76,7 +76,7 @@ func TestResend(t *testing.T) {
 	log := kafkatest.Logger(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	cl := env.Client(t)
-	registry := subscriptions.NewRegistry(cl, opts, names, log)
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), log)
 
 	p := processor.New(processor.Config{
 		Names: names, StateDir: t.TempDir(), MaxRecordBytes: topics.MaxRecordBytes(maxBody),

@@ -188,7 +188,7 @@ func serveEvents(t *testing.T, env *kafkatest.Env) func(path string) (int, []byt
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
 	events.API{Kafka: cl, Opts: opts, Names: env.Names}.Mount(srv)
-	events.NewStoryQuery(nil, subscriptions.NewRegistry(cl, opts, env.Names, log), cl, opts, env.Names, "", log).Mount(srv)
+	events.NewStoryQuery(nil, subscriptions.NewRegistry(env.ClusterOf(cl), log), cl, opts, env.Names, "", log).Mount(srv)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return func(path string) (int, []byte) {

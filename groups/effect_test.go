@@ -132,7 +132,7 @@ func TestReplaySubscriptionRedeliversToItOnly(t *testing.T) {
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
 	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	registry := subscriptions.NewRegistry(cl, opts, env.Names, log)
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), log)
 	var mu sync.Mutex
 	got := map[string]map[string]int{"a": {}, "b": {}}
 	subscriber := func(name string) string {

@@ -59,7 +59,7 @@ func newHarnessOn(t *testing.T, env *kafkatest.Env, cfg pull.Config, opts ...fun
 	for _, o := range opts {
 		o(h)
 	}
-	h.registry = subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	h.registry = subscriptions.NewRegistry(env.ClusterOf(cl), kafkatest.Logger(t))
 	h.start(t, cfg)
 	return h
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
@@ -25,10 +24,8 @@ type API struct {
 	Registry *Registry
 	// Attempts follows the delivery attempts: the subscriptions' totals.
 	Attempts *attempts.Tally
-	// Kafka reads the attempts topic; Opts build its readers.
-	Kafka *kgo.Client
-	Opts  []kgo.Opt
-	Names topics.Names
+	// Cluster's events and attempts topics are read.
+	Cluster topics.Cluster
 	// UserAgent is the deliveries' User-Agent, which a test shows.
 	UserAgent string
 }
@@ -251,7 +248,7 @@ func (a API) attempts(c *echo.Context) error {
 	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
 		return httpError(err)
 	}
-	out, err := attempts.List(ctx, topics.Cluster{Client: a.Kafka, Opts: a.Opts, Names: a.Names}, q)
+	out, err := attempts.List(ctx, a.Cluster, q)
 	if err != nil {
 		return httpError(err)
 	}
@@ -279,7 +276,7 @@ func (a API) testSubscription(c *echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	e, err := TestEvent(ctx, a.Kafka, a.Opts, a.Names, in.Event, in.Envelope)
+	e, err := TestEvent(ctx, a.Cluster, in.Event, in.Envelope)
 	if errors.Is(err, topics.ErrEventNotFound) {
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
 	}

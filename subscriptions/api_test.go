@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
@@ -23,11 +22,11 @@ import (
 // apiServer serves the subscriptions API on env with registry r.
 func apiServer(t *testing.T, env *kafkatest.Env, r *subscriptions.Registry) *httptest.Server {
 	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	tally := attempts.NewTally(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
+	c := env.ClusterOf(env.Client(t))
+	tally := attempts.NewTally(c, kafkatest.Logger(t))
 	run(t, "attempts tally", tally.Run)
 	s := admin.New(admin.Config{}, prometheus.NewRegistry(), kafkatest.Logger(t))
-	subscriptions.API{Registry: r, Attempts: tally, Kafka: env.Client(t), Opts: opts, Names: env.Names}.Mount(s)
+	subscriptions.API{Registry: r, Attempts: tally, Cluster: c}.Mount(s)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv
@@ -178,7 +177,7 @@ func dur(s string) subscriptions.Duration {
 // previous_pull_token; its kind cannot be patched.
 func TestAPIPullSubscription(t *testing.T) {
 	env := kafkatest.New(t, 1, 1<<20)
-	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	srv := apiServer(t, env, r)
 	type shown struct {
 		ID                     string `json:"id"`
@@ -229,7 +228,7 @@ func TestAPIPullSubscription(t *testing.T) {
 // nothing.
 func TestAPITest(t *testing.T) {
 	env := kafkatest.New(t, 1, 1<<20)
-	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	srv := apiServer(t, env, r)
 	s := subscriptions.Subscription{URL: "https://example.com/hook", Filter: `data.action == "opened"`, Transform: `{"n": data.number}`,
 		Headers: map[string]string{"X-Token": "s3cret"}}

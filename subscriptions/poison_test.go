@@ -71,7 +71,7 @@ func TestUndecodableRecordsSkipped(t *testing.T) {
 	env := kafkatest.New(t, 1, 1<<20)
 	log, logs := kafkatest.CaptureLogs(t)
 	reg := prometheus.NewRegistry()
-	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, log).Instrument(reg)
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), log).Instrument(reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	good := &subscriptions.Subscription{URL: "https://example.com/good"}
@@ -178,7 +178,7 @@ func TestPoisonedRecordDuringRebalance(t *testing.T) {
 		t.Helper()
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		r := subscriptions.NewRegistry(producer, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t)).Instrument(reg)
+		r := subscriptions.NewRegistry(env.ClusterOf(producer), kafkatest.Logger(t)).Instrument(reg)
 		d := dispatch.New(dispatch.Config{Client: webhook.Config{AllowPrivate: true, Timeout: 2 * time.Second}},
 			topics.Cluster{Client: producer, Opts: []kgo.Opt{kgo.SeedBrokers(env.Seeds...), kgo.HeartbeatInterval(200 * time.Millisecond)}, Names: env.Names}, r, kafkatest.Logger(t), reg)
 		run(t, "dispatcher "+name, d.Run)
@@ -219,7 +219,7 @@ func TestPoisonedRecordDuringRebalance(t *testing.T) {
 	dispatcher("a")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin := subscriptions.NewRegistry(producer, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	admin := subscriptions.NewRegistry(env.ClusterOf(producer), kafkatest.Logger(t))
 	if err := admin.Create(ctx, &subscriptions.Subscription{URL: sink.URL}, "earliest"); err != nil {
 		t.Fatal(err)
 	}

@@ -112,10 +112,10 @@ func (c *Compiled) Redact(p Preview) Preview {
 const MaxTestEnvelope = 4 << 20
 
 // TestEvent is the event a test names: key, <source>:<event-id>, found on
-// the events topic (topics.Cluster.FindEvent), or envelope, given whole (at most
+// c's events topic (topics.Cluster.FindEvent), or envelope, given whole (at most
 // MaxTestEnvelope bytes); exactly one of the two. An envelope that is not
 // one, or both or neither given, is ErrInvalid.
-func TestEvent(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, key string, envelope []byte) (*Event, error) {
+func TestEvent(ctx context.Context, c topics.Cluster, key string, envelope []byte) (*Event, error) {
 	switch {
 	case (key == "") == (len(envelope) == 0):
 		return nil, fmt.Errorf("%w: name an event (SOURCE:ID) or give an envelope, not both", ErrInvalid)
@@ -123,7 +123,7 @@ func TestEvent(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics
 		if _, id, ok := strings.Cut(key, ":"); !ok || id == "" || strings.HasPrefix(key, ":") {
 			return nil, fmt.Errorf("%w: event %q is not SOURCE:ID", ErrInvalid, key)
 		}
-		r, err := (topics.Cluster{Client: cl, Opts: opts, Names: names}).FindEvent(ctx, key)
+		r, err := c.FindEvent(ctx, key)
 		if err != nil {
 			return nil, err
 		}

@@ -82,7 +82,7 @@ func TestPreview(t *testing.T) {
 func TestTestEvent(t *testing.T) {
 	ctx := context.Background()
 	envelope := eventRecord(t, "github", "push", "1", `{}`).Value
-	e, err := subscriptions.TestEvent(ctx, nil, nil, topics.Names{}, "", envelope)
+	e, err := subscriptions.TestEvent(ctx, topics.Cluster{}, "", envelope)
 	if err != nil || string(e.Record().Key) != "github:1" {
 		t.Fatalf("envelope: got %v, want the event github:1", err)
 	}
@@ -98,7 +98,7 @@ func TestTestEvent(t *testing.T) {
 		"too deep":       {"", `{"id":"a:b","data":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`},
 		"over the bound": {"", `{"id":"a:b","pad":"` + strings.Repeat("x", subscriptions.MaxTestEnvelope) + `"}`},
 	} {
-		if _, err := subscriptions.TestEvent(ctx, nil, nil, topics.Names{}, tc.key, []byte(tc.envelope)); !errors.Is(err, subscriptions.ErrInvalid) {
+		if _, err := subscriptions.TestEvent(ctx, topics.Cluster{}, tc.key, []byte(tc.envelope)); !errors.Is(err, subscriptions.ErrInvalid) {
 			t.Errorf("%s: got %v, want ErrInvalid", name, err)
 		}
 	}

@@ -51,12 +51,10 @@ var ErrLimit = errors.New("subscription limit")
 // snapshot once the snapshot has caught up with the topic's last stable
 // offsets, so a reader still sees every write committed before it asked.
 type Registry struct {
-	cl    *kgo.Client
-	opts  []kgo.Opt
-	names topics.Names
-	log   *slog.Logger
-	now   func() time.Time
-	sec   Security
+	c   topics.Cluster
+	log *slog.Logger
+	now func() time.Time
+	sec Security
 	// replicas of the topics created for topic subscriptions.
 	replicas int16
 	// skips skips the records that are not subscriptions.
@@ -74,11 +72,11 @@ type snapshot struct {
 	next map[int32]int64
 }
 
-// NewRegistry reads end offsets with cl and reads and writes with fresh
-// clients built from opts (seed brokers, logger).
-func NewRegistry(cl *kgo.Client, opts []kgo.Opt, names topics.Names, log *slog.Logger) *Registry {
-	r := &Registry{cl: cl, opts: opts, names: names, log: log, now: time.Now, moved: make(chan struct{}), skips: newSkipper(log)}
-	r.skips.skipped.WithLabelValues(string(names.Subscriptions))
+// NewRegistry reads end offsets with c's shared client and reads and
+// writes with clients of c's own.
+func NewRegistry(c topics.Cluster, log *slog.Logger) *Registry {
+	r := &Registry{c: c, log: log, now: time.Now, moved: make(chan struct{}), skips: newSkipper(log)}
+	r.skips.skipped.WithLabelValues(string(c.Names.Subscriptions))
 	return r
 }
 
@@ -165,7 +163,7 @@ func (r *Registry) openReporting(stored map[string]Subscription, report bool) (s
 		s, current, err := r.sec.Keys.openSecrets(stored[id])
 		if err != nil {
 			if report {
-				r.skips.refuse(string(r.names.Subscriptions), id, err)
+				r.skips.refuse(string(r.c.Names.Subscriptions), id, err)
 			}
 			skipped = append(skipped, err)
 			continue
@@ -244,7 +242,7 @@ func (r *Registry) Reseal(ctx context.Context) (int, error) {
 
 // read reads every committed subscription as stored.
 func (r *Registry) read(ctx context.Context) (map[string]Subscription, error) {
-	topic := string(r.names.Subscriptions)
+	topic := string(r.c.Names.Subscriptions)
 	want, err := r.committedEnds(ctx)
 	if err != nil {
 		return nil, err
@@ -253,7 +251,7 @@ func (r *Registry) read(ctx context.Context) (map[string]Subscription, error) {
 	if len(want) == 0 {
 		return subs, nil
 	}
-	cl, err := kgo.NewClient(append(slices.Clone(r.opts), readOpts(topic)...)...)
+	cl, err := r.c.NewClient(readOpts(topic)...)
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: client: %w", err)
 	}
@@ -448,7 +446,7 @@ func (r *Registry) Update(ctx context.Context, id string, edit func(*Subscriptio
 		if s.Enabled == prev.Enabled {
 			return []*kgo.Record{rec}, nil
 		}
-		return []*kgo.Record{rec, toggled(s).Record(r.names.Ingest)}, nil
+		return []*kgo.Record{rec, toggled(s).Record(r.c.Names.Ingest)}, nil
 	})
 	return out, err
 }
@@ -475,7 +473,7 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 		if _, err := find(subs, id); err != nil {
 			return nil, err
 		}
-		return []*kgo.Record{{Topic: string(r.names.Subscriptions), Key: []byte(id)}}, nil
+		return []*kgo.Record{{Topic: string(r.c.Names.Subscriptions), Key: []byte(id)}}, nil
 	})
 }
 
@@ -555,8 +553,8 @@ func (r *Registry) checkTopic(subs map[string]Subscription, s Subscription) erro
 	if s.Kind() != KindTopic {
 		return nil
 	}
-	if r.names.Reserved(s.Topic) {
-		return fmt.Errorf("%w: topic: %s is hookstream's own (%s.*) or Kafka's internal (__*): name a topic of your own", ErrInvalid, s.Topic, r.names.Prefix)
+	if r.c.Names.Reserved(s.Topic) {
+		return fmt.Errorf("%w: topic: %s is hookstream's own (%s.*) or Kafka's internal (__*): name a topic of your own", ErrInvalid, s.Topic, r.c.Names.Prefix)
 	}
 	for _, id := range slices.Sorted(maps.Keys(subs)) {
 		if o := subs[id]; id != s.ID && o.Topic == s.Topic {
@@ -574,8 +572,8 @@ func (r *Registry) ensureTopic(ctx context.Context, s Subscription) error {
 	if s.Kind() != KindTopic {
 		return nil
 	}
-	adm := kadm.NewClient(r.cl)
-	events := string(r.names.Events)
+	adm := r.c.Admin()
+	events := string(r.c.Names.Events)
 	listed, err := adm.ListTopics(ctx, events)
 	if err == nil {
 		err = listed.Error()
@@ -601,7 +599,7 @@ func (r *Registry) ensureTopic(ctx context.Context, s Subscription) error {
 		}
 	}
 	spec := topics.Spec{Topic: topics.Topic(s.Topic), Partitions: int32(len(listed[events].Partitions)), Configs: configs}
-	if _, err := topics.Ensure(ctx, r.cl, []topics.Spec{spec}, r.replicas); err != nil {
+	if _, err := topics.Ensure(ctx, r.c.Client, []topics.Spec{spec}, r.replicas); err != nil {
 		return fmt.Errorf("subscriptions: %w", err)
 	}
 	return nil
@@ -627,7 +625,7 @@ func (r *Registry) record(s *Subscription, exprs bool) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions: encode: %w", err)
 	}
-	return &kgo.Record{Topic: string(r.names.Subscriptions), Key: []byte(s.ID), Value: v}, nil
+	return &kgo.Record{Topic: string(r.c.Names.Subscriptions), Key: []byte(s.ID), Value: v}, nil
 }
 
 // writeTries bounds how often a write that lost to a concurrent one is
@@ -666,10 +664,10 @@ func lostRace(err error) bool {
 }
 
 func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscription) ([]*kgo.Record, error)) error {
-	cl, err := kgo.NewClient(append(slices.Clone(r.opts),
-		kgo.TransactionalID(r.names.SubscriptionsWriter()),
+	cl, err := r.c.NewClient(
+		kgo.TransactionalID(r.c.Names.SubscriptionsWriter()),
 		kgo.TransactionTimeout(time.Minute),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("subscriptions: writer: %w", err)
 	}
@@ -723,8 +721,8 @@ func (r *Registry) awaitVisible(ctx context.Context, rec *kgo.Record) error {
 
 // setStart commits the starting offsets of a new subscription's group.
 func (r *Registry) setStart(ctx context.Context, id, from string) error {
-	adm := kadm.NewClient(r.cl)
-	events := string(r.names.Events)
+	adm := r.c.Admin()
+	events := string(r.c.Names.Events)
 	var list func() (kadm.ListedOffsets, error)
 	switch from {
 	case "", "latest":
@@ -749,7 +747,7 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 	if err != nil {
 		return fmt.Errorf("from: list offsets of %s: %w", events, err)
 	}
-	if err := adm.CommitAllOffsets(ctx, string(r.names.SubscriptionGroup(id)), listed.Offsets()); err != nil {
+	if err := adm.CommitAllOffsets(ctx, string(r.c.Names.SubscriptionGroup(id)), listed.Offsets()); err != nil {
 		return fmt.Errorf("from: commit start offsets: %w", err)
 	}
 	return nil
@@ -760,12 +758,12 @@ func (r *Registry) setStart(ctx context.Context, id, from string) error {
 // until ctx ends. It reads with its own client. A subscription whose
 // secret cannot be decrypted is skipped (see open).
 func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) error {
-	topic := string(r.names.Subscriptions)
+	topic := string(r.c.Names.Subscriptions)
 	loading, err := r.ends(ctx)
 	if err != nil {
 		return nil // ctx ended
 	}
-	cl, err := kgo.NewClient(append(slices.Clone(r.opts), append(readOpts(topic), kgo.FetchMaxWait(time.Second))...)...)
+	cl, err := r.c.NewClient(append(readOpts(topic), kgo.FetchMaxWait(time.Second))...)
 	if err != nil {
 		return fmt.Errorf("subscriptions: client: %w", err)
 	}
@@ -830,7 +828,7 @@ func (r *Registry) ends(ctx context.Context) (map[int32]int64, error) {
 func (r *Registry) committedEnds(ctx context.Context) (map[int32]int64, error) {
 	var listed kadm.ListedOffsets
 	err := settle(ctx, func() (err error) {
-		listed, err = kadm.NewClient(r.cl).ListCommittedOffsets(ctx, string(r.names.Subscriptions))
+		listed, err = r.c.Admin().ListCommittedOffsets(ctx, string(r.c.Names.Subscriptions))
 		if err == nil {
 			err = listed.Error()
 		}

@@ -39,7 +39,7 @@ func run(t *testing.T, name string, f func(context.Context) error) {
 // snapshot, sees every write committed before it.
 func TestGetWhileWatching(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
-	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	ctx := context.Background()
 	loaded := make(chan struct{}, 1)
 	run(t, "Watch", func(ctx context.Context) error {
@@ -90,7 +90,7 @@ func TestCreateRightAfterTopicsCreate(t *testing.T) {
 	for _, topic := range []string{string(env.Names.Subscriptions), string(env.Names.Events)} {
 		env.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets, kmsg.Metadata}, Topic: topic, Err: kerr.UnknownTopicOrPartition, Count: 3})
 	}
-	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := &subscriptions.Subscription{URL: "https://example.com/hook"}
@@ -106,7 +106,7 @@ func TestCreateRightAfterTopicsCreate(t *testing.T) {
 // subscription all land, none overwriting another.
 func TestRegistryUpdatesNeverLost(t *testing.T) {
 	env := kafkatest.New(t, 1, 1<<20)
-	registry := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	ctx := context.Background()
 	sub := subscriptions.Subscription{URL: "https://example.com/hook"}
 	if err := registry.Create(ctx, &sub, ""); err != nil {
@@ -148,7 +148,7 @@ func TestRegistryUpdatesNeverLost(t *testing.T) {
 // compile is refused.
 func TestStoredExpressionRecompiledOnlyWhenChanged(t *testing.T) {
 	env := kafkatest.New(t, 1, 1<<20)
-	r := subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
 	ctx := context.Background()
 	s := &subscriptions.Subscription{URL: "https://example.com/hook", Filter: `source == "github"`}
 	if err := r.Create(ctx, s, ""); err != nil {
@@ -176,7 +176,7 @@ func TestStoredExpressionRecompiledOnlyWhenChanged(t *testing.T) {
 func TestTopicSubscriptionTopics(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
 	cl := env.Client(t)
-	r := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t))
+	r := subscriptions.NewRegistry(env.ClusterOf(cl), kafkatest.Logger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	target := env.Names.Prefix + "-orders"

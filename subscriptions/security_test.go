@@ -28,7 +28,7 @@ func newKey(t *testing.T) []byte {
 
 func secureRegistry(t *testing.T, env *kafkatest.Env, sec subscriptions.Security) *subscriptions.Registry {
 	t.Helper()
-	return subscriptions.NewRegistry(env.Client(t), []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, kafkatest.Logger(t)).Secure(sec)
+	return subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t)).Secure(sec)
 }
 
 // refusedWithoutTheKey checks that without a key, or with another, a

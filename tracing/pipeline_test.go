@@ -103,7 +103,7 @@ func newProcessor(env *kafkatest.Env, tr tracing.Tracing, log *slog.Logger, stat
 func dispatcher(t *testing.T, env *kafkatest.Env, tr tracing.Tracing, log *slog.Logger) *subscriptions.Registry {
 	t.Helper()
 	cl := env.Client(t)
-	registry := subscriptions.NewRegistry(cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names, log)
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), log)
 	d := dispatch.New(dispatch.Config{
 		Client:   webhook.Config{AllowPrivate: true, Timeout: 2 * time.Second},
 		Schedule: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond},

@@ -69,7 +69,7 @@ func newEventFilter(ctx context.Context, c cluster, source, typ, sub string) (*e
 		f.flags.EventTypes = []string{typ}
 	}
 	if sub != "" {
-		s, err := subscriptions.NewRegistry(c.Client, c.Opts, c.Names, c.log).Get(ctx, sub)
+		s, err := subscriptions.NewRegistry(c.Cluster, c.log).Get(ctx, sub)
 		if err != nil {
 			return nil, fmt.Errorf("--subscription: %w", err)
 		}

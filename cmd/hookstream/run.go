@@ -253,7 +253,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 	}
 	names := topics.NewNames(cfg.TopicPrefix)
 	c := topics.Cluster{Client: cl, Opts: kafkaOpts(cfg, log), Names: names}
-	registry := subscriptions.NewRegistry(cl, c.Opts, names, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
+	registry := subscriptions.NewRegistry(c, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
 	reg.MustRegister(groups.NewCollector(cl, names, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {
@@ -379,7 +379,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 // when it runs them. It returns the story query, which the console asks
 // too.
 func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *events.StoryQuery {
-	subscriptions.API{Registry: n.registry, Attempts: n.tally, Kafka: n.Client, Opts: n.Opts, Names: n.Names, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
+	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	deadletter.API{Kafka: n.Client, Opts: n.Opts, Names: n.Names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
 	groups.API{Kafka: n.Client, Names: n.Names, Registry: n.registry}.Mount(n.srv)

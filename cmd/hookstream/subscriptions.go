@@ -151,7 +151,7 @@ func (c cluster) registry() (*subscriptions.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return subscriptions.NewRegistry(c.Client, c.Opts, c.Names, c.log).Secure(sec).Replicas(c.cfg.ReplicationFactor), nil
+	return subscriptions.NewRegistry(c.Cluster, c.log).Secure(sec).Replicas(c.cfg.ReplicationFactor), nil
 }
 
 // subscriptionSecurity is how subscriptions are guarded:

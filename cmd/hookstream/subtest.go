@@ -78,7 +78,7 @@ func runSubscriptionsTest(cmd *cobra.Command, output, id, key, file string) erro
 		if err != nil {
 			return err
 		}
-		e, err := subscriptions.TestEvent(ctx, c.Client, c.Opts, c.Names, key, envelope)
+		e, err := subscriptions.TestEvent(ctx, c.Cluster, key, envelope)
 		if err != nil {
 			return err
 		}
