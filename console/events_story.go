@@ -129,5 +129,5 @@ func (u *Console) eventResend(r *Request) error {
 }
 
 func (u *Console) resender() events.API {
-	return events.API{Kafka: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names, Registry: u.cfg.Registry, Stories: u.cfg.Stories}
+	return events.API{Cluster: topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, Registry: u.cfg.Registry, Stories: u.cfg.Stories}
 }

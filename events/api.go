@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/statestore"
@@ -21,10 +20,9 @@ import (
 // and resends. Its functions (Search, Resend) are what the handlers and
 // the console call.
 type API struct {
-	// Kafka lists offsets; Opts build the readers and producers.
-	Kafka *kgo.Client
-	Opts  []kgo.Opt
-	Names topics.Names
+	// Cluster's events topic is searched, and resends written to its
+	// delivery-retry topic.
+	Cluster topics.Cluster
 	// Registry and Stories serve resends: the subscriptions, and where
 	// an event's story says its record is.
 	Registry *subscriptions.Registry
@@ -99,7 +97,7 @@ func (a API) search(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	page, err := Search(ctx, a.Kafka, a.Opts, a.Names, q)
+	page, err := Search(ctx, a.Cluster, q)
 	if err != nil {
 		return apiError(err)
 	}

@@ -272,7 +272,7 @@ func TestStartSaysWhyForwardingCannotWork(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&buf, nil))
 			s := admin.New(tc.cfg, prometheus.NewRegistry(), log)
 			p := processor.New(processor.Config{}, nil, log, prometheus.NewRegistry())
-			events.NewStoryQuery(p, nil, nil, nil, topics.Names{}, "", log).Mount(s)
+			events.NewStoryQuery(p, nil, topics.Cluster{}, "", log).Mount(s)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // the line comes before the listener starts
 			if err := s.Run(ctx); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -122,7 +121,7 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 	}
 	out.DueAt = time.Now().UTC()
 	retry := &topics.Retry{Subscription: sub.ID, EventID: key, DueAt: out.DueAt, Resend: true, Body: rec.Value}
-	w := retry.Record(a.Names.DeliveryRetry)
+	w := retry.Record(a.Cluster.Names.DeliveryRetry)
 	// Its attempts are spans of the event's trace, as a retry's are.
 	for _, h := range rec.Headers {
 		if h.Key == topics.HeaderTraceparent || h.Key == topics.HeaderTracestate {
@@ -151,7 +150,7 @@ func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
 	}
 	var found *kgo.Record
 	span := topics.Span{From: topics.Offset(story.Events.Offset), To: topics.Offset(story.Events.Offset + 1), Stable: true, Partitions: []int32{story.Events.Partition}}
-	err = (topics.Cluster{Client: a.Kafka, Opts: a.Opts, Names: a.Names}).Read(ctx, a.Names.Events, span, func(rec *kgo.Record) bool {
+	err = a.Cluster.Read(ctx, a.Cluster.Names.Events, span, func(rec *kgo.Record) bool {
 		if string(rec.Key) == key {
 			found = rec
 		}
@@ -176,17 +175,17 @@ func errGone(key string) error {
 
 // write writes the retry record, acknowledged by every in-sync replica.
 func (a API) write(ctx context.Context, rec *kgo.Record) error {
-	cl, err := kgo.NewClient(append(slices.Clone(a.Opts),
+	cl, err := a.Cluster.NewClient(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(max(topics.RecordBytes(rec)+1<<10, 1<<20))),
 		kgo.ProducerLinger(0),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("events: producer: %w", err)
 	}
 	defer cl.Close()
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("events: write the resend to %s: %w", a.Names.DeliveryRetry, err)
+		return fmt.Errorf("events: write the resend to %s: %w", a.Cluster.Names.DeliveryRetry, err)
 	}
 	return nil
 }

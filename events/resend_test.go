@@ -90,9 +90,9 @@ func TestResend(t *testing.T) {
 	runUntilCleanup(t, "dispatcher", d.Run)
 
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
-	stories := events.NewStoryQuery(p, registry, cl, opts, names, "", log)
+	stories := events.NewStoryQuery(p, registry, env.ClusterOf(cl), "", log)
 	stories.Mount(srv)
-	events.API{Kafka: cl, Opts: opts, Names: names, Registry: registry, Stories: stories.Story}.Mount(srv)
+	events.API{Cluster: env.ClusterOf(cl), Registry: registry, Stories: stories.Story}.Mount(srv)
 	api := httptest.NewServer(srv)
 	t.Cleanup(api.Close)
 	call := func(method, path string, body any) (int, []byte) {

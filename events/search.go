@@ -106,11 +106,11 @@ type Page struct {
 	Left int64 `json:"left"`
 }
 
-// Search returns the events of q: a page of at most q.Limit matches found
-// within q.MaxRead offsets, and a cursor to read on.
-func Search(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, q Query) (Page, error) {
+// Search returns the events of q on c: a page of at most q.Limit matches
+// found within q.MaxRead offsets, and a cursor to read on.
+func Search(ctx context.Context, c topics.Cluster, q Query) (Page, error) {
 	var out []Result
-	page, err := Scan(ctx, cl, opts, names, q, func(r *kgo.Record) error {
+	page, err := Scan(ctx, c, q, func(r *kgo.Record) error {
 		out = append(out, resultOf(r))
 		return nil
 	}, nil)
@@ -142,7 +142,7 @@ func resultOf(r *kgo.Record) Result {
 // matches or q.MaxRead offsets are read, or fn fails. It returns the page
 // without its events: the cursor to read on, and the offsets read and
 // left. progress, when not nil, is called as topics.ReadRanges calls it.
-func Scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, q Query, fn func(*kgo.Record) error, progress func(read, total int64)) (Page, error) {
+func Scan(ctx context.Context, c topics.Cluster, q Query, fn func(*kgo.Record) error, progress func(read, total int64)) (Page, error) {
 	if err := q.Check(); err != nil {
 		return Page{}, err
 	}
@@ -153,7 +153,7 @@ func Scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 	if q.Type != "" {
 		filter.EventTypes = []string{q.Type}
 	}
-	left, err := q.ranges(ctx, cl, names.Events)
+	left, err := q.ranges(ctx, c.Client, c.Names.Events)
 	if err != nil {
 		return Page{}, err
 	}
@@ -162,7 +162,7 @@ func Scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 	found := 0
 	full := false
 	var ferr error
-	err = (topics.Cluster{Client: cl, Opts: opts, Names: names}).ReadRanges(ctx, names.Events, now, func(r *kgo.Record) bool {
+	err = c.ReadRanges(ctx, c.Names.Events, now, func(r *kgo.Record) bool {
 		seen[r.Partition] = r.Offset + 1
 		if filter.Matches(topics.EventSourceType(r)) {
 			if ferr = fn(r); ferr != nil {

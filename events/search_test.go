@@ -90,7 +90,6 @@ func TestSearchPages(t *testing.T) {
 	env := kafkatest.New(t, 3, 1<<20)
 	names := env.Names
 	cl := env.Client(t)
-	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	// Ahead of the commit markers' timestamps, which are the commits'
 	// times: offsets by time find the first batch stamped at or after a
 	// time, markers included. (Kafka refuses timestamps over an hour
@@ -121,7 +120,7 @@ func TestSearchPages(t *testing.T) {
 			var got []events.Result
 			pages := 0
 			for {
-				page, err := events.Search(testContext(t), cl, opts, names, q)
+				page, err := events.Search(testContext(t), env.ClusterOf(cl), q)
 				if err != nil {
 					t.Fatalf("Search: %v", err)
 				}
@@ -154,7 +153,7 @@ func TestSearchPages(t *testing.T) {
 	}
 
 	// A time range: [base+10s, base+20s) holds e10..e19.
-	page, err := events.Search(testContext(t), cl, opts, names, events.Query{Since: base.Add(10 * time.Second), Until: base.Add(20 * time.Second)})
+	page, err := events.Search(testContext(t), env.ClusterOf(cl), events.Query{Since: base.Add(10 * time.Second), Until: base.Add(20 * time.Second)})
 	if err != nil {
 		t.Fatalf("Search: %v", err)
 	}
@@ -185,10 +184,10 @@ func serveEvents(t *testing.T, env *kafkatest.Env) func(path string) (int, []byt
 	t.Helper()
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
-	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
-	events.API{Kafka: cl, Opts: opts, Names: env.Names}.Mount(srv)
-	events.NewStoryQuery(nil, subscriptions.NewRegistry(env.ClusterOf(cl), log), cl, opts, env.Names, "", log).Mount(srv)
+	c := env.ClusterOf(cl)
+	events.API{Cluster: c}.Mount(srv)
+	events.NewStoryQuery(nil, subscriptions.NewRegistry(c, log), c, "", log).Mount(srv)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return func(path string) (int, []byte) {

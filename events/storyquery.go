@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
@@ -36,9 +35,7 @@ type StoryQuery struct {
 	// local is this instance's processor's ledger; nil when it runs none.
 	local    Ledger
 	registry *subscriptions.Registry
-	kafka    *kgo.Client
-	opts     []kgo.Opt
-	names    topics.Names
+	c        topics.Cluster
 	traceURL string
 	log      *slog.Logger
 
@@ -62,12 +59,12 @@ type Ledger interface {
 }
 
 // NewStoryQuery builds the story query of an instance whose processor's
-// ledger is local (nil: it runs none): kafka finds partitions, owners and events records,
-// opts build its readers, registry says which subscriptions are disabled,
-// traceURL (HOOKSTREAM_TRACE_URL) links a story to its trace. It does no
-// I/O.
-func NewStoryQuery(local Ledger, registry *subscriptions.Registry, kafka *kgo.Client, opts []kgo.Opt, names topics.Names, traceURL string, log *slog.Logger) *StoryQuery {
-	return &StoryQuery{local: local, registry: registry, kafka: kafka, opts: opts, names: names, traceURL: traceURL, log: log.With("component", "admin")}
+// ledger is local (nil: it runs none): c's shared client finds
+// partitions, owners and events records, clients of c's own read them,
+// registry says which subscriptions are disabled, traceURL
+// (HOOKSTREAM_TRACE_URL) links a story to its trace. It does no I/O.
+func NewStoryQuery(local Ledger, registry *subscriptions.Registry, c topics.Cluster, traceURL string, log *slog.Logger) *StoryQuery {
+	return &StoryQuery{local: local, registry: registry, c: c, traceURL: traceURL, log: log.With("component", "admin")}
 }
 
 // Mount serves GET /api/events/{source}:{event-id} on srv's guarded API,
@@ -199,8 +196,8 @@ func errNoPeerKey(partition int32) error {
 
 // partitionOf is the partition of key in the ingest topic.
 func (a *StoryQuery) partitionOf(ctx context.Context, key string) (int32, error) {
-	topic := string(a.names.Ingest)
-	td, err := kadm.NewClient(a.kafka).ListTopics(ctx, topic)
+	topic := string(a.c.Names.Ingest)
+	td, err := a.c.Admin().ListTopics(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
@@ -256,7 +253,7 @@ func (a *StoryQuery) eventsRecord(ctx context.Context, s Story) (*Position, erro
 	}
 	span := topics.Span{From: topics.At(at), Stable: true, Partitions: []int32{s.Partition}, First: eventsScanLimit}
 	var found *Position
-	err := (topics.Cluster{Client: a.kafka, Opts: a.opts, Names: a.names}).Read(ctx, a.names.Events, span, func(r *kgo.Record) bool {
+	err := a.c.Read(ctx, a.c.Names.Events, span, func(r *kgo.Record) bool {
 		if string(r.Key) == s.ID && replayOf(r) == replay {
 			found = &Position{Partition: r.Partition, Offset: r.Offset}
 		}
@@ -301,8 +298,8 @@ func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int
 // ingest partition p, unless that address leads back to this instance;
 // c, when not nil, is told when to try again.
 func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (string, error) {
-	group := string(a.names.ProcessorGroup())
-	described, err := kadm.NewClient(a.kafka).DescribeGroups(ctx, group)
+	group := string(a.c.Names.ProcessorGroup())
+	described, err := a.c.Admin().DescribeGroups(ctx, group)
 	if err == nil {
 		err = described.Error()
 	}
@@ -315,7 +312,7 @@ func (a *StoryQuery) owner(ctx context.Context, c *echo.Context, p int32) (strin
 			continue
 		}
 		for _, t := range assigned.Topics {
-			if t.Topic != string(a.names.Ingest) || !slices.Contains(t.Partitions, p) {
+			if t.Topic != string(a.c.Names.Ingest) || !slices.Contains(t.Partitions, p) {
 				continue
 			}
 			if a.local != nil && m.InstanceID != nil && *m.InstanceID == a.local.InstanceID() {

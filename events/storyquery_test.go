@@ -55,7 +55,7 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 		SessionTimeout:  6 * time.Second,
 		AdminAddr:       cmp.Or(cfg.AdvertisedAddr, cfg.Addr),
 	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
-	events.NewStoryQuery(p, subscriptions.NewRegistry(env.ClusterOf(cl), log), cl, opts, env.Names, "", log).Mount(s)
+	events.NewStoryQuery(p, subscriptions.NewRegistry(env.ClusterOf(cl), log), env.ClusterOf(cl), "", log).Mount(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

@@ -244,7 +244,7 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		}
 		progress := progressLine(cmd.ErrOrStderr())
 		found := 0
-		_, err := events.Scan(ctx, c.Client, c.Opts, c.Names, q, func(r *kgo.Record) error {
+		_, err := events.Scan(ctx, c.Cluster, q, func(r *kgo.Record) error {
 			found++
 			return printEvent(w, o.output, r)
 		}, progress)

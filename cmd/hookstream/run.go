@@ -384,9 +384,9 @@ func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *ev
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
 	groups.API{Kafka: n.Client, Names: n.Names, Registry: n.registry}.Mount(n.srv)
 	instances.API{Kafka: n.Client, Names: n.Names}.Mount(n.srv)
-	stories := events.NewStoryQuery(ledger, n.registry, n.Client, n.Opts, n.Names, n.cfg.TraceURL, n.log)
+	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
-	events.API{Kafka: n.Client, Opts: n.Opts, Names: n.Names, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
+	events.API{Cluster: n.Cluster, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
 	return stories
 }
 
