@@ -154,6 +154,32 @@ func (t *txn) cutLetter(r *kgo.Record, stage string, cause error, now time.Time)
 	return letter, cause
 }
 
+// dlqRecord is the dead letter of r in its own partition of dlq. It can
+// exceed the record limit as r could; callers cut it with topics.Fit.
+func dlqRecord(dlq topics.Topic, r *kgo.Record, stage string, cause error, failedAt time.Time) *kgo.Record {
+	letter := topics.NewDeadLetter(r, stage, cause.Error(), failedAt).Record(dlq)
+	letter.Partition = r.Partition
+	return letter
+}
+
+// deadLettered is the event.dead_lettered operational event of ingest
+// record r, dead-lettered at stage with cause: an ingest record written in
+// the transaction of its dead letter, keyed by an id derived from r's place
+// in the ingest topic, to the partition its key hashes to (not r's), where
+// a story query looks for it and its delivery attempts go. The processor
+// then turns it into an event like any other: a replay that dead-letters r
+// again writes the same key to the same partition again, which
+// deduplication drops, and a replay of the operational record itself
+// re-emits it with its replay mark. A record that is itself an operational
+// event gets none, so a failing one cannot feed itself.
+func (t *txn) deadLettered(r *kgo.Record, stage string, cause error, now time.Time) []*kgo.Record {
+	if source, _ := topics.EventSourceType(r); source == topics.OperationalSource {
+		return nil
+	}
+	o := &topics.Operational{Type: topics.OpEventDeadLettered, Event: string(r.Key), Stage: stage, Error: cause.Error(), At: now}
+	return []*kgo.Record{o.IngestRecord(r.Topic, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)).Record(t.p.cfg.Names.Ingest)}
+}
+
 // pendingFor is the pending changes of part, made with room for about n
 // keys.
 func (t *txn) pendingFor(part *partition, n int) *pending {
