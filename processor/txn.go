@@ -368,7 +368,8 @@ func (t *txn) process(ctx context.Context, pd *pending, r *kgo.Record, st *state
 	return outcome, nil
 }
 
-// decide applies DESIGN.md's rule to a record whose key has state old.
+// decide applies the deduplication rule of docs/processing.md to a record
+// whose key has state old.
 func decide(old statestore.State, ok bool, r *kgo.Record, now time.Time) string {
 	switch {
 	case !ok || !now.Before(old.Expires):
