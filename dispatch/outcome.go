@@ -1,3 +1,10 @@
+// Outcomes: what becomes of an at-least-once delivery attempt, whatever
+// its destination: the attempt itself (the circuit and the rate limit
+// around its sender), its record in the attempts ledger, the
+// subscription disabled when its subscriber is gone or keeps failing,
+// and the hand-offs of a failure: to the retry topic or, its schedule
+// spent, to the delivery DLQ.
+
 package dispatch
 
 import (
