@@ -27,7 +27,7 @@ func (u *Console) mountGroups(g *echo.Group) {
 }
 
 func (u *Console) groupsAPI() groups.API {
-	return groups.API{Kafka: u.cfg.Kafka, Names: u.cfg.Names, Registry: u.cfg.Registry}
+	return groups.API{Cluster: topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, Registry: u.cfg.Registry}
 }
 
 // groupRow is one group as the groups page shows it.

@@ -13,6 +13,7 @@ import (
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
 )
 
 // overviewData is the overview page.
@@ -116,7 +117,7 @@ func (u *Console) overview(r *Request) error {
 	if out.Instances, err = instances.Discover(ctx, u.cfg.Kafka, u.cfg.Names, instances.SelfOf(u.srv)); err != nil {
 		out.InstancesErr = err.Error()
 	}
-	lag, err := groups.Lag(ctx, u.cfg.Kafka, u.cfg.Names, "processor")
+	lag, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "processor")
 	if err != nil {
 		out.ProcessorLagErr = err.Error()
 	}

@@ -111,7 +111,7 @@ func (u *Console) subscriptionList(r *Request) error {
 	state, out.CircuitsKnown = u.dispatcherState(ctx)
 	lags := make(map[string]int64)
 	if len(subs) > 0 {
-		all, err := groups.Lag(ctx, u.cfg.Kafka, u.cfg.Names, "")
+		all, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "")
 		if err != nil {
 			out.LagErr = err.Error()
 		}
@@ -189,7 +189,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if !slices.Contains(attemptStatuses, out.Status) {
 		out.Status = ""
 	}
-	lag, err := groups.Lag(ctx, u.cfg.Kafka, u.cfg.Names, "sub:"+id)
+	lag, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "sub:"+id)
 	if err != nil {
 		out.LagErr = err.Error()
 	}

@@ -121,7 +121,7 @@ func TestFanOutIsolatesSubscriptions(t *testing.T) {
 	// Each healthy subscription's cursor reaches the end, as lag shows.
 	for _, id := range []string{healthyIDs[0], healthyIDs[99], healthyIDs[197]} {
 		kafkatest.WaitFor(t, 30*time.Second, func() error {
-			lags, err := groups.Lag(context.Background(), h.cl, h.env.Names, "sub:"+id)
+			lags, err := groups.Lag(context.Background(), h.env.ClusterOf(h.cl), "sub:"+id)
 			if err != nil {
 				return err
 			}
@@ -199,7 +199,7 @@ func TestReplayWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := groups.API{Kafka: h.cl, Names: h.env.Names, Registry: h.registry}
+	api := groups.API{Cluster: h.env.ClusterOf(h.cl), Registry: h.registry}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, target, true)

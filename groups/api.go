@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -23,8 +21,7 @@ import (
 // --execute would. Its methods are what the handlers, the commands and
 // the console call.
 type API struct {
-	Kafka *kgo.Client
-	Names topics.Names
+	Cluster topics.Cluster
 	// Registry says which subscriptions exist: the groups of deleted
 	// ones are not shown, and are not replayed.
 	Registry *subscriptions.Registry
@@ -46,7 +43,7 @@ func (a API) Mount(srv *admin.Server) {
 // does not exist is ErrNoGroup, a name Resolve refuses ErrInvalid.
 func (a API) Lags(ctx context.Context, group string) ([]GroupLag, error) {
 	if group != "" {
-		g, err := Resolve(a.Names, group)
+		g, err := Resolve(a.Cluster.Names, group)
 		if err != nil {
 			return nil, err
 		}
@@ -59,16 +56,16 @@ func (a API) Lags(ctx context.Context, group string) ([]GroupLag, error) {
 	if err := a.exists(topics.Group(group), subs); err != nil {
 		return nil, err
 	}
-	lags, err := Lag(ctx, a.Kafka, a.Names, group)
+	lags, err := Lag(ctx, a.Cluster, group)
 	if err != nil {
 		return nil, err
 	}
-	return WithoutDeleted(a.Names, lags, subs), nil
+	return WithoutDeleted(a.Cluster.Names, lags, subs), nil
 }
 
 // exists refuses the group of a subscription that is not in subs.
 func (a API) exists(g topics.Group, subs map[string]subscriptions.Subscription) error {
-	if id, ok := SubscriptionID(a.Names, g); ok {
+	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
 		if _, exists := subs[id]; !exists {
 			return notFound{fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", id)}
 		}
@@ -97,7 +94,7 @@ type Replay struct {
 // members, or the plan moves nothing). The group of a subscription that
 // does not exist is ErrNoGroup: its offsets would outlive it.
 func (a API) Replay(ctx context.Context, group, topic string, partitions []int32, t Target, execute bool) (Replay, error) {
-	g, err := Resolve(a.Names, group)
+	g, err := Resolve(a.Cluster.Names, group)
 	if err != nil {
 		return Replay{}, err
 	}
@@ -105,7 +102,7 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 		return Replay{}, err
 	}
 	pulled := false
-	if id, ok := SubscriptionID(a.Names, g); ok {
+	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
 		subs, err := a.Registry.List(ctx)
 		if err != nil {
 			return Replay{}, err
@@ -116,7 +113,7 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 		sub := subs[id]
 		pulled = sub.Kind() == subscriptions.KindPull
 	}
-	plan, err := PlanReplay(ctx, a.Kafka, a.Names, string(g), topic, partitions, t)
+	plan, err := PlanReplay(ctx, a.Cluster, string(g), topic, partitions, t)
 	if err != nil {
 		return Replay{}, err
 	}
@@ -131,7 +128,7 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 	if !execute {
 		return r, nil
 	}
-	if id, ok := SubscriptionID(a.Names, g); ok {
+	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
 		handed, err := a.rewind(ctx, id, plan)
 		if err != nil {
 			return Replay{}, err
@@ -141,7 +138,7 @@ func (a API) Replay(ctx context.Context, group, topic string, partitions []int32
 			return r, nil
 		}
 	}
-	if err := Execute(ctx, kadm.NewClient(a.Kafka), plan); err != nil {
+	if err := Execute(ctx, a.Cluster.Admin(), plan); err != nil {
 		return Replay{}, err
 	}
 	r.Executed = true
@@ -164,8 +161,8 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	if err := plan.Refusal(); err != nil {
 		return false, err
 	}
-	adm := kadm.NewClient(a.Kafka)
-	dispatch := string(a.Names.DispatchGroup())
+	adm := a.Cluster.Admin()
+	dispatch := string(a.Cluster.Names.DispatchGroup())
 	infos, err := describe(ctx, adm, dispatch)
 	if err != nil {
 		return false, err
@@ -192,9 +189,9 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	}
 	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
 	for _, m := range plan.Moves {
-		if m.Topic != string(a.Names.Events) {
+		if m.Topic != string(a.Cluster.Names.Events) {
 			return false, refused{fmt.Errorf("dispatchers are running (%s): a subscription's replay while they run moves only its cursor on %s, not %s",
-				strings.Join(infos[dispatch].members, ", "), a.Names.Events, m.Topic)}
+				strings.Join(infos[dispatch].members, ", "), a.Cluster.Names.Events, m.Topic)}
 		}
 		rw.Offsets[m.Partition] = m.Target
 	}
@@ -206,7 +203,7 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rewindWait)
 	defer cancel()
-	group := string(a.Names.SubscriptionGroup(id))
+	group := string(a.Cluster.Names.SubscriptionGroup(id))
 	for {
 		fetched, err := adm.FetchOffsets(ctx, group)
 		if err == nil {
@@ -237,8 +234,8 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 func (a API) rewindPull(ctx context.Context, sub subscriptions.Subscription, plan Plan) error {
 	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
 	for _, m := range plan.Moves {
-		if m.Topic != string(a.Names.Events) {
-			return refused{fmt.Errorf("the replay of a pull subscription moves only its cursor on %s, not %s", a.Names.Events, m.Topic)}
+		if m.Topic != string(a.Cluster.Names.Events) {
+			return refused{fmt.Errorf("the replay of a pull subscription moves only its cursor on %s, not %s", a.Cluster.Names.Events, m.Topic)}
 		}
 		rw.Offsets[m.Partition] = m.Target
 	}
@@ -248,7 +245,7 @@ func (a API) rewindPull(ctx context.Context, sub subscriptions.Subscription, pla
 	}); err != nil {
 		return fmt.Errorf("groups: replay of %s: %w", sub.ID, err)
 	}
-	return execute(ctx, kadm.NewClient(a.Kafka), plan, rw.Tag())
+	return execute(ctx, a.Cluster.Admin(), plan, rw.Tag())
 }
 
 // ReplayRequest is the body of POST /api/replay/plan and

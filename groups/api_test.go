@@ -27,7 +27,7 @@ func serveGroups(t *testing.T, env *kafkatest.Env) (API, func(method, path strin
 	t.Helper()
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
-	a := API{Kafka: cl, Names: env.Names, Registry: subscriptions.NewRegistry(env.ClusterOf(cl), log)}
+	a := API{Cluster: env.ClusterOf(cl), Registry: subscriptions.NewRegistry(env.ClusterOf(cl), log)}
 	srv := admin.New(admin.Config{Token: "t0ken"}, prometheus.NewRegistry(), log)
 	a.Mount(srv)
 	hs := httptest.NewServer(srv)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/topics"
 )
@@ -20,17 +19,16 @@ var lagDesc = prometheus.NewDesc("hookstream_consumer_group_lag",
 // when Prometheus scrapes. The value is cluster-wide: every instance that
 // exports it reports the same number.
 type Collector struct {
-	cl    *kgo.Client
-	names topics.Names
-	subs  func(context.Context) (map[string]bool, error)
-	log   *slog.Logger
+	c    topics.Cluster
+	subs func(context.Context) (map[string]bool, error)
+	log  *slog.Logger
 }
 
-// NewCollector returns a lag collector querying through cl. subs lists the
-// subscriptions that exist, by id: the groups of deleted ones are not
-// exported.
-func NewCollector(cl *kgo.Client, names topics.Names, subs func(context.Context) (map[string]bool, error), log *slog.Logger) *Collector {
-	return &Collector{cl: cl, names: names, subs: subs, log: log}
+// NewCollector returns a lag collector querying through c's shared
+// client. subs lists the subscriptions that exist, by id: the groups of
+// deleted ones are not exported.
+func NewCollector(c topics.Cluster, subs func(context.Context) (map[string]bool, error), log *slog.Logger) *Collector {
+	return &Collector{c: c, subs: subs, log: log}
 }
 
 // Describe implements prometheus.Collector.
@@ -40,7 +38,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- lagDesc }
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lags, err := Lag(ctx, c.cl, c.names, "")
+	lags, err := Lag(ctx, c.c, "")
 	if err != nil {
 		c.log.Warn("consumer group lag for /metrics", "err", err)
 		return
@@ -50,7 +48,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.log.Warn("consumer group lag for /metrics: subscriptions", "err", err)
 		return
 	}
-	for _, g := range WithoutDeleted(c.names, lags, subs) {
+	for _, g := range WithoutDeleted(c.c.Names, lags, subs) {
 		byTopic := make(map[string]int64)
 		for _, p := range g.Partitions {
 			byTopic[p.Topic] += p.Lag

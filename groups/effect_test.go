@@ -51,7 +51,7 @@ func replay(t *testing.T, env *kafkatest.Env, group string, target groups.Target
 	// plan names them.
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		var err error
-		plan, err = groups.PlanReplay(ctx, cl, env.Names, group, "", nil, target)
+		plan, err = groups.PlanReplay(ctx, env.ClusterOf(cl), group, "", nil, target)
 		if err != nil {
 			return err
 		}

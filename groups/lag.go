@@ -63,9 +63,9 @@ type GroupLag struct {
 // of records to read by at most the number of transactions among them.
 // With nothing committed, the group starts where its consumers do: the log
 // start for the processor and retry groups, the end for subscriptions.
-func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) ([]GroupLag, error) {
-	adm := kadm.NewClient(cl)
-	list, err := lagGroups(ctx, adm, names, group)
+func Lag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error) {
+	adm := c.Admin()
+	list, err := lagGroups(ctx, adm, c.Names, group)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 	if err != nil {
 		return nil, err
 	}
-	groups, all, err := consumedBy(ctx, adm, names, list)
+	groups, all, err := consumedBy(ctx, adm, c.Names, list)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func Lag(ctx context.Context, cl *kgo.Client, names topics.Names, group string) 
 	if err != nil {
 		return nil, err
 	}
-	first, err := firstUnread(ctx, cl, logs.details, logs.ends, probes)
+	first, err := firstUnread(ctx, c.Client, logs.details, logs.ends, probes)
 	if err != nil {
 		return nil, err
 	}

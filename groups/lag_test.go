@@ -83,7 +83,7 @@ func committed(t *testing.T, adm *kadm.Client, group topics.Group, topic topics.
 
 func lagOf(t *testing.T, env *kafkatest.Env, group string) []GroupLag {
 	t.Helper()
-	lags, err := Lag(testContext(t), env.Client(t), env.Names, group)
+	lags, err := Lag(testContext(t), env.ClusterOf(env.Client(t)), group)
 	if err != nil {
 		t.Fatalf("Lag(%q): %v", group, err)
 	}
@@ -163,7 +163,7 @@ func TestLag(t *testing.T) {
 		t.Errorf("lag after consuming everything: got %d, want %d", got, want)
 	}
 
-	if _, err := Lag(testContext(t), env.Client(t), names, "sub:"); err == nil {
+	if _, err := Lag(testContext(t), env.ClusterOf(env.Client(t)), "sub:"); err == nil {
 		t.Errorf("Lag(sub:): got no error, want one")
 	}
 }
@@ -263,7 +263,7 @@ func TestLagTransactional(t *testing.T) {
 func TestLagUnknownGroup(t *testing.T) {
 	t.Parallel()
 	env := kafkatest.New(t, 1, maxBody)
-	_, err := Lag(testContext(t), env.Client(t), env.Names, "sub:sub_missing")
+	_, err := Lag(testContext(t), env.ClusterOf(env.Client(t)), "sub:sub_missing")
 	want := "group " + string(env.Names.SubscriptionGroup("sub_missing")) + " does not exist: no consumer has joined it or committed offsets"
 	if err == nil || err.Error() != want {
 		t.Errorf("Lag of a missing group: got %v, want %q", err, want)

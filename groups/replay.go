@@ -228,8 +228,9 @@ func (p Plan) Reread() int64 {
 // group. partitions limits the plan (nil: every partition; with
 // t.Offsets, the partitions are the offsets'). Targets outside the log are
 // clamped to its start or end, and the move says so. Nothing is changed.
-func PlanReplay(ctx context.Context, cl *kgo.Client, names topics.Names, group, topic string, partitions []int32, t Target) (Plan, error) {
-	adm := kadm.NewClient(cl)
+func PlanReplay(ctx context.Context, c topics.Cluster, group, topic string, partitions []int32, t Target) (Plan, error) {
+	adm := c.Admin()
+	names := c.Names
 	g, err := Resolve(names, group)
 	if err != nil {
 		return Plan{}, err
@@ -273,13 +274,13 @@ func PlanReplay(ctx context.Context, cl *kgo.Client, names topics.Names, group, 
 		return Plan{}, err
 	}
 	for _, p := range ps {
-		c, err := committedAt(committed, topic, p)
+		at, err := committedAt(committed, topic, p)
 		if err != nil {
 			return Plan{}, err
 		}
-		plan.Moves = append(plan.Moves, t.move(topic, p, c, start[p], end[p], byTime))
+		plan.Moves = append(plan.Moves, t.move(topic, p, at, start[p], end[p], byTime))
 	}
-	if err := skippedRecords(ctx, cl, adm, topic, end, plan.Moves); err != nil {
+	if err := skippedRecords(ctx, c.Client, adm, topic, end, plan.Moves); err != nil {
 		return Plan{}, err
 	}
 	return plan, nil

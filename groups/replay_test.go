@@ -15,7 +15,7 @@ import (
 
 func plan(t *testing.T, env *kafkatest.Env, group, topic string, partitions []int32, target Target) Plan {
 	t.Helper()
-	p, err := PlanReplay(testContext(t), env.Client(t), env.Names, group, topic, partitions, target)
+	p, err := PlanReplay(testContext(t), env.ClusterOf(env.Client(t)), group, topic, partitions, target)
 	if err != nil {
 		t.Fatalf("PlanReplay(%s, %+v): %v", group, target, err)
 	}
@@ -117,7 +117,7 @@ func TestReplayTopics(t *testing.T) {
 		{"processor", "nope", nil, Target{Earliest: true}, "topic nope does not exist (hookstream topics create makes hookstream's topics)"},
 	}
 	for _, tt := range errs {
-		_, err := PlanReplay(testContext(t), env.Client(t), names, tt.group, tt.topic, tt.partitions, tt.target)
+		_, err := PlanReplay(testContext(t), env.ClusterOf(env.Client(t)), tt.group, tt.topic, tt.partitions, tt.target)
 		if got := errString(err); got != tt.want {
 			t.Errorf("PlanReplay(%s, %q, %v, %+v) error: got %q, want %q", tt.group, tt.topic, tt.partitions, tt.target, got, tt.want)
 		}

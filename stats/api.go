@@ -86,7 +86,7 @@ func (a API) stats(c *echo.Context) error {
 	}
 	deliveries := a.Attempts.Sum()
 	out.Delivered, out.DeliveryFailed = deliveries.Delivered, deliveries.DeadLettered
-	lag, err := groups.Lag(ctx, a.Kafka, a.Names, "")
+	lag, err := groups.Lag(ctx, topics.Cluster{Client: a.Kafka, Names: a.Names}, "")
 	if err != nil {
 		return admin.Error(err)
 	}

@@ -124,7 +124,7 @@ func replayProcessor(t *testing.T, env *kafkatest.Env) {
 	var plan groups.Plan
 	kafkatest.WaitFor(t, 30*time.Second, func() error {
 		var err error
-		if plan, err = groups.PlanReplay(ctx, env.Client(t), env.Names, "processor", "", nil, groups.Target{Earliest: true}); err != nil {
+		if plan, err = groups.PlanReplay(ctx, env.ClusterOf(env.Client(t)), "processor", "", nil, groups.Target{Earliest: true}); err != nil {
 			return err
 		}
 		if len(plan.Members) > 0 {

@@ -287,7 +287,7 @@ func waitProcessed(t *testing.T, env *kafkatest.Env, p *process, timeout time.Du
 		// groups.Lag skips the commit markers a caught-up group leaves
 		// ahead of it: processors write operational events to the ingest
 		// topic in their transactions.
-		gl, err := groups.Lag(ctx, cl, env.Names, "processor")
+		gl, err := groups.Lag(ctx, env.ClusterOf(cl), "processor")
 		if err != nil {
 			return err
 		}

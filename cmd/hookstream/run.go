@@ -254,7 +254,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 	names := topics.NewNames(cfg.TopicPrefix)
 	c := topics.Cluster{Client: cl, Opts: kafkaOpts(cfg, log), Names: names}
 	registry := subscriptions.NewRegistry(c, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
-	reg.MustRegister(groups.NewCollector(cl, names, func(ctx context.Context) (map[string]bool, error) {
+	reg.MustRegister(groups.NewCollector(c, func(ctx context.Context) (map[string]bool, error) {
 		subs, err := registry.List(ctx)
 		if err != nil {
 			return nil, err
@@ -382,7 +382,7 @@ func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *ev
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	deadletter.API{Kafka: n.Client, Opts: n.Opts, Names: n.Names}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
-	groups.API{Kafka: n.Client, Names: n.Names, Registry: n.registry}.Mount(n.srv)
+	groups.API{Cluster: n.Cluster, Registry: n.registry}.Mount(n.srv)
 	instances.API{Kafka: n.Client, Names: n.Names}.Mount(n.srv)
 	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
