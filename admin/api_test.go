@@ -53,15 +53,15 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	t.Helper()
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
-	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	h := &apiHarness{env: env, cl: cl, registry: subscriptions.NewRegistry(env.ClusterOf(cl), log), reg: prometheus.NewRegistry()}
-	tally := attempts.NewTally(env.ClusterOf(cl), log)
+	c := env.ClusterOf(cl)
+	h := &apiHarness{env: env, cl: cl, registry: subscriptions.NewRegistry(c, log), reg: prometheus.NewRegistry()}
+	tally := attempts.NewTally(c, log)
 	h.run(t, "attempts tally", tally.Run)
-	counts := stats.NewTally(env.ClusterOf(cl), log)
+	counts := stats.NewTally(c, log)
 	h.run(t, "stats tally", counts.Run)
 	s := admin.New(admin.Config{Token: token}, h.reg, log)
-	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: env.ClusterOf(cl)}.Mount(s)
-	deadletter.API{Kafka: cl, Opts: opts, Names: env.Names}.Mount(s)
+	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: c}.Mount(s)
+	deadletter.API{Cluster: c}.Mount(s)
 	stats.API{Stats: counts, Attempts: tally, Registry: h.registry, Kafka: cl, Names: env.Names}.Mount(s)
 	h.srv = httptest.NewServer(s)
 	t.Cleanup(h.srv.Close)

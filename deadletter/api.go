@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/topics"
@@ -16,10 +15,8 @@ import (
 // API serves the dead-letter queues on the admin listener's /api: list
 // letters, and redrive a selection of them.
 type API struct {
-	// Kafka reads and redrives the DLQ topics; Opts build its readers.
-	Kafka *kgo.Client
-	Opts  []kgo.Opt
-	Names topics.Names
+	// Cluster's DLQ topics are read and redriven.
+	Cluster topics.Cluster
 }
 
 // Mount serves /api/dlq and /api/dlq/redrive on srv.
@@ -68,7 +65,7 @@ func (a API) listDLQ(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	letters, err := List(ctx, a.Kafka, a.Opts, a.Names, kind, f)
+	letters, err := List(ctx, a.Cluster, kind, f)
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -93,9 +90,9 @@ func (a API) redrive(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	copied, skipped, err := Redrive(ctx, a.Kafka, a.Opts, a.Names, kind, f)
+	copied, skipped, err := Redrive(ctx, a.Cluster, kind, f)
 	if err != nil {
 		return admin.Error(err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"redriven": copied, "skipped": skipped, "to": kind.Target(a.Names)})
+	return c.JSON(http.StatusOK, map[string]any{"redriven": copied, "skipped": skipped, "to": kind.Target(a.Cluster.Names)})
 }

@@ -35,7 +35,7 @@ func TestListHoldsAtMostLimit(t *testing.T) {
 	}
 	sel := newSelection(limit)
 	read, peak := 0, 0
-	err := scan(ctx, cl, []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, env.Names.DLQ, Processor, Filter{Limit: limit}, func(l Letter) {
+	err := scan(ctx, env.ClusterOf(cl), env.Names.DLQ, Processor, Filter{Limit: limit}, func(l Letter) {
 		sel.add(l)
 		read++
 		peak = max(peak, sel.held.Len(), len(sel.at))

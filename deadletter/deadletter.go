@@ -181,15 +181,14 @@ func (f Filter) match(l *Letter) bool {
 // List reads the DLQ of kind from its start to its current end and returns
 // the letters f selects, oldest first. It holds at most f.Limit letters at
 // any time (the newest read so far); only without a limit does it hold
-// every letter selected. cl answers metadata queries; the reading client
-// is built from opts (seed brokers, logger) and closed before List
-// returns.
-func List(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, kind Kind, f Filter) ([]Letter, error) {
+// every letter selected. c's shared client answers metadata queries; the
+// reading client is a client of c's own, closed before List returns.
+func List(ctx context.Context, c topics.Cluster, kind Kind, f Filter) ([]Letter, error) {
 	if _, err := ParseKind(string(kind)); err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
 	sel := newSelection(f.Limit)
-	if err := scan(ctx, cl, opts, kind.Topic(names), kind, f, sel.add, sel.mark); err != nil {
+	if err := scan(ctx, c, kind.Topic(c.Names), kind, f, sel.add, sel.mark); err != nil {
 		return nil, err
 	}
 	return sel.sorted(), nil
@@ -263,13 +262,13 @@ func (h *letterHeap) Pop() any {
 
 // Show returns the letter at partition and offset of the DLQ of kind, or an
 // error wrapping ErrNotFound.
-func Show(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, kind Kind, partition int32, offset int64) (Letter, error) {
-	letters, err := List(ctx, cl, opts, names, kind, Filter{Partition: &partition, From: offset, Until: offset + 1})
+func Show(ctx context.Context, c topics.Cluster, kind Kind, partition int32, offset int64) (Letter, error) {
+	letters, err := List(ctx, c, kind, Filter{Partition: &partition, From: offset, Until: offset + 1})
 	if err != nil {
 		return Letter{}, err
 	}
 	if len(letters) == 0 {
-		return Letter{}, fmt.Errorf("deadletter: %s partition %d offset %d: %w", kind.Topic(names), partition, offset, ErrNotFound)
+		return Letter{}, fmt.Errorf("deadletter: %s partition %d offset %d: %w", kind.Topic(c.Names), partition, offset, ErrNotFound)
 	}
 	return letters[0], nil
 }
@@ -280,7 +279,7 @@ func Show(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Name
 // otherwise keep whole) and mark with every redrive marker's letter, in
 // offset order per partition. Markers always follow their letters, so
 // starting at f.From misses none that matter. f.Limit is the caller's.
-func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topic, kind Kind, f Filter, each func(Letter), mark func(partition int32, offset int64)) error {
+func scan(ctx context.Context, c topics.Cluster, topic topics.Topic, kind Kind, f Filter, each func(Letter), mark func(partition int32, offset int64)) error {
 	span := topics.Span{From: topics.Offset(f.From)}
 	if f.Partition != nil {
 		span.Partitions = []int32{*f.Partition}
@@ -291,7 +290,7 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 			span.Partitions = slices.DeleteFunc(span.Partitions, func(p int32) bool { return p != *f.Partition })
 		}
 	}
-	ranges, err := span.Ranges(ctx, cl, topic)
+	ranges, err := span.Ranges(ctx, c.Client, topic)
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("deadletter: topic %s does not exist", topic)
@@ -315,7 +314,7 @@ func scan(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic topics.Topi
 			delete(ranges, p) // no letter of it is selected
 		}
 	}
-	err = (topics.Cluster{Client: cl, Opts: opts}).ReadRanges(ctx, topic, ranges, func(r *kgo.Record) bool {
+	err = c.ReadRanges(ctx, topic, ranges, func(r *kgo.Record) bool {
 		if p, o, ok := markerOf(r, topic); ok {
 			mark(p, o)
 			return true

@@ -40,6 +40,11 @@ type fixture struct {
 	opts   []kgo.Opt
 }
 
+// cluster is the fixture's broker as a component reaches it, under names.
+func (fx *fixture) cluster(names topics.Names) topics.Cluster {
+	return topics.Cluster{Client: fx.cl, Opts: fx.opts, Names: names}
+}
+
 func newFixture(t *testing.T, partitions int32) *fixture {
 	t.Helper()
 	env := kafkatest.New(t, partitions, maxBody)
@@ -64,7 +69,7 @@ func (fx *fixture) list(t *testing.T, kind deadletter.Kind, f deadletter.Filter)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	letters, err := deadletter.List(ctx, fx.cl, fx.opts, fx.env.Names, kind, f)
+	letters, err := deadletter.List(ctx, fx.cluster(fx.env.Names), kind, f)
 	if err != nil {
 		t.Fatalf("List %s: %v", kind, err)
 	}
@@ -75,7 +80,7 @@ func (fx *fixture) redrive(t *testing.T, kind deadletter.Kind, f deadletter.Filt
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	copied, skipped, err := deadletter.Redrive(ctx, fx.cl, fx.opts, fx.env.Names, kind, f)
+	copied, skipped, err := deadletter.Redrive(ctx, fx.cluster(fx.env.Names), kind, f)
 	if err != nil {
 		t.Fatalf("Redrive %s: %v", kind, err)
 	}
@@ -297,7 +302,7 @@ func TestDeliveryRedrive(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 3)
 	names := fx.env.Names
-	registry := subscriptions.NewRegistry(topics.Cluster{Client: fx.cl, Opts: fx.opts, Names: names}, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(fx.cluster(names), kafkatest.Logger(t))
 	schedule := []time.Duration{20 * time.Millisecond, 20 * time.Millisecond}
 	startDispatcher(t, fx, registry, schedule)
 	sink := newHealing(t)
@@ -373,7 +378,7 @@ func TestRedeadLetteredDeliveryNotifiesAgain(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 3)
 	names := fx.env.Names
-	registry := subscriptions.NewRegistry(topics.Cluster{Client: fx.cl, Opts: fx.opts, Names: names}, kafkatest.Logger(t))
+	registry := subscriptions.NewRegistry(fx.cluster(names), kafkatest.Logger(t))
 	startProcessor(t, fx)
 	startDispatcher(t, fx, registry, []time.Duration{20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -482,7 +487,7 @@ func TestListFiltersAndShow(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := deadletter.Show(ctx, fx.cl, fx.opts, names, deadletter.Processor, 0, 1)
+	l, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 1)
 	if err != nil {
 		t.Fatalf("Show 0/1: %v", err)
 	}
@@ -490,10 +495,10 @@ func TestListFiltersAndShow(t *testing.T) {
 		l.Headers[topics.HeaderOrigOffset] != "17" || l.Headers["hs-h-x-shop"] != "s1" || l.Redriven {
 		t.Errorf("Show 0/1: got %+v, want shop:b with its headers, not redriven", l)
 	}
-	if _, err := deadletter.Show(ctx, fx.cl, fx.opts, names, deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
+	if _, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
 		t.Errorf("Show 0/3 (past the end): got %v, want ErrNotFound", err)
 	}
-	if _, err := deadletter.Show(ctx, fx.cl, fx.opts, names, deadletter.Processor, 7, 0); err == nil || !strings.Contains(err.Error(), "no partition 7") {
+	if _, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 7, 0); err == nil || !strings.Contains(err.Error(), "no partition 7") {
 		t.Errorf("Show 7/0: got %v, want an error naming the missing partition", err)
 	}
 
@@ -511,10 +516,10 @@ func TestListFiltersAndShow(t *testing.T) {
 	if len(all) != 5 || !slices.Equal(marked, []string{"shop:b"}) {
 		t.Errorf("List after redriving shop:b: got %v with %v redriven, want the 5 letters with shop:b redriven", keys(all), marked)
 	}
-	if _, err := deadletter.Show(ctx, fx.cl, fx.opts, names, deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
+	if _, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
 		t.Errorf("Show 0/3 (the marker): got %v, want ErrNotFound", err)
 	}
-	if l, err := deadletter.Show(ctx, fx.cl, fx.opts, names, deadletter.Processor, 0, 1); err != nil || !l.Redriven {
+	if l, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 1); err != nil || !l.Redriven {
 		t.Errorf("Show 0/1 after its redrive: got %+v, %v, want it redriven", l, err)
 	}
 	if got := countKeys(t, fx.env, names.Ingest); fmt.Sprint(got) != "map[shop:b:1]" {
@@ -561,15 +566,15 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown kind", func() error {
-			_, err := deadletter.List(ctx, fx.cl, fx.opts, fx.env.Names, "retry", deadletter.Filter{})
+			_, err := deadletter.List(ctx, fx.cluster(fx.env.Names), "retry", deadletter.Filter{})
 			return err
 		}, `unknown dead-letter queue "retry"`},
 		{"missing topic", func() error {
-			_, err := deadletter.List(ctx, fx.cl, fx.opts, other, deadletter.Processor, deadletter.Filter{})
+			_, err := deadletter.List(ctx, fx.cluster(other), deadletter.Processor, deadletter.Filter{})
 			return err
 		}, "topic " + string(other.DLQ) + " does not exist"},
 		{"redrive of a missing topic", func() error {
-			_, _, err := deadletter.Redrive(ctx, fx.cl, fx.opts, other, deadletter.Delivery, deadletter.Filter{})
+			_, _, err := deadletter.Redrive(ctx, fx.cluster(other), deadletter.Delivery, deadletter.Filter{})
 			return err
 		}, "topic " + string(other.DeliveryDLQ) + " does not exist"},
 	}
@@ -588,7 +593,7 @@ func TestErrors(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: topics.HeaderErrorStage, Value: []byte(topics.StageDeliver)}}},
 		&kgo.Record{Topic: string(fx.env.Names.DeliveryDLQ), Key: []byte("nokey"), Value: []byte(`{}`),
 			Headers: []kgo.RecordHeader{{Key: topics.HeaderErrorStage, Value: []byte(topics.StageDeliver)}}})
-	if _, _, err := deadletter.Redrive(ctx, fx.cl, fx.opts, fx.env.Names, deadletter.Delivery, deadletter.Filter{}); err == nil || !strings.Contains(err.Error(), `key "nokey"`) {
+	if _, _, err := deadletter.Redrive(ctx, fx.cluster(fx.env.Names), deadletter.Delivery, deadletter.Filter{}); err == nil || !strings.Contains(err.Error(), `key "nokey"`) {
 		t.Errorf("Redrive with a malformed letter: got %v, want an error naming its key", err)
 	}
 	if n := len(fx.env.Records(t, fx.env.Names.DeliveryRetry)); n != 0 {
@@ -618,7 +623,7 @@ func TestConcurrentRedrivesCopyOnce(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			c, _, err := deadletter.Redrive(ctx, fx.cl, fx.opts, names, deadletter.Processor, deadletter.Filter{})
+			c, _, err := deadletter.Redrive(ctx, fx.cluster(names), deadletter.Processor, deadletter.Filter{})
 			mu.Lock()
 			defer mu.Unlock()
 			copied += c

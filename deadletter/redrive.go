@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,17 +34,19 @@ const (
 // f.Limit of them without their bodies (without a limit, every selected
 // one), then to copy them, holding one transaction's letters at a time.
 //
-// cl answers metadata queries; the reading and the transactional client
-// are built from opts, which carry the producer limits
-// (kgo.ProducerBatchMaxBytes for bodies over 1 MB). A delivery letter of
-// a disabled subscription goes straight back to the DLQ: enable it first.
-func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.Names, kind Kind, f Filter) (copied, skipped int, err error) {
+// c's shared client answers metadata queries; the reading and the
+// transactional client are clients of c's own, whose options carry the
+// producer limits (kgo.ProducerBatchMaxBytes for bodies over 1 MB). A
+// delivery letter of a disabled subscription goes straight back to the
+// DLQ: enable it first.
+func Redrive(ctx context.Context, c topics.Cluster, kind Kind, f Filter) (copied, skipped int, err error) {
+	names := c.Names
 	if _, err := ParseKind(string(kind)); err != nil {
 		return 0, 0, fmt.Errorf("deadletter: %w", err)
 	}
 	dlq := kind.Topic(names)
 	txnID := names.Prefix + "-redrive-" + string(kind)
-	tx, err := kgo.NewClient(append(slices.Clone(opts),
+	tx, err := c.NewClient(
 		kgo.TransactionalID(txnID),
 		// Markers go to their letter's DLQ partition, copies where their
 		// keys hash, as the ingest producer and the dispatcher put the
@@ -53,7 +54,7 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 		// holds its dedup state.
 		kgo.RecordPartitioner(topics.Partitioner(names.Ingest, names.DeliveryRetry)),
 		kgo.ProducerLinger(0),
-	)...)
+	)
 	if err != nil {
 		return 0, 0, fmt.Errorf("deadletter: client: %w", err)
 	}
@@ -69,7 +70,7 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 	// checks that each can be redriven: a letter that cannot fails the
 	// whole redrive, before anything is written.
 	sel := newSelection(f.Limit)
-	err = scan(ctx, cl, opts, dlq, kind, f, func(l Letter) {
+	err = scan(ctx, c, dlq, kind, f, func(l Letter) {
 		sel.add(Letter{Partition: l.Partition, Offset: l.Offset, FailedAt: l.FailedAt, Key: l.Key, Subscription: l.Subscription})
 	}, sel.mark)
 	if err != nil {
@@ -112,12 +113,12 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 		return nil
 	}
 	var copyErr error
-	err = (topics.Cluster{Client: cl, Opts: opts, Names: names}).ReadRanges(ctx, dlq, ranges, func(r *kgo.Record) bool {
+	err = c.ReadRanges(ctx, dlq, ranges, func(r *kgo.Record) bool {
 		if !todo[position{r.Partition, r.Offset}] {
 			return true
 		}
 		dl := topics.ParseDeadLetter(owned(r))
-		c, err := redriveCopy(names, kind, r.Partition, r.Offset, dl, now)
+		cp, err := redriveCopy(names, kind, r.Partition, r.Offset, dl, now)
 		if err != nil {
 			copyErr = err
 			return false
@@ -128,8 +129,8 @@ func Redrive(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, names topics.N
 			Key:       dl.Key,
 			Headers:   []kgo.RecordHeader{{Key: topics.HeaderRedrivenFrom, Value: []byte(ref(dlq, r.Partition, r.Offset))}},
 		}
-		batch = append(batch, c, marker)
-		size += len(c.Key) + len(c.Value)
+		batch = append(batch, cp, marker)
+		size += len(cp.Key) + len(cp.Value)
 		if len(batch)/2 >= txnMaxLetters || size >= txnMaxBytes {
 			copyErr = flush()
 		}

@@ -373,7 +373,7 @@ func TestFailingTransformDeadLettersAndRedrives(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	copied, _, err := deadletter.Redrive(context.Background(), h.cl, []kgo.Opt{kgo.SeedBrokers(h.env.Seeds...)}, h.env.Names,
+	copied, _, err := deadletter.Redrive(context.Background(), h.env.ClusterOf(h.cl),
 		deadletter.Delivery, deadletter.Filter{Key: sub.ID + ":*"})
 	if err != nil || copied != 1 {
 		t.Fatalf("redrive: %d copied, %v", copied, err)

@@ -174,7 +174,7 @@ func runDLQList(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection) error {
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		letters, err := deadletter.List(ctx, d.Client, d.Opts, d.Names, d.kind, f)
+		letters, err := deadletter.List(ctx, d.Cluster, d.kind, f)
 		if err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func runDLQShow(cmd *cobra.Command, o *dlqOptions, ref string, full bool) error 
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		l, err := deadletter.Show(ctx, d.Client, d.Opts, d.Names, d.kind, partition, offset)
+		l, err := deadletter.Show(ctx, d.Cluster, d.kind, partition, offset)
 		if err != nil {
 			return err
 		}
@@ -257,13 +257,13 @@ func runDLQRedrive(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection, execute
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
 		target := d.kind.Target(d.Names)
 		if execute {
-			copied, skipped, err := deadletter.Redrive(ctx, d.Client, d.Opts, d.Names, d.kind, f)
+			copied, skipped, err := deadletter.Redrive(ctx, d.Cluster, d.kind, f)
 			if err != nil {
 				return err
 			}
 			return printRedrive(cmd.OutOrStdout(), o.output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
 		}
-		letters, err := deadletter.List(ctx, d.Client, d.Opts, d.Names, d.kind, f)
+		letters, err := deadletter.List(ctx, d.Cluster, d.kind, f)
 		if err != nil {
 			return err
 		}

@@ -380,7 +380,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 // too.
 func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *events.StoryQuery {
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
-	deadletter.API{Kafka: n.Client, Opts: n.Opts, Names: n.Names}.Mount(n.srv)
+	deadletter.API{Cluster: n.Cluster}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
 	groups.API{Cluster: n.Cluster, Registry: n.registry}.Mount(n.srv)
 	instances.API{Kafka: n.Client, Names: n.Names}.Mount(n.srv)
