@@ -114,7 +114,7 @@ func (u *Console) overview(r *Request) error {
 		}
 	}
 
-	if out.Instances, err = instances.Discover(ctx, u.cfg.Kafka, u.cfg.Names, instances.SelfOf(u.srv)); err != nil {
+	if out.Instances, err = instances.Discover(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, instances.SelfOf(u.srv)); err != nil {
 		out.InstancesErr = err.Error()
 	}
 	lag, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "processor")

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/topics"
@@ -13,8 +12,7 @@ import (
 
 // API serves GET /api/instances on the admin listener.
 type API struct {
-	Kafka *kgo.Client
-	Names topics.Names
+	Cluster topics.Cluster
 }
 
 // SelfOf is the instance whose admin listener srv is: the address it
@@ -31,7 +29,7 @@ func (a API) Mount(srv *admin.Server) {
 	srv.API().GET("/instances", func(c *echo.Context) error {
 		ctx, cancel := admin.Timeout(c)
 		defer cancel()
-		list, err := Discover(ctx, a.Kafka, a.Names, self)
+		list, err := Discover(ctx, a.Cluster, self)
 		if err != nil {
 			return admin.Error(err)
 		}

@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/topics"
@@ -109,13 +108,15 @@ type Self struct {
 	Readiness func(context.Context) admin.Readiness
 }
 
-// Discover lists the instances of the deployment from the members of the
-// processor and retry groups and asks each for its readiness at the admin
-// address it advertises; self, when not nil, is the instance asking: it is
-// listed whatever its roles, and its readiness read in process.
-func Discover(ctx context.Context, cl *kgo.Client, names topics.Names, self *Self) (List, error) {
+// Discover lists the instances of the deployment on c from the members of
+// the processor and retry groups and asks each for its readiness at the
+// admin address it advertises; self, when not nil, is the instance
+// asking: it is listed whatever its roles, and its readiness read in
+// process.
+func Discover(ctx context.Context, c topics.Cluster, self *Self) (List, error) {
+	names := c.Names
 	groups := []string{string(names.ProcessorGroup()), string(names.RetryGroup())}
-	described, err := kadm.NewClient(cl).DescribeGroups(ctx, groups...)
+	described, err := c.Admin().DescribeGroups(ctx, groups...)
 	if err != nil {
 		return List{}, fmt.Errorf("instances: describe %s: %w", strings.Join(groups, ", "), err)
 	}

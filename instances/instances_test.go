@@ -62,7 +62,7 @@ func TestInstances(t *testing.T) {
 	var yes, no atomic.Bool
 	yes.Store(true)
 	self, selfAddr := adminServer(t, []string{"ingest", "processor", "dispatcher"}, "processor", &yes)
-	instances.API{Kafka: env.Client(t), Names: names}.Mount(self)
+	instances.API{Cluster: env.ClusterOf(env.Client(t))}.Mount(self)
 	_, otherAddr := adminServer(t, []string{"dispatcher"}, "dispatcher", &no)
 	downAddr := kafkatest.FreeAddr(t)
 

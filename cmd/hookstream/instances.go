@@ -48,7 +48,7 @@ func runInstances(cmd *cobra.Command, output string) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		list, err := instances.Discover(ctx, c.Client, c.Names, nil)
+		list, err := instances.Discover(ctx, c.Cluster, nil)
 		if err != nil {
 			return err
 		}

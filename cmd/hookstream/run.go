@@ -383,7 +383,7 @@ func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *ev
 	deadletter.API{Cluster: n.Cluster}.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
 	groups.API{Cluster: n.Cluster, Registry: n.registry}.Mount(n.srv)
-	instances.API{Kafka: n.Client, Names: n.Names}.Mount(n.srv)
+	instances.API{Cluster: n.Cluster}.Mount(n.srv)
 	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
 	events.API{Cluster: n.Cluster, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
