@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
@@ -24,9 +23,8 @@ type API struct {
 	// Rejected, when this process runs the ingest role, is its receiver's
 	// rejected requests per source (ingest.Handler.Rejected).
 	Rejected func() map[string]int64
-	// Kafka catches the tallies up and answers lag queries.
-	Kafka *kgo.Client
-	Names topics.Names
+	// Cluster answers lag queries.
+	Cluster topics.Cluster
 }
 
 // Mount serves /api/stats on srv.
@@ -86,7 +84,7 @@ func (a API) stats(c *echo.Context) error {
 	}
 	deliveries := a.Attempts.Sum()
 	out.Delivered, out.DeliveryFailed = deliveries.Delivered, deliveries.DeadLettered
-	lag, err := groups.Lag(ctx, topics.Cluster{Client: a.Kafka, Names: a.Names}, "")
+	lag, err := groups.Lag(ctx, a.Cluster, "")
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -94,6 +92,6 @@ func (a API) stats(c *echo.Context) error {
 	if err != nil {
 		return admin.Error(err)
 	}
-	out.Lag = groups.WithoutDeleted(a.Names, lag, subs)
+	out.Lag = groups.WithoutDeleted(a.Cluster.Names, lag, subs)
 	return c.JSON(http.StatusOK, out)
 }

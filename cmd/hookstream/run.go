@@ -381,7 +381,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *events.StoryQuery {
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	deadletter.API{Cluster: n.Cluster}.Mount(n.srv)
-	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Kafka: n.Client, Names: n.Names}.Mount(n.srv)
+	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Cluster: n.Cluster}.Mount(n.srv)
 	groups.API{Cluster: n.Cluster, Registry: n.registry}.Mount(n.srv)
 	instances.API{Cluster: n.Cluster}.Mount(n.srv)
 	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
