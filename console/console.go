@@ -81,7 +81,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
@@ -108,11 +107,8 @@ type Config struct {
 	// receiver's answers per source since it started: the requests it
 	// rejected, and the duplicates it answered itself.
 	Receiver func() map[string]stats.Answers
-	// Kafka answers offset and lag queries and reads topics; Opts build
-	// readers.
-	Kafka *kgo.Client
-	Opts  []kgo.Opt
-	Names topics.Names
+	// Cluster answers offset and lag queries, and its topics are read.
+	Cluster topics.Cluster
 	// Stories finds an event's story wherever its processor runs
 	// (events.StoryQuery.Story).
 	Stories events.Stories

@@ -59,13 +59,13 @@ func serve(t testing.TB, o options) *harness {
 	}
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
-	opts := []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}
-	h := &harness{env: env, cl: cl, registry: subscriptions.NewRegistry(env.ClusterOf(cl), log)}
-	tally := attempts.NewTally(env.ClusterOf(cl), log)
-	counts := stats.NewTally(env.ClusterOf(cl), log)
+	c := env.ClusterOf(cl)
+	h := &harness{env: env, cl: cl, registry: subscriptions.NewRegistry(c, log)}
+	tally := attempts.NewTally(c, log)
+	counts := stats.NewTally(c, log)
 	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
-	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: env.ClusterOf(cl)}.Mount(s)
-	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Kafka: cl, Opts: opts, Names: env.Names, Log: log,
+	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: c}.Mount(s)
+	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Cluster: c, Log: log,
 		TallyWait: o.tallyWait})
 	if err != nil {
 		t.Fatal(err)

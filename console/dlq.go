@@ -108,7 +108,7 @@ type dlqData struct {
 func (u *Console) window(r *Request, kind deadletter.Kind) (topics.Ranges, error) {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	return topics.Span{Last: dlqWindow}.Ranges(ctx, u.cfg.Kafka, kind.Topic(u.cfg.Names))
+	return topics.Span{Last: dlqWindow}.Ranges(ctx, u.cfg.Cluster.Client, kind.Topic(u.cfg.Cluster.Names))
 }
 
 func (u *Console) dlqList(r *Request) error {
@@ -128,7 +128,7 @@ func (u *Console) dlqList(r *Request) error {
 		if err != nil {
 			return err
 		}
-		s := dlqSection{Kind: kind, Topic: kind.Topic(u.cfg.Names), Target: kind.Target(u.cfg.Names)}
+		s := dlqSection{Kind: kind, Topic: kind.Topic(u.cfg.Cluster.Names), Target: kind.Target(u.cfg.Cluster.Names)}
 		if len(letters) > dlqShown {
 			s.More, letters = true, letters[1:] // the oldest goes
 		}
@@ -142,7 +142,7 @@ func (u *Console) dlqList(r *Request) error {
 func (u *Console) letters(r *Request, kind deadletter.Kind, f deadletter.Filter) ([]deadletter.Letter, error) {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	letters, err := deadletter.List(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, kind, f)
+	letters, err := deadletter.List(ctx, u.cfg.Cluster, kind, f)
 	if errors.Is(err, deadletter.ErrChanged) {
 		return nil, echo.NewHTTPError(http.StatusConflict, deadletter.ErrChanged.Error())
 	}
@@ -187,7 +187,7 @@ func (u *Console) dlqPreview(r *Request) error {
 	if err != nil {
 		return err
 	}
-	data := dlqRedriveData{Filter: f, Kind: kind, Topic: kind.Topic(u.cfg.Names), Target: kind.Target(u.cfg.Names),
+	data := dlqRedriveData{Filter: f, Kind: kind, Topic: kind.Topic(u.cfg.Cluster.Names), Target: kind.Target(u.cfg.Cluster.Names),
 		Max: dlqRedriveMax, Window: dlqWindow, Within: formatRanges(within)}
 	if !f.since.IsZero() {
 		data.SinceAt = f.since.UTC().Format(time.RFC3339Nano)
@@ -225,7 +225,7 @@ func (u *Console) dlqRedrive(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	copied, skipped, err := deadletter.Redrive(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, kind, f)
+	copied, skipped, err := deadletter.Redrive(ctx, u.cfg.Cluster, kind, f)
 	if err != nil {
 		if errors.Is(err, deadletter.ErrFenced) {
 			return echo.NewHTTPError(http.StatusConflict, err.Error())
@@ -235,7 +235,7 @@ func (u *Console) dlqRedrive(r *Request) error {
 		}
 		return err
 	}
-	msg := fmt.Sprintf("Redriven %d %s to %s", copied, plural(copied, "letter", "letters"), kind.Target(u.cfg.Names))
+	msg := fmt.Sprintf("Redriven %d %s to %s", copied, plural(copied, "letter", "letters"), kind.Target(u.cfg.Cluster.Names))
 	if skipped > 0 {
 		msg += fmt.Sprintf("; %d already redriven, skipped", skipped)
 	}
@@ -313,21 +313,21 @@ func (u *Console) dlqLetter(r *Request) error {
 	w, ok := within[int32(p)]
 	switch {
 	case !ok || o >= w.To: // an empty partition leaves no range
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no dead letter at %s partition %d offset %d", kind.Topic(u.cfg.Names), p, o))
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no dead letter at %s partition %d offset %d", kind.Topic(u.cfg.Cluster.Names), p, o))
 	case o < w.From:
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf(
 			"%s partition %d offset %d is older than the newest %d offsets of its partition, which this page reads: hookstream dlq show %d/%d --dlq %s shows it",
-			kind.Topic(u.cfg.Names), p, o, dlqWindow, p, o, kind))
+			kind.Topic(u.cfg.Cluster.Names), p, o, dlqWindow, p, o, kind))
 	}
 	letters, err := u.letters(r, kind, deadletter.Filter{Within: topics.Ranges{int32(p): {From: o, To: o + 1}}})
 	if err != nil {
 		return err
 	}
 	if len(letters) == 0 {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no dead letter at %s partition %d offset %d", kind.Topic(u.cfg.Names), p, o))
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no dead letter at %s partition %d offset %d", kind.Topic(u.cfg.Cluster.Names), p, o))
 	}
 	l := letters[0]
-	data := dlqLetterData{Letter: l, Topic: kind.Topic(u.cfg.Names), EventID: l.Key}
+	data := dlqLetterData{Letter: l, Topic: kind.Topic(u.cfg.Cluster.Names), EventID: l.Key}
 	if kind == deadletter.Delivery {
 		if _, id, ok := topics.SplitRetryKey(l.Key, l.Subscription); ok {
 			data.EventID = id

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/events"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // The events pages: a lookup box and a search by source, type and time
@@ -81,7 +80,7 @@ func (u *Console) eventSearch(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	page, err := events.Search(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, q)
+	page, err := events.Search(ctx, u.cfg.Cluster, q)
 	if err != nil {
 		if status := eventsStatus(err); status != 0 {
 			data.Error = err.Error()

@@ -94,7 +94,7 @@ func (u *Console) story(ctx context.Context, key string) (events.Story, error) {
 func (u *Console) eventsRecord(ctx context.Context, p events.Position) ([]byte, error) {
 	var value []byte
 	ranges := topics.Ranges{p.Partition: {From: p.Offset, To: p.Offset + 1}}
-	err := (topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}).ReadRanges(ctx, u.cfg.Names.Events, ranges, func(r *kgo.Record) bool {
+	err := u.cfg.Cluster.ReadRanges(ctx, u.cfg.Cluster.Names.Events, ranges, func(r *kgo.Record) bool {
 		if r.Offset == p.Offset {
 			value = bytes.Clone(r.Value)
 		}
@@ -129,5 +129,5 @@ func (u *Console) eventResend(r *Request) error {
 }
 
 func (u *Console) resender() events.API {
-	return events.API{Cluster: topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, Registry: u.cfg.Registry, Stories: u.cfg.Stories}
+	return events.API{Cluster: u.cfg.Cluster, Registry: u.cfg.Registry, Stories: u.cfg.Stories}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -97,10 +96,10 @@ func (u *Console) eventStream(r *Request) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append(slices.Clone(u.cfg.Opts),
+	cl, err := u.cfg.Cluster.NewClient(
 		kgo.ConsumePartitions(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("console: tail client: %w", err)
 	}
@@ -175,8 +174,8 @@ func (u *Console) eventStream(r *Request) error {
 // tailStart is the last stable offset of each partition of the events
 // topic.
 func (u *Console) tailStart(ctx context.Context) (map[string]map[int32]kgo.Offset, error) {
-	topic := string(u.cfg.Names.Events)
-	listed, err := kadm.NewClient(u.cfg.Kafka).ListCommittedOffsets(ctx, topic)
+	topic := string(u.cfg.Cluster.Names.Events)
+	listed, err := u.cfg.Cluster.Admin().ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = listed.Error()
 	}

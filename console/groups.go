@@ -27,7 +27,7 @@ func (u *Console) mountGroups(g *echo.Group) {
 }
 
 func (u *Console) groupsAPI() groups.API {
-	return groups.API{Cluster: topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, Registry: u.cfg.Registry}
+	return groups.API{Cluster: u.cfg.Cluster, Registry: u.cfg.Registry}
 }
 
 // groupRow is one group as the groups page shows it.
@@ -50,12 +50,12 @@ func (u *Console) groupList(r *Request) error {
 	for _, g := range lags {
 		row := groupRow{GroupLag: g, Short: g.Group}
 		switch topics.Group(g.Group) {
-		case u.cfg.Names.ProcessorGroup():
+		case u.cfg.Cluster.Names.ProcessorGroup():
 			row.Short = "processor"
-		case u.cfg.Names.RetryGroup():
+		case u.cfg.Cluster.Names.RetryGroup():
 			row.Short = "retry"
 		}
-		if id, ok := groups.SubscriptionID(u.cfg.Names, topics.Group(g.Group)); ok {
+		if id, ok := groups.SubscriptionID(u.cfg.Cluster.Names, topics.Group(g.Group)); ok {
 			row.Short, row.Subscription = "sub:"+id, id
 		}
 		rows = append(rows, row)

@@ -13,7 +13,6 @@ import (
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/subscriptions"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // overviewData is the overview page.
@@ -114,10 +113,10 @@ func (u *Console) overview(r *Request) error {
 		}
 	}
 
-	if out.Instances, err = instances.Discover(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, instances.SelfOf(u.srv)); err != nil {
+	if out.Instances, err = instances.Discover(ctx, u.cfg.Cluster, instances.SelfOf(u.srv)); err != nil {
 		out.InstancesErr = err.Error()
 	}
-	lag, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "processor")
+	lag, err := groups.Lag(ctx, u.cfg.Cluster, "processor")
 	if err != nil {
 		out.ProcessorLagErr = err.Error()
 	}

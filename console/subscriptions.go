@@ -111,12 +111,12 @@ func (u *Console) subscriptionList(r *Request) error {
 	state, out.CircuitsKnown = u.dispatcherState(ctx)
 	lags := make(map[string]int64)
 	if len(subs) > 0 {
-		all, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "")
+		all, err := groups.Lag(ctx, u.cfg.Cluster, "")
 		if err != nil {
 			out.LagErr = err.Error()
 		}
 		for _, g := range all {
-			if id, ok := groups.SubscriptionID(u.cfg.Names, topics.Group(g.Group)); ok {
+			if id, ok := groups.SubscriptionID(u.cfg.Cluster.Names, topics.Group(g.Group)); ok {
 				lags[id] = g.Total
 			}
 		}
@@ -189,7 +189,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if !slices.Contains(attemptStatuses, out.Status) {
 		out.Status = ""
 	}
-	lag, err := groups.Lag(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, "sub:"+id)
+	lag, err := groups.Lag(ctx, u.cfg.Cluster, "sub:"+id)
 	if err != nil {
 		out.LagErr = err.Error()
 	}
@@ -203,7 +203,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if out.Status != "" {
 		out.NoAttempts = "No attempts with status " + out.Status + " among the newest. Choose all to see every attempt."
 	}
-	out.Attempts, err = attempts.List(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names},
+	out.Attempts, err = attempts.List(ctx, u.cfg.Cluster,
 		attempts.Query{Subscription: id, Status: out.Status, Limit: maxAttemptsShown})
 	if err != nil {
 		return err
@@ -608,7 +608,7 @@ func (u *Console) testSubscription(r *Request) error {
 	if err != nil {
 		return subscriptionError(err)
 	}
-	e, err := subscriptions.TestEvent(ctx, topics.Cluster{Client: u.cfg.Kafka, Opts: u.cfg.Opts, Names: u.cfg.Names}, t.Event, []byte(t.Envelope))
+	e, err := subscriptions.TestEvent(ctx, u.cfg.Cluster, t.Event, []byte(t.Envelope))
 	status := http.StatusOK
 	switch {
 	case errors.Is(err, topics.ErrEventNotFound):

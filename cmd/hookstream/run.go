@@ -184,7 +184,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 	}
 	stories := n.mount(rejected, ledger)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Kafka: n.Client, Opts: n.Opts, Names: n.Names, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+		Cluster: n.Cluster, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
 	if err != nil {
 		return err
 	}
