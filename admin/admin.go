@@ -158,15 +158,6 @@ func decodeJSON(c *echo.Context, v any, limit int64, strict bool) error {
 	return nil
 }
 
-// Error maps the errors every route may meet to statuses: Kafka not
-// answering in time is 503. Others are returned as they are.
-func Error(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "kafka did not answer in time")
-	}
-	return err
-}
-
 // ServeHTTP serves the admin API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 

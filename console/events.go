@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -82,7 +81,7 @@ func (u *Console) eventSearch(r *Request) error {
 	defer cancel()
 	page, err := events.Search(ctx, u.cfg.Cluster, q)
 	if err != nil {
-		if status := eventsStatus(err); status != 0 {
+		if status := admin.Status(err); status != 0 {
 			data.Error = err.Error()
 			return r.Render(status, "events.html", "Events", "events", data)
 		}
@@ -94,18 +93,4 @@ func (u *Console) eventSearch(r *Request) error {
 		data.Next = next.Encode()
 	}
 	return r.Render(http.StatusOK, "events.html", "Events", "events", data)
-}
-
-// eventsStatus is the status of an error of package events, as the API
-// answers it; 0 for any other error.
-func eventsStatus(err error) int {
-	switch {
-	case errors.Is(err, events.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, events.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, events.ErrRefused):
-		return http.StatusConflict
-	}
-	return 0
 }

@@ -119,9 +119,6 @@ func (u *Console) eventResend(r *Request) error {
 	defer cancel()
 	res, err := u.resender().Resend(ctx, key, events.ResendRequest{Subscription: r.FormValue("subscription")})
 	if err != nil {
-		if status := eventsStatus(err); status != 0 {
-			return echo.NewHTTPError(status, err.Error())
-		}
 		return err
 	}
 	return r.Redirect(admin.UIPrefix+"/events/"+url.PathEscape(key),

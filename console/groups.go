@@ -44,7 +44,7 @@ func (u *Console) groupList(r *Request) error {
 	defer cancel()
 	lags, err := u.groupsAPI().Lags(ctx, "")
 	if err != nil {
-		return groupsError(err)
+		return err
 	}
 	rows := make([]groupRow, 0, len(lags))
 	for _, g := range lags {
@@ -107,7 +107,7 @@ func (u *Console) plan(r *Request, execute bool) (replayData, int, error) {
 	defer cancel()
 	plan, err := u.groupsAPI().Replay(ctx, f.Group, f.Topic, parts, t, execute)
 	if err != nil {
-		return data, groupsStatus(err), err
+		return data, admin.Status(err), err
 	}
 	data.Plan = &plan
 	return data, http.StatusOK, nil
@@ -153,26 +153,4 @@ func (u *Console) replayExecute(r *Request) error {
 		return r.Render(status, "replay.html", "Replay", "groups", data)
 	}
 	return r.Redirect(admin.UIPrefix+"/groups", "Committed: "+data.Plan.Group+" resumes from these targets when its consumers start.")
-}
-
-// groupsStatus is the status of an error of package groups, as the API
-// answers it; 0 for any other error.
-func groupsStatus(err error) int {
-	switch {
-	case errors.Is(err, groups.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, groups.ErrNoGroup):
-		return http.StatusNotFound
-	case errors.Is(err, groups.ErrRefused):
-		return http.StatusConflict
-	}
-	return 0
-}
-
-// groupsError is err with its status when package groups gives it one.
-func groupsError(err error) error {
-	if status := groupsStatus(err); status != 0 {
-		return echo.NewHTTPError(status, err.Error())
-	}
-	return err
 }

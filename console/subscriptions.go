@@ -101,7 +101,7 @@ func (u *Console) subscriptionList(r *Request) error {
 	defer cancel()
 	subs, err := u.cfg.Registry.List(ctx)
 	if err != nil {
-		return subscriptionError(err)
+		return err
 	}
 	var out subscriptionListData
 	if out.Counting, err = u.catchUp(ctx, u.cfg.Attempts); err != nil {
@@ -174,7 +174,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	defer cancel()
 	s, err := u.cfg.Registry.Get(ctx, id)
 	if err != nil {
-		return subscriptionError(err)
+		return err
 	}
 	counting, err := u.catchUp(ctx, u.cfg.Attempts)
 	if err != nil {
@@ -440,7 +440,7 @@ func (u *Console) createSubscription(r *Request) error {
 	if err != nil {
 		status, lines := formError(err)
 		if lines == nil {
-			return subscriptionError(err)
+			return err
 		}
 		f.Errors = lines
 		return r.Render(status, "subscription_new.html", "New subscription", "subscriptions", f)
@@ -457,7 +457,7 @@ func (u *Console) editSubscription(r *Request) error {
 	defer cancel()
 	s, err := u.cfg.Registry.Get(ctx, r.Param("id"))
 	if err != nil {
-		return subscriptionError(err)
+		return err
 	}
 	return r.Render(http.StatusOK, "subscription_edit.html", "Edit "+s.ID, "subscriptions", formOf(s))
 }
@@ -474,7 +474,7 @@ func (u *Console) saveSubscription(r *Request) error {
 	defer cancel()
 	cur, err := u.cfg.Registry.Get(ctx, id)
 	if err != nil {
-		return subscriptionError(err)
+		return err
 	}
 	f, p, hc, problems := readSubscriptionForm(r, slices.Sorted(maps.Keys(cur.Headers)), cur.Kind() == subscriptions.KindPull)
 	f.ID = id
@@ -505,7 +505,7 @@ func (u *Console) saveSubscription(r *Request) error {
 			status, lines = http.StatusConflict, []string{err.Error()}
 		}
 		if lines == nil {
-			return subscriptionError(err)
+			return err
 		}
 		f.Errors = lines
 		return r.Render(status, "subscription_edit.html", "Edit "+id, "subscriptions", f)
@@ -513,32 +513,16 @@ func (u *Console) saveSubscription(r *Request) error {
 	return r.Redirect(subscriptionPath(id), "Subscription "+id+" saved.")
 }
 
-// formError splits a refusal the form can show into its lines, with its
-// status; lines nil for any other error.
+// formError splits a refusal the form can show (an invalid subscription,
+// or one refused as things stand) into its lines, with its status; lines
+// nil for any other error.
 func formError(err error) (int, []string) {
-	status := http.StatusBadRequest
-	switch {
-	case errors.Is(err, subscriptions.ErrInvalid):
-	case errors.Is(err, subscriptions.ErrExists), errors.Is(err, subscriptions.ErrLimit), errors.Is(err, subscriptions.ErrConflict):
-		status = http.StatusConflict
-	default:
+	status := admin.Status(err)
+	if status != http.StatusBadRequest && status != http.StatusConflict {
 		return 0, nil
 	}
 	msg := strings.TrimPrefix(err.Error(), subscriptions.ErrInvalid.Error()+": ")
 	return status, strings.Split(msg, "\n")
-}
-
-// subscriptionError maps registry errors to statuses, as the API does.
-func subscriptionError(err error) error {
-	switch {
-	case errors.Is(err, subscriptions.ErrNotFound):
-		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, subscriptions.ErrExists), errors.Is(err, subscriptions.ErrConflict), errors.Is(err, subscriptions.ErrLimit):
-		return echo.NewHTTPError(http.StatusConflict, err.Error())
-	case errors.Is(err, subscriptions.ErrInvalid):
-		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
-	}
-	return err
 }
 
 // subscriptionPath is the page of subscription id.
@@ -554,7 +538,7 @@ func (u *Console) update(r *Request, edit func(*subscriptions.Subscription)) (su
 		edit(s)
 		return nil
 	})
-	return s, subscriptionError(err)
+	return s, err
 }
 
 func (u *Console) setEnabled(on bool) func(*Request) error {
@@ -590,7 +574,7 @@ func (u *Console) deleteSubscription(r *Request) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
 	if err := u.cfg.Registry.Delete(ctx, id); err != nil {
-		return subscriptionError(err)
+		return err
 	}
 	return r.Redirect(admin.UIPrefix+"/subscriptions", "Subscription "+id+" deleted.")
 }
@@ -606,7 +590,7 @@ func (u *Console) testSubscription(r *Request) error {
 	defer cancel()
 	s, err := u.cfg.Registry.Get(ctx, id)
 	if err != nil {
-		return subscriptionError(err)
+		return err
 	}
 	e, err := subscriptions.TestEvent(ctx, u.cfg.Cluster, t.Event, []byte(t.Envelope))
 	status := http.StatusOK

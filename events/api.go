@@ -55,7 +55,7 @@ func (a API) resend(c *echo.Context) error {
 	defer cancel()
 	out, err := a.Resend(ctx, key, req)
 	if err != nil {
-		return apiError(err)
+		return resendError(err)
 	}
 	return c.JSON(http.StatusAccepted, out)
 }
@@ -99,21 +99,15 @@ func (a API) search(c *echo.Context) error {
 	defer cancel()
 	page, err := Search(ctx, a.Cluster, q)
 	if err != nil {
-		return apiError(err)
+		return admin.Error(err)
 	}
 	return c.JSON(http.StatusOK, page)
 }
 
-// apiError answers the errors of this package with their status.
-func apiError(err error) error {
-	switch {
-	case errors.Is(err, ErrInvalid):
-		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrNotFound):
-		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, ErrRefused):
-		return echo.NewHTTPError(http.StatusConflict, err.Error())
-	case errors.Is(err, statestore.ErrRestoring):
+// resendError answers a resend's error with its status (admin.Error), a
+// ledger partition restoring 503.
+func resendError(err error) error {
+	if errors.Is(err, statestore.ErrRestoring) {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the ledger partition of the event is restoring; try again shortly")
 	}
 	return admin.Error(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -23,27 +24,17 @@ import (
 // the mark, so the event's story shows the resend.
 
 // Errors of Resend, besides ErrInvalid, that a caller branches on: the
-// admin API answers them 404 and 409.
+// admin API answers them 404 and 409 (admin.Error).
 var (
 	// ErrNotFound is an event the ledger does not hold or whose record
 	// the events topic no longer holds, or a subscription that does not
 	// exist.
-	ErrNotFound = errors.New("events: not found")
+	ErrNotFound = admin.NotFound("events: not found")
 	// ErrRefused is a resend that is not made without force: the
 	// subscription would not receive the event, or is disabled; or not
 	// made at all: a pull subscription is sent nothing.
-	ErrRefused = errors.New("events: resend refused")
+	ErrRefused = admin.Refused("events: resend refused")
 )
-
-type notFound struct{ error }
-
-func (notFound) Is(target error) bool { return target == ErrNotFound }
-func (e notFound) Unwrap() error      { return e.error }
-
-type refused struct{ error }
-
-func (refused) Is(target error) bool { return target == ErrRefused }
-func (e refused) Unwrap() error      { return e.error }
 
 // Stories finds an event's story: StoryQuery.Story, which asks the
 // instance whose processor holds it.
@@ -90,13 +81,13 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 	}
 	sub, err := a.Registry.Get(ctx, req.Subscription)
 	if errors.Is(err, subscriptions.ErrNotFound) {
-		return Resent{}, notFound{fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", req.Subscription)}
+		return Resent{}, admin.Of(ErrNotFound, fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", req.Subscription))
 	}
 	if err != nil {
 		return Resent{}, err
 	}
 	if sub.Kind() == subscriptions.KindPull {
-		return Resent{}, refused{fmt.Errorf("subscription %s is a pull subscription: its consumer reads the events at its cursor, and nothing is sent to it; replay it (hookstream replay --group sub:%s) to serve events again", sub.ID, sub.ID)}
+		return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s is a pull subscription: its consumer reads the events at its cursor, and nothing is sent to it; replay it (hookstream replay --group sub:%s) to serve events again", sub.ID, sub.ID))
 	}
 	rec, err := a.record(ctx, key)
 	if err != nil {
@@ -105,7 +96,7 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 	out := Resent{Event: key, Subscription: sub.ID, Partition: rec.Partition, Offset: rec.Offset}
 	if d := subscriptions.Compile(sub).Match(subscriptions.NewEvent(rec)); !d.Match {
 		if !req.Force {
-			return Resent{}, refused{fmt.Errorf("subscription %s would not receive %s: %s; force to resend it anyway", sub.ID, key, d.Reason())}
+			return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s would not receive %s: %s; force to resend it anyway", sub.ID, key, d.Reason()))
 		}
 		out.Forced = append(out.Forced, d.Reason())
 	}
@@ -115,7 +106,7 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 			why += " (" + sub.DisabledReason + ")"
 		}
 		if !req.Force {
-			return Resent{}, refused{fmt.Errorf("subscription %s is %s: enable it first, or force to resend when it is enabled", sub.ID, why)}
+			return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s is %s: enable it first, or force to resend when it is enabled", sub.ID, why))
 		}
 		out.Forced, out.Waiting = append(out.Forced, "subscription "+why), true
 	}
@@ -140,11 +131,11 @@ func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
 	story, err := a.Stories(ctx, key)
 	switch {
 	case errors.Is(err, ErrUnknownEvent):
-		return nil, notFound{fmt.Errorf("no event %s in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL): nothing to resend", key)}
+		return nil, admin.Of(ErrNotFound, fmt.Errorf("no event %s in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL): nothing to resend", key))
 	case err != nil:
 		return nil, err
 	case story.Failure != nil:
-		return nil, refused{fmt.Errorf("event %s failed processing at stage %s (%s): it never reached the events topic; redrive it from the DLQ", key, story.Failure.Stage, story.Failure.Error)}
+		return nil, admin.Of(ErrRefused, fmt.Errorf("event %s failed processing at stage %s (%s): it never reached the events topic; redrive it from the DLQ", key, story.Failure.Stage, story.Failure.Error))
 	case story.Events == nil:
 		return nil, errGone(key)
 	}
@@ -170,7 +161,7 @@ func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
 
 // errGone is an event whose record the events topic no longer holds.
 func errGone(key string) error {
-	return notFound{fmt.Errorf("the record of event %s is no longer on the events topic (past its retention): nothing to resend", key)}
+	return admin.Of(ErrNotFound, fmt.Errorf("the record of event %s is no longer on the events topic (past its retention): nothing to resend", key))
 }
 
 // write writes the retry record, acknowledged by every in-sync replica.

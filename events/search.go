@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -31,14 +32,12 @@ const (
 // ErrInvalid is a query that cannot be right: a glob or a time that does
 // not parse, a range that ends before it starts, a cursor that is not
 // one.
-var ErrInvalid = errors.New("events: invalid query")
+var ErrInvalid = admin.Invalid("events: invalid query")
 
-type invalid struct{ error }
-
-func (invalid) Is(target error) bool { return target == ErrInvalid }
-func (e invalid) Unwrap() error      { return e.error }
-
-func invalidf(format string, args ...any) error { return invalid{fmt.Errorf(format, args...)} }
+// invalidf is an error of ErrInvalid with its own message.
+func invalidf(format string, args ...any) error {
+	return admin.Of(ErrInvalid, fmt.Errorf(format, args...))
+}
 
 // Query selects events of the events topic.
 type Query struct {

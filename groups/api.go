@@ -3,7 +3,6 @@ package groups
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -67,7 +66,7 @@ func (a API) Lags(ctx context.Context, group string) ([]GroupLag, error) {
 func (a API) exists(g topics.Group, subs map[string]subscriptions.Subscription) error {
 	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
 		if _, exists := subs[id]; !exists {
-			return notFound{fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", id)}
+			return admin.Of(ErrNoGroup, fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", id))
 		}
 	}
 	return nil
@@ -190,8 +189,8 @@ func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
 	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
 	for _, m := range plan.Moves {
 		if m.Topic != string(a.Cluster.Names.Events) {
-			return false, refused{fmt.Errorf("dispatchers are running (%s): a subscription's replay while they run moves only its cursor on %s, not %s",
-				strings.Join(infos[dispatch].members, ", "), a.Cluster.Names.Events, m.Topic)}
+			return false, admin.Of(ErrRefused, fmt.Errorf("dispatchers are running (%s): a subscription's replay while they run moves only its cursor on %s, not %s",
+				strings.Join(infos[dispatch].members, ", "), a.Cluster.Names.Events, m.Topic))
 		}
 		rw.Offsets[m.Partition] = m.Target
 	}
@@ -235,7 +234,7 @@ func (a API) rewindPull(ctx context.Context, sub subscriptions.Subscription, pla
 	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
 	for _, m := range plan.Moves {
 		if m.Topic != string(a.Cluster.Names.Events) {
-			return refused{fmt.Errorf("the replay of a pull subscription moves only its cursor on %s, not %s", a.Cluster.Names.Events, m.Topic)}
+			return admin.Of(ErrRefused, fmt.Errorf("the replay of a pull subscription moves only its cursor on %s, not %s", a.Cluster.Names.Events, m.Topic))
 		}
 		rw.Offsets[m.Partition] = m.Target
 	}
@@ -272,7 +271,7 @@ func (a API) list(c *echo.Context) error {
 	defer cancel()
 	lags, err := a.Lags(ctx, "")
 	if err != nil {
-		return apiError(err)
+		return admin.Error(err)
 	}
 	// The list shows each group's totals; its partitions are one request
 	// away.
@@ -287,7 +286,7 @@ func (a API) one(c *echo.Context) error {
 	defer cancel()
 	lags, err := a.Lags(ctx, c.Param("group"))
 	if err != nil {
-		return apiError(err)
+		return admin.Error(err)
 	}
 	return c.JSON(http.StatusOK, lags[0])
 }
@@ -306,26 +305,13 @@ func (a API) replay(c *echo.Context, execute bool) error {
 	}
 	t, err := ParseTarget(req.Target, req.Value)
 	if err != nil {
-		return apiError(err)
+		return admin.Error(err)
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
 	r, err := a.Replay(ctx, req.Group, req.Topic, req.Partitions, t, execute)
 	if err != nil {
-		return apiError(err)
+		return admin.Error(err)
 	}
 	return c.JSON(http.StatusOK, r)
-}
-
-// apiError answers the errors of this package with their status.
-func apiError(err error) error {
-	switch {
-	case errors.Is(err, ErrInvalid):
-		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrNoGroup):
-		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, ErrRefused):
-		return echo.NewHTTPError(http.StatusConflict, err.Error())
-	}
-	return admin.Error(err)
 }

@@ -20,42 +20,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/topics"
 )
 
 // Errors a caller branches on: the admin API answers them 400, 404 and
-// 409.
+// 409 (admin.Error).
 var (
 	// ErrInvalid is a request that cannot be right: a name that is no
 	// group of the deployment, a malformed target, a partition the topic
 	// lacks.
-	ErrInvalid = errors.New("groups: invalid request")
+	ErrInvalid = admin.Invalid("groups: invalid request")
 	// ErrNoGroup is a group nobody has joined or committed for, or of a
 	// subscription that does not exist.
-	ErrNoGroup = errors.New("groups: no such group")
+	ErrNoGroup = admin.NotFound("groups: no such group")
 	// ErrRefused is a replay Execute does not carry out (Plan.Refusal).
-	ErrRefused = errors.New("groups: replay refused")
+	ErrRefused = admin.Refused("groups: replay refused")
 )
 
-// invalid is an error of ErrInvalid with its own message.
-type invalid struct{ error }
-
-func (invalid) Is(target error) bool { return target == ErrInvalid }
-func (e invalid) Unwrap() error      { return e.error }
-
-func invalidf(format string, args ...any) error { return invalid{fmt.Errorf(format, args...)} }
-
-// notFound is an error of ErrNoGroup with its own message.
-type notFound struct{ error }
-
-func (notFound) Is(target error) bool { return target == ErrNoGroup }
-func (e notFound) Unwrap() error      { return e.error }
-
-// refused is an error of ErrRefused with its own message.
-type refused struct{ error }
-
-func (refused) Is(target error) bool { return target == ErrRefused }
-func (e refused) Unwrap() error      { return e.error }
+// invalidf is an error of ErrInvalid with its own message.
+func invalidf(format string, args ...any) error {
+	return admin.Of(ErrInvalid, fmt.Errorf(format, args...))
+}
 
 // Short group names accepted by Resolve.
 const (

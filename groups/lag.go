@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -78,7 +79,7 @@ func Lag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error
 		return nil, err
 	}
 	if group != "" && infos[list[0]].state == "Dead" && len(groups[0].committed) == 0 {
-		return nil, notFound{fmt.Errorf("group %s does not exist: no consumer has joined it or committed offsets", list[0])}
+		return nil, admin.Of(ErrNoGroup, fmt.Errorf("group %s does not exist: no consumer has joined it or committed offsets", list[0]))
 	}
 	logs, err := readLogs(ctx, adm, all)
 	if err != nil {

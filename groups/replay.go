@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -68,7 +69,7 @@ func ParseTarget(kind, value string) (Target, error) {
 	case TargetOffsets:
 		offsets, err := ParseOffsets(value)
 		if err != nil {
-			return Target{}, invalid{err}
+			return Target{}, admin.Of(ErrInvalid, err)
 		}
 		t.Offsets = offsets
 	default:
@@ -475,10 +476,10 @@ func execute(ctx context.Context, adm *kadm.Client, plan Plan, meta string) erro
 // partition, or of a group with active members (named), is refused.
 func (p Plan) Refusal() error {
 	if len(p.Moves) == 0 {
-		return refused{fmt.Errorf("replay of %s: the plan moves no partition", p.Group)}
+		return admin.Of(ErrRefused, fmt.Errorf("replay of %s: the plan moves no partition", p.Group))
 	}
 	if len(p.Members) > 0 {
-		return refused{activeMembers(p.Group, p.Members)}
+		return admin.Of(ErrRefused, activeMembers(p.Group, p.Members))
 	}
 	return nil
 }

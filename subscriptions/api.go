@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -41,19 +40,6 @@ func (a API) Mount(srv *admin.Server) {
 	g.POST("/subscriptions/:id/rotate-secret", a.rotateSecret)
 	g.GET("/subscriptions/:id/attempts", a.attempts)
 	g.POST("/subscriptions/:id/test", a.testSubscription)
-}
-
-// httpError maps registry and validation errors to statuses.
-func httpError(err error) error {
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return echo.NewHTTPError(http.StatusNotFound, err.Error())
-	case errors.Is(err, ErrExists), errors.Is(err, ErrConflict), errors.Is(err, ErrLimit):
-		return echo.NewHTTPError(http.StatusConflict, err.Error())
-	case errors.Is(err, ErrInvalid):
-		return echo.NewHTTPError(http.StatusBadRequest, strings.ReplaceAll(err.Error(), "\n", "; "))
-	}
-	return admin.Error(err)
 }
 
 // Shown is a subscription as the API and the CLI show it: a pull
@@ -97,7 +83,7 @@ func (a API) view(s Subscription) subscriptionView {
 // catchUp waits until the tally has read every attempt written so far.
 func (a API) catchUp(ctx context.Context) error {
 	if err := a.Attempts.CatchUp(ctx); err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	return nil
 }
@@ -107,7 +93,7 @@ func (a API) listSubscriptions(c *echo.Context) error {
 	defer cancel()
 	subs, err := a.Registry.List(ctx)
 	if err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	if err := a.catchUp(ctx); err != nil {
 		return err
@@ -124,7 +110,7 @@ func (a API) getSubscription(c *echo.Context) error {
 	defer cancel()
 	s, err := a.Registry.Get(ctx, c.Param("id"))
 	if err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	if err := a.catchUp(ctx); err != nil {
 		return err
@@ -147,7 +133,7 @@ func decode(c *echo.Context) (subscriptionInput, error) {
 		return in, err
 	}
 	if err := in.Patch.Validate(); err != nil {
-		return in, httpError(err)
+		return in, admin.Error(err)
 	}
 	return in, nil
 }
@@ -173,7 +159,7 @@ func (a API) createSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
 	if err := a.Registry.Create(ctx, &s, from); err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	return c.JSON(http.StatusCreated, Show(s)) // the secret, once
 }
@@ -210,7 +196,7 @@ func (a API) update(c *echo.Context, edit func(*Subscription), withSecret bool) 
 		return nil
 	})
 	if err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	if !withSecret {
 		s = s.Redacted()
@@ -222,7 +208,7 @@ func (a API) deleteSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
 	if err := a.Registry.Delete(ctx, c.Param("id")); err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -246,11 +232,11 @@ func (a API) attempts(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
 	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	out, err := attempts.List(ctx, a.Cluster, q)
 	if err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	if out == nil {
 		out = []attempts.Attempt{}
@@ -274,14 +260,14 @@ func (a API) testSubscription(c *echo.Context) error {
 	defer cancel()
 	s, err := a.Registry.Get(ctx, c.Param("id"))
 	if err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	e, err := TestEvent(ctx, a.Cluster, in.Event, in.Envelope)
 	if errors.Is(err, topics.ErrEventNotFound) {
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
 	}
 	if err != nil {
-		return httpError(err)
+		return admin.Error(err)
 	}
 	compiled := Compile(s)
 	return c.JSON(http.StatusOK, compiled.Redact(compiled.Preview(e, time.Now(), a.UserAgent)))

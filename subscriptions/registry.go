@@ -18,23 +18,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/internal/backoff"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
 )
 
-// ErrNotFound is returned for an unknown subscription id.
-var ErrNotFound = errors.New("subscription not found")
-
-// ErrExists is returned when creating a subscription whose id is taken.
-var ErrExists = errors.New("subscription exists")
-
-// ErrConflict is returned when a write kept losing to concurrent writers.
-var ErrConflict = errors.New("subscription changed concurrently; try again")
-
-// ErrLimit is returned when creating a subscription past
-// Security.MaxSubscriptions.
-var ErrLimit = errors.New("subscription limit")
+// Errors a caller branches on: the admin API answers them 404 and 409
+// (admin.Error).
+var (
+	// ErrNotFound is returned for an unknown subscription id.
+	ErrNotFound = admin.NotFound("subscription not found")
+	// ErrExists is returned when creating a subscription whose id is
+	// taken.
+	ErrExists = admin.Refused("subscription exists")
+	// ErrConflict is returned when a write kept losing to concurrent
+	// writers.
+	ErrConflict = admin.Refused("subscription changed concurrently; try again")
+	// ErrLimit is returned when creating a subscription past
+	// Security.MaxSubscriptions.
+	ErrLimit = admin.Refused("subscription limit")
+)
 
 // Registry reads and writes subscriptions in the compacted subscriptions
 // topic: the record key is the id, a tombstone deletes. It needs no running

@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/expr"
 	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/topics"
@@ -412,8 +413,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ErrInvalid marks a subscription, or a start position, that fails validation.
-var ErrInvalid = errors.New("invalid subscription")
+// ErrInvalid marks a subscription, or a start position, that fails
+// validation: the admin API answers it 400 (admin.Error).
+var ErrInvalid = admin.Invalid("invalid subscription")
 
 // Matches reports whether an event of source and type passes the filters.
 // Operational events (source hookstream) pass only a subscription that
