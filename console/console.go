@@ -84,6 +84,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -109,6 +110,8 @@ type Config struct {
 	Receiver func() map[string]stats.Answers
 	// Cluster answers offset and lag queries, and its topics are read.
 	Cluster topics.Cluster
+	// DeadLetters lists and redrives dead letters.
+	DeadLetters *deadletter.Service
 	// Stories finds an event's story wherever its processor runs
 	// (events.StoryQuery.Story).
 	Stories events.Stories

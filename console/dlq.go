@@ -142,7 +142,7 @@ func (u *Console) dlqList(r *Request) error {
 func (u *Console) letters(r *Request, kind deadletter.Kind, f deadletter.Filter) ([]deadletter.Letter, error) {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	letters, err := deadletter.List(ctx, u.cfg.Cluster, kind, f)
+	letters, err := u.cfg.DeadLetters.List(ctx, kind, f)
 	if errors.Is(err, deadletter.ErrChanged) {
 		return nil, echo.NewHTTPError(http.StatusConflict, deadletter.ErrChanged.Error())
 	}
@@ -225,7 +225,7 @@ func (u *Console) dlqRedrive(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	copied, skipped, err := deadletter.Redrive(ctx, u.cfg.Cluster, kind, f)
+	copied, skipped, err := u.cfg.DeadLetters.Redrive(ctx, kind, f)
 	if err != nil {
 		if errors.Is(err, deadletter.ErrFenced) {
 			return echo.NewHTTPError(http.StatusConflict, err.Error())

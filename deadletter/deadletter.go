@@ -7,8 +7,9 @@
 // into the pipeline: processor letters to <prefix>.ingest with their
 // original key, value and ingest headers, delivery letters to
 // <prefix>.delivery-retry due now with their attempts reset, each copy
-// marked hs-redriven-from = "<dlq topic>/<partition>/<offset>". API serves
-// both on the admin listener (/api/dlq, /api/dlq/redrive).
+// marked hs-redriven-from = "<dlq topic>/<partition>/<offset>". The
+// Service does both, for the admin API (Mount: /api/dlq,
+// /api/dlq/redrive), the console and hookstream dlq.
 //
 // # Idempotency
 //
@@ -178,17 +179,26 @@ func (f Filter) match(l *Letter) bool {
 	return l.Offset >= f.From && (f.Until <= 0 || l.Offset < f.Until)
 }
 
+// Service reads and redrives the dead-letter queues of a cluster.
+type Service struct {
+	c topics.Cluster
+}
+
+// New is the service of c's dead-letter queues. It does no I/O.
+func New(c topics.Cluster) *Service { return &Service{c: c} }
+
 // List reads the DLQ of kind from its start to its current end and returns
 // the letters f selects, oldest first. It holds at most f.Limit letters at
 // any time (the newest read so far); only without a limit does it hold
-// every letter selected. c's shared client answers metadata queries; the
-// reading client is a client of c's own, closed before List returns.
-func List(ctx context.Context, c topics.Cluster, kind Kind, f Filter) ([]Letter, error) {
+// every letter selected. The cluster's shared client answers metadata
+// queries; the reading client is a client of its own, closed before List
+// returns.
+func (s *Service) List(ctx context.Context, kind Kind, f Filter) ([]Letter, error) {
 	if _, err := ParseKind(string(kind)); err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
 	sel := newSelection(f.Limit)
-	if err := scan(ctx, c, kind.Topic(c.Names), kind, f, sel.add, sel.mark); err != nil {
+	if err := scan(ctx, s.c, kind.Topic(s.c.Names), kind, f, sel.add, sel.mark); err != nil {
 		return nil, err
 	}
 	return sel.sorted(), nil
@@ -262,13 +272,13 @@ func (h *letterHeap) Pop() any {
 
 // Show returns the letter at partition and offset of the DLQ of kind, or an
 // error wrapping ErrNotFound.
-func Show(ctx context.Context, c topics.Cluster, kind Kind, partition int32, offset int64) (Letter, error) {
-	letters, err := List(ctx, c, kind, Filter{Partition: &partition, From: offset, Until: offset + 1})
+func (s *Service) Show(ctx context.Context, kind Kind, partition int32, offset int64) (Letter, error) {
+	letters, err := s.List(ctx, kind, Filter{Partition: &partition, From: offset, Until: offset + 1})
 	if err != nil {
 		return Letter{}, err
 	}
 	if len(letters) == 0 {
-		return Letter{}, fmt.Errorf("deadletter: %s partition %d offset %d: %w", kind.Topic(c.Names), partition, offset, ErrNotFound)
+		return Letter{}, fmt.Errorf("deadletter: %s partition %d offset %d: %w", kind.Topic(s.c.Names), partition, offset, ErrNotFound)
 	}
 	return letters[0], nil
 }

@@ -69,7 +69,7 @@ func (fx *fixture) list(t *testing.T, kind deadletter.Kind, f deadletter.Filter)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	letters, err := deadletter.List(ctx, fx.cluster(fx.env.Names), kind, f)
+	letters, err := deadletter.New(fx.cluster(fx.env.Names)).List(ctx, kind, f)
 	if err != nil {
 		t.Fatalf("List %s: %v", kind, err)
 	}
@@ -80,7 +80,7 @@ func (fx *fixture) redrive(t *testing.T, kind deadletter.Kind, f deadletter.Filt
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	copied, skipped, err := deadletter.Redrive(ctx, fx.cluster(fx.env.Names), kind, f)
+	copied, skipped, err := deadletter.New(fx.cluster(fx.env.Names)).Redrive(ctx, kind, f)
 	if err != nil {
 		t.Fatalf("Redrive %s: %v", kind, err)
 	}
@@ -487,7 +487,7 @@ func TestListFiltersAndShow(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 1)
+	l, err := deadletter.New(fx.cluster(names)).Show(ctx, deadletter.Processor, 0, 1)
 	if err != nil {
 		t.Fatalf("Show 0/1: %v", err)
 	}
@@ -495,10 +495,10 @@ func TestListFiltersAndShow(t *testing.T) {
 		l.Headers[topics.HeaderOrigOffset] != "17" || l.Headers["hs-h-x-shop"] != "s1" || l.Redriven {
 		t.Errorf("Show 0/1: got %+v, want shop:b with its headers, not redriven", l)
 	}
-	if _, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
+	if _, err := deadletter.New(fx.cluster(names)).Show(ctx, deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
 		t.Errorf("Show 0/3 (past the end): got %v, want ErrNotFound", err)
 	}
-	if _, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 7, 0); err == nil || !strings.Contains(err.Error(), "no partition 7") {
+	if _, err := deadletter.New(fx.cluster(names)).Show(ctx, deadletter.Processor, 7, 0); err == nil || !strings.Contains(err.Error(), "no partition 7") {
 		t.Errorf("Show 7/0: got %v, want an error naming the missing partition", err)
 	}
 
@@ -516,10 +516,10 @@ func TestListFiltersAndShow(t *testing.T) {
 	if len(all) != 5 || !slices.Equal(marked, []string{"shop:b"}) {
 		t.Errorf("List after redriving shop:b: got %v with %v redriven, want the 5 letters with shop:b redriven", keys(all), marked)
 	}
-	if _, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
+	if _, err := deadletter.New(fx.cluster(names)).Show(ctx, deadletter.Processor, 0, 3); !errors.Is(err, deadletter.ErrNotFound) {
 		t.Errorf("Show 0/3 (the marker): got %v, want ErrNotFound", err)
 	}
-	if l, err := deadletter.Show(ctx, fx.cluster(names), deadletter.Processor, 0, 1); err != nil || !l.Redriven {
+	if l, err := deadletter.New(fx.cluster(names)).Show(ctx, deadletter.Processor, 0, 1); err != nil || !l.Redriven {
 		t.Errorf("Show 0/1 after its redrive: got %+v, %v, want it redriven", l, err)
 	}
 	if got := countKeys(t, fx.env, names.Ingest); fmt.Sprint(got) != "map[shop:b:1]" {
@@ -566,15 +566,15 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown kind", func() error {
-			_, err := deadletter.List(ctx, fx.cluster(fx.env.Names), "retry", deadletter.Filter{})
+			_, err := deadletter.New(fx.cluster(fx.env.Names)).List(ctx, "retry", deadletter.Filter{})
 			return err
 		}, `unknown dead-letter queue "retry"`},
 		{"missing topic", func() error {
-			_, err := deadletter.List(ctx, fx.cluster(other), deadletter.Processor, deadletter.Filter{})
+			_, err := deadletter.New(fx.cluster(other)).List(ctx, deadletter.Processor, deadletter.Filter{})
 			return err
 		}, "topic " + string(other.DLQ) + " does not exist"},
 		{"redrive of a missing topic", func() error {
-			_, _, err := deadletter.Redrive(ctx, fx.cluster(other), deadletter.Delivery, deadletter.Filter{})
+			_, _, err := deadletter.New(fx.cluster(other)).Redrive(ctx, deadletter.Delivery, deadletter.Filter{})
 			return err
 		}, "topic " + string(other.DeliveryDLQ) + " does not exist"},
 	}
@@ -593,7 +593,7 @@ func TestErrors(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: topics.HeaderErrorStage, Value: []byte(topics.StageDeliver)}}},
 		&kgo.Record{Topic: string(fx.env.Names.DeliveryDLQ), Key: []byte("nokey"), Value: []byte(`{}`),
 			Headers: []kgo.RecordHeader{{Key: topics.HeaderErrorStage, Value: []byte(topics.StageDeliver)}}})
-	if _, _, err := deadletter.Redrive(ctx, fx.cluster(fx.env.Names), deadletter.Delivery, deadletter.Filter{}); err == nil || !strings.Contains(err.Error(), `key "nokey"`) {
+	if _, _, err := deadletter.New(fx.cluster(fx.env.Names)).Redrive(ctx, deadletter.Delivery, deadletter.Filter{}); err == nil || !strings.Contains(err.Error(), `key "nokey"`) {
 		t.Errorf("Redrive with a malformed letter: got %v, want an error naming its key", err)
 	}
 	if n := len(fx.env.Records(t, fx.env.Names.DeliveryRetry)); n != 0 {
@@ -623,7 +623,7 @@ func TestConcurrentRedrivesCopyOnce(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			c, _, err := deadletter.Redrive(ctx, fx.cluster(names), deadletter.Processor, deadletter.Filter{})
+			c, _, err := deadletter.New(fx.cluster(names)).Redrive(ctx, deadletter.Processor, deadletter.Filter{})
 			mu.Lock()
 			defer mu.Unlock()
 			copied += c

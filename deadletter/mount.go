@@ -9,21 +9,14 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/hookstream/hookstream/admin"
-	"github.com/hookstream/hookstream/topics"
 )
 
-// API serves the dead-letter queues on the admin listener's /api: list
-// letters, and redrive a selection of them.
-type API struct {
-	// Cluster's DLQ topics are read and redriven.
-	Cluster topics.Cluster
-}
-
-// Mount serves /api/dlq and /api/dlq/redrive on srv.
-func (a API) Mount(srv *admin.Server) {
+// Mount serves the service on srv's /api: GET /api/dlq lists letters,
+// POST /api/dlq/redrive redrives a selection of them.
+func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/dlq", a.listDLQ)
-	g.POST("/dlq/redrive", a.redrive)
+	g.GET("/dlq", s.listDLQ)
+	g.POST("/dlq/redrive", s.redrive)
 }
 
 // dlqQuery is the selection of /api/dlq and /api/dlq/redrive.
@@ -54,7 +47,7 @@ func (q dlqQuery) parse() (Kind, Filter, error) {
 	return kind, f, nil
 }
 
-func (a API) listDLQ(c *echo.Context) error {
+func (s *Service) listDLQ(c *echo.Context) error {
 	limit, err := strconv.Atoi(c.QueryParamOr("limit", "100"))
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
@@ -65,7 +58,7 @@ func (a API) listDLQ(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	letters, err := List(ctx, a.Cluster, kind, f)
+	letters, err := s.List(ctx, kind, f)
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -76,7 +69,7 @@ func (a API) listDLQ(c *echo.Context) error {
 }
 
 // redrive copies the selected letters back; a selection is required.
-func (a API) redrive(c *echo.Context) error {
+func (s *Service) redrive(c *echo.Context) error {
 	var q dlqQuery
 	if err := admin.DecodeJSON(c, &q, 4<<10); err != nil {
 		return err
@@ -90,9 +83,9 @@ func (a API) redrive(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	copied, skipped, err := Redrive(ctx, a.Cluster, kind, f)
+	copied, skipped, err := s.Redrive(ctx, kind, f)
 	if err != nil {
 		return admin.Error(err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"redriven": copied, "skipped": skipped, "to": kind.Target(a.Cluster.Names)})
+	return c.JSON(http.StatusOK, map[string]any{"redriven": copied, "skipped": skipped, "to": kind.Target(s.c.Names)})
 }

@@ -34,12 +34,13 @@ const (
 // f.Limit of them without their bodies (without a limit, every selected
 // one), then to copy them, holding one transaction's letters at a time.
 //
-// c's shared client answers metadata queries; the reading and the
-// transactional client are clients of c's own, whose options carry the
-// producer limits (kgo.ProducerBatchMaxBytes for bodies over 1 MB). A
+// The cluster's shared client answers metadata queries; the reading and
+// the transactional client are clients of its own, whose options carry
+// the producer limits (kgo.ProducerBatchMaxBytes for bodies over 1 MB). A
 // delivery letter of a disabled subscription goes straight back to the
 // DLQ: enable it first.
-func Redrive(ctx context.Context, c topics.Cluster, kind Kind, f Filter) (copied, skipped int, err error) {
+func (s *Service) Redrive(ctx context.Context, kind Kind, f Filter) (copied, skipped int, err error) {
+	c := s.c
 	names := c.Names
 	if _, err := ParseKind(string(kind)); err != nil {
 		return 0, 0, fmt.Errorf("deadletter: %w", err)

@@ -91,10 +91,10 @@ func TestWithinRefusesWhenTheDLQMovedOn(t *testing.T) {
 	}
 	// One more past offset 1: refused.
 	moved := deadletter.Filter{Within: topics.Ranges{0: {From: 0, To: 1}}}
-	if _, err := deadletter.List(ctx, fx.cluster(names), deadletter.Processor, moved); !errors.Is(err, deadletter.ErrChanged) {
+	if _, err := deadletter.New(fx.cluster(names)).List(ctx, deadletter.Processor, moved); !errors.Is(err, deadletter.ErrChanged) {
 		t.Errorf("List Within 0-1: got %v, want ErrChanged", err)
 	}
-	if _, _, err := deadletter.Redrive(ctx, fx.cluster(names), deadletter.Processor, moved); !errors.Is(err, deadletter.ErrChanged) {
+	if _, _, err := deadletter.New(fx.cluster(names)).Redrive(ctx, deadletter.Processor, moved); !errors.Is(err, deadletter.ErrChanged) {
 		t.Errorf("Redrive Within 0-1: got %v, want ErrChanged", err)
 	}
 	if got := countKeys(t, fx.env, names.Ingest); len(got) != 0 {

@@ -373,7 +373,7 @@ func TestFailingTransformDeadLettersAndRedrives(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	copied, _, err := deadletter.Redrive(context.Background(), h.env.ClusterOf(h.cl),
+	copied, _, err := deadletter.New(h.env.ClusterOf(h.cl)).Redrive(context.Background(),
 		deadletter.Delivery, deadletter.Filter{Key: sub.ID + ":*"})
 	if err != nil || copied != 1 {
 		t.Fatalf("redrive: %d copied, %v", copied, err)

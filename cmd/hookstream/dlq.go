@@ -116,14 +116,15 @@ func withDLQ(cmd *cobra.Command, kindFlag, output string, fn func(ctx context.Co
 		if err := c.Client.Ping(pingCtx); err != nil {
 			return fmt.Errorf("no broker answered at %s: %w", strings.Join(c.cfg.SeedBrokers(), ","), err)
 		}
-		return fn(ctx, dlqTarget{Cluster: c.Cluster, kind: kind})
+		return fn(ctx, dlqTarget{Service: deadletter.New(c.Cluster), names: c.Names, kind: kind})
 	})
 }
 
 // dlqTarget is one DLQ on one cluster.
 type dlqTarget struct {
-	topics.Cluster
-	kind deadletter.Kind
+	*deadletter.Service
+	names topics.Names
+	kind  deadletter.Kind
 }
 
 // dlqOptions are the flags every dlq command shares.
@@ -174,7 +175,7 @@ func runDLQList(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection) error {
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		letters, err := deadletter.List(ctx, d.Cluster, d.kind, f)
+		letters, err := d.List(ctx, d.kind, f)
 		if err != nil {
 			return err
 		}
@@ -205,11 +206,11 @@ func runDLQShow(cmd *cobra.Command, o *dlqOptions, ref string, full bool) error 
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		l, err := deadletter.Show(ctx, d.Cluster, d.kind, partition, offset)
+		l, err := d.Show(ctx, d.kind, partition, offset)
 		if err != nil {
 			return err
 		}
-		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.Names), l, full)
+		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.names), l, full)
 	})
 }
 
@@ -255,15 +256,15 @@ func runDLQRedrive(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection, execute
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		target := d.kind.Target(d.Names)
+		target := d.kind.Target(d.names)
 		if execute {
-			copied, skipped, err := deadletter.Redrive(ctx, d.Cluster, d.kind, f)
+			copied, skipped, err := d.Redrive(ctx, d.kind, f)
 			if err != nil {
 				return err
 			}
 			return printRedrive(cmd.OutOrStdout(), o.output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
 		}
-		letters, err := deadletter.List(ctx, d.Cluster, d.kind, f)
+		letters, err := d.List(ctx, d.kind, f)
 		if err != nil {
 			return err
 		}

@@ -182,13 +182,10 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		}
 		g.Go(func() error { return d.Run(ctx) })
 	}
-	stories := n.mount(rejected, ledger)
-	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Cluster: n.Cluster, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+	ui, err := n.mount(rejected, receiver, ledger)
 	if err != nil {
 		return err
 	}
-	ui.Mount(n.srv)
 	g.Go(func() error { return ui.Run(ctx) })
 	g.Go(func() error { return n.srv.Run(ctx) })
 	return nil
@@ -374,20 +371,28 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 	return d, nil
 }
 
-// mount mounts each component's routes on the admin server; rejected and
-// ledger are this instance's receiver's counts and processor's ledger,
-// when it runs them. It returns the story query, which the console asks
-// too.
-func (n *node) mount(rejected func() map[string]int64, ledger events.Ledger) *events.StoryQuery {
+// mount builds each component's service and mounts its routes on the
+// admin server, then the console's, which calls the same services, and
+// returns the console; rejected, receiver and ledger are this instance's
+// receiver's counts and answers and its processor's ledger, when it runs
+// them.
+func (n *node) mount(rejected func() map[string]int64, receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
+	dlq := deadletter.New(n.Cluster)
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
-	deadletter.API{Cluster: n.Cluster}.Mount(n.srv)
+	dlq.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Cluster: n.Cluster}.Mount(n.srv)
 	groups.API{Cluster: n.Cluster, Registry: n.registry}.Mount(n.srv)
 	instances.API{Cluster: n.Cluster}.Mount(n.srv)
 	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
 	events.API{Cluster: n.Cluster, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
-	return stories
+	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
+		Cluster: n.Cluster, DeadLetters: dlq, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+	if err != nil {
+		return nil, err
+	}
+	ui.Mount(n.srv)
+	return ui, nil
 }
 
 // processorConfig is the processor's part of cfg. Its transactional id
