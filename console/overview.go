@@ -113,7 +113,7 @@ func (u *Console) overview(r *Request) error {
 		}
 	}
 
-	if out.Instances, err = instances.Discover(ctx, u.cfg.Cluster, instances.SelfOf(u.srv)); err != nil {
+	if out.Instances, err = u.cfg.Instances.Discover(ctx, instances.SelfOf(u.srv)); err != nil {
 		out.InstancesErr = err.Error()
 	}
 	lag, err := groups.Lag(ctx, u.cfg.Cluster, "processor")

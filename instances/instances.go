@@ -108,15 +108,23 @@ type Self struct {
 	Readiness func(context.Context) admin.Readiness
 }
 
-// Discover lists the instances of the deployment on c from the members of
-// the processor and retry groups and asks each for its readiness at the
-// admin address it advertises; self, when not nil, is the instance
-// asking: it is listed whatever its roles, and its readiness read in
-// process.
-func Discover(ctx context.Context, c topics.Cluster, self *Self) (List, error) {
-	names := c.Names
+// Service lists the instances of a cluster's deployment: what the admin
+// API (Mount), the console's overview and hookstream instances call.
+type Service struct {
+	c topics.Cluster
+}
+
+// New is the service of c's instances. It does no I/O.
+func New(c topics.Cluster) *Service { return &Service{c: c} }
+
+// Discover lists the instances of the deployment from the members of the
+// processor and retry groups and asks each for its readiness at the admin
+// address it advertises; self, when not nil, is the instance asking: it is
+// listed whatever its roles, and its readiness read in process.
+func (s *Service) Discover(ctx context.Context, self *Self) (List, error) {
+	names := s.c.Names
 	groups := []string{string(names.ProcessorGroup()), string(names.RetryGroup())}
-	described, err := c.Admin().DescribeGroups(ctx, groups...)
+	described, err := s.c.Admin().DescribeGroups(ctx, groups...)
 	if err != nil {
 		return List{}, fmt.Errorf("instances: describe %s: %w", strings.Join(groups, ", "), err)
 	}

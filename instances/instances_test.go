@@ -62,7 +62,7 @@ func TestInstances(t *testing.T) {
 	var yes, no atomic.Bool
 	yes.Store(true)
 	self, selfAddr := adminServer(t, []string{"ingest", "processor", "dispatcher"}, "processor", &yes)
-	instances.API{Cluster: env.ClusterOf(env.Client(t))}.Mount(self)
+	instances.New(env.ClusterOf(env.Client(t))).Mount(self)
 	_, otherAddr := adminServer(t, []string{"dispatcher"}, "dispatcher", &no)
 	downAddr := kafkatest.FreeAddr(t)
 

@@ -7,13 +7,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/hookstream/hookstream/admin"
-	"github.com/hookstream/hookstream/topics"
 )
-
-// API serves GET /api/instances on the admin listener.
-type API struct {
-	Cluster topics.Cluster
-}
 
 // SelfOf is the instance whose admin listener srv is: the address it
 // advertises, and its readiness.
@@ -24,12 +18,12 @@ func SelfOf(srv *admin.Server) *Self {
 
 // Mount serves GET /api/instances on srv: Discover, asked by the instance
 // whose listener srv is.
-func (a API) Mount(srv *admin.Server) {
+func (s *Service) Mount(srv *admin.Server) {
 	self := SelfOf(srv)
 	srv.API().GET("/instances", func(c *echo.Context) error {
 		ctx, cancel := admin.Timeout(c)
 		defer cancel()
-		list, err := Discover(ctx, a.Cluster, self)
+		list, err := s.Discover(ctx, self)
 		if err != nil {
 			return admin.Error(err)
 		}

@@ -48,7 +48,7 @@ func runInstances(cmd *cobra.Command, output string) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		list, err := instances.Discover(ctx, c.Cluster, nil)
+		list, err := instances.New(c.Cluster).Discover(ctx, nil)
 		if err != nil {
 			return err
 		}
