@@ -86,6 +86,7 @@ import (
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/events"
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -113,6 +114,8 @@ type Config struct {
 	Cluster topics.Cluster
 	// DeadLetters lists and redrives dead letters.
 	DeadLetters *deadletter.Service
+	// Groups shows the groups' lag, and plans and carries out replays.
+	Groups *groups.Service
 	// Instances lists the deployment's instances.
 	Instances *instances.Service
 	// Stories finds an event's story wherever its processor runs

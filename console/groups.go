@@ -14,7 +14,7 @@ import (
 )
 
 // The groups pages: lag per group and partition, and the replay planner,
-// over groups.API as GET /api/groups and POST /api/replay/* and the lag
+// over groups.Service as GET /api/groups and POST /api/replay/* and the lag
 // and replay commands. Bound: they read offsets, and at most one fetch
 // per partition to step over commit markers (groups.Lag,
 // groups.PlanReplay); no records otherwise.
@@ -24,10 +24,6 @@ func (u *Console) mountGroups(g *echo.Group) {
 	g.GET("/groups", u.page(u.groupList))
 	g.GET("/replay", u.page(u.replayPlanner))
 	g.POST("/replay/execute", u.action(u.replayExecute))
-}
-
-func (u *Console) groupsAPI() groups.API {
-	return groups.API{Cluster: u.cfg.Cluster, Registry: u.cfg.Registry}
 }
 
 // groupRow is one group as the groups page shows it.
@@ -42,7 +38,7 @@ type groupRow struct {
 func (u *Console) groupList(r *Request) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	lags, err := u.groupsAPI().Lags(ctx, "")
+	lags, err := u.cfg.Groups.Lags(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -105,7 +101,7 @@ func (u *Console) plan(r *Request, execute bool) (replayData, int, error) {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	plan, err := u.groupsAPI().Replay(ctx, f.Group, f.Topic, parts, t, execute)
+	plan, err := u.cfg.Groups.Replay(ctx, f.Group, f.Topic, parts, t, execute)
 	if err != nil {
 		return data, admin.Status(err), err
 	}

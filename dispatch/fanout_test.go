@@ -199,7 +199,7 @@ func TestReplayWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := groups.API{Cluster: h.env.ClusterOf(h.cl), Registry: h.registry}
+	api := groups.New(h.env.ClusterOf(h.cl), h.registry)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, target, true)

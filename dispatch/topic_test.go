@@ -312,7 +312,7 @@ func TestTopicSubscriptionReplayWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := groups.API{Cluster: h.env.ClusterOf(h.cl), Registry: h.registry}
+	api := groups.New(h.env.ClusterOf(h.cl), h.registry)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, target, true); err != nil || !r.Executed {

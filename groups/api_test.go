@@ -23,11 +23,11 @@ import (
 // serveGroups serves the groups API on env as run mounts it, and returns
 // a function calling it: method, path and body (nil: none) to status and
 // body.
-func serveGroups(t *testing.T, env *kafkatest.Env) (API, func(method, path string, body any) (int, []byte)) {
+func serveGroups(t *testing.T, env *kafkatest.Env) (*Service, func(method, path string, body any) (int, []byte)) {
 	t.Helper()
 	cl := env.Client(t)
 	log := kafkatest.Logger(t)
-	a := API{Cluster: env.ClusterOf(cl), Registry: subscriptions.NewRegistry(env.ClusterOf(cl), log)}
+	a := New(env.ClusterOf(cl), subscriptions.NewRegistry(env.ClusterOf(cl), log))
 	srv := admin.New(admin.Config{Token: "t0ken"}, prometheus.NewRegistry(), log)
 	a.Mount(srv)
 	hs := httptest.NewServer(srv)
@@ -107,7 +107,7 @@ func TestGroupsAPI(t *testing.T) {
 	commit(t, env.Admin(t), names.ProcessorGroup(), names.Ingest, map[int32]int64{0: 1, 1: 1})
 	a, call := serveGroups(t, env)
 	sub := subscriptions.Subscription{URL: "http://127.0.0.1:1/"}
-	if err := a.Registry.Create(testContext(t), &sub, "earliest"); err != nil {
+	if err := a.registry.Create(testContext(t), &sub, "earliest"); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
 	// A deleted subscription's group keeps its offsets: it is not shown.

@@ -1,250 +1,21 @@
 package groups
 
 import (
-	"context"
-	"crypto/rand"
-	"fmt"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/hookstream/hookstream/admin"
-	"github.com/hookstream/hookstream/subscriptions"
-	"github.com/hookstream/hookstream/topics"
 )
-
-// API serves the deployment's groups on the admin listener's /api: their
-// lag, and replay plans that it executes where hookstream replay
-// --execute would. Its methods are what the handlers, the commands and
-// the console call.
-type API struct {
-	Cluster topics.Cluster
-	// Registry says which subscriptions exist: the groups of deleted
-	// ones are not shown, and are not replayed.
-	Registry *subscriptions.Registry
-}
 
 // Mount serves GET /api/groups, GET /api/groups/{group},
 // POST /api/replay/plan and POST /api/replay/execute on srv.
-func (a API) Mount(srv *admin.Server) {
+func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/groups", a.list)
-	g.GET("/groups/:group", a.one)
-	g.POST("/replay/plan", a.plan)
-	g.POST("/replay/execute", a.execute)
-}
-
-// Lags is the lag of group (a name Resolve accepts), or with group empty
-// of every group of the deployment, as hookstream lag shows it: without
-// the groups of deleted subscriptions. The group of a subscription that
-// does not exist is ErrNoGroup, a name Resolve refuses ErrInvalid.
-func (a API) Lags(ctx context.Context, group string) ([]GroupLag, error) {
-	if group != "" {
-		g, err := Resolve(a.Cluster.Names, group)
-		if err != nil {
-			return nil, err
-		}
-		group = string(g)
-	}
-	subs, err := a.Registry.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.exists(topics.Group(group), subs); err != nil {
-		return nil, err
-	}
-	lags, err := Lag(ctx, a.Cluster, group)
-	if err != nil {
-		return nil, err
-	}
-	return WithoutDeleted(a.Cluster.Names, lags, subs), nil
-}
-
-// exists refuses the group of a subscription that is not in subs.
-func (a API) exists(g topics.Group, subs map[string]subscriptions.Subscription) error {
-	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
-		if _, exists := subs[id]; !exists {
-			return admin.Of(ErrNoGroup, fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", id))
-		}
-	}
-	return nil
-}
-
-// Replay is a replay plan as the API, the command and the console show
-// it.
-type Replay struct {
-	Plan
-	// Text is the plan as hookstream replay prints it (Plan.WriteText).
-	Text string `json:"text"`
-	// Executable says Execute would carry the plan out now; Refusal says
-	// why it would not.
-	Executable bool   `json:"executable"`
-	Refusal    string `json:"refusal,omitempty"`
-	// Executed says the plan was committed.
-	Executed bool `json:"executed"`
-}
-
-// Replay plans moving group (a name Resolve accepts) to t on topic
-// (empty: the group's own), over partitions (nil: all), as PlanReplay
-// does; with execute it commits the plan, as hookstream replay --execute
-// does, or refuses with an ErrRefused that says why (the group has active
-// members, or the plan moves nothing). The group of a subscription that
-// does not exist is ErrNoGroup: its offsets would outlive it.
-func (a API) Replay(ctx context.Context, group, topic string, partitions []int32, t Target, execute bool) (Replay, error) {
-	g, err := Resolve(a.Cluster.Names, group)
-	if err != nil {
-		return Replay{}, err
-	}
-	if err := t.validate(); err != nil {
-		return Replay{}, err
-	}
-	pulled := false
-	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
-		subs, err := a.Registry.List(ctx)
-		if err != nil {
-			return Replay{}, err
-		}
-		if err := a.exists(g, subs); err != nil {
-			return Replay{}, err
-		}
-		sub := subs[id]
-		pulled = sub.Kind() == subscriptions.KindPull
-	}
-	plan, err := PlanReplay(ctx, a.Cluster, string(g), topic, partitions, t)
-	if err != nil {
-		return Replay{}, err
-	}
-	if pulled {
-		plan.Effect = "these events are served again to the pull subscription's consumer, from its next request on; " +
-			"a cursor it holds from before the replay is not committed"
-	}
-	r := Replay{Plan: plan, Text: plan.Text(), Executable: true}
-	if err := plan.Refusal(); err != nil {
-		r.Executable, r.Refusal = false, err.Error()
-	}
-	if !execute {
-		return r, nil
-	}
-	if id, ok := SubscriptionID(a.Cluster.Names, g); ok {
-		handed, err := a.rewind(ctx, id, plan)
-		if err != nil {
-			return Replay{}, err
-		}
-		if handed {
-			r.Executed = true
-			return r, nil
-		}
-	}
-	if err := Execute(ctx, a.Cluster.Admin(), plan); err != nil {
-		return Replay{}, err
-	}
-	r.Executed = true
-	return r, nil
-}
-
-// rewindWait bounds how long a replay handed to running dispatchers waits
-// for them to apply it.
-const rewindWait = time.Minute
-
-// rewind hands the replay of subscription id to the running dispatchers
-// (members of the dispatch group) through the subscriptions topic: each
-// moves the cursor of the partitions it owns, and commits it tagged
-// (subscriptions.Rewind). It waits until every partition of the plan
-// carries the tag. With no dispatcher running, or the subscription
-// disabled, it clears any earlier rewind and says it did not hand the
-// replay on: the plan is committed directly. A pull subscription's
-// replay is rewindPull's.
-func (a API) rewind(ctx context.Context, id string, plan Plan) (bool, error) {
-	if err := plan.Refusal(); err != nil {
-		return false, err
-	}
-	adm := a.Cluster.Admin()
-	dispatch := string(a.Cluster.Names.DispatchGroup())
-	infos, err := describe(ctx, adm, dispatch)
-	if err != nil {
-		return false, err
-	}
-	sub, err := a.Registry.Get(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	if sub.Kind() == subscriptions.KindPull {
-		return true, a.rewindPull(ctx, sub, plan)
-	}
-	if len(infos[dispatch].members) == 0 || !sub.Enabled {
-		// No dispatcher holds the cursor: it is committed directly, and
-		// an earlier rewind must not apply again over it.
-		if sub.Rewind != nil {
-			if _, err := a.Registry.Update(ctx, id, func(s *subscriptions.Subscription) error {
-				s.Rewind = nil
-				return nil
-			}); err != nil {
-				return false, fmt.Errorf("groups: clear the earlier replay of %s: %w", id, err)
-			}
-		}
-		return false, nil
-	}
-	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
-	for _, m := range plan.Moves {
-		if m.Topic != string(a.Cluster.Names.Events) {
-			return false, admin.Of(ErrRefused, fmt.Errorf("dispatchers are running (%s): a subscription's replay while they run moves only its cursor on %s, not %s",
-				strings.Join(infos[dispatch].members, ", "), a.Cluster.Names.Events, m.Topic))
-		}
-		rw.Offsets[m.Partition] = m.Target
-	}
-	if _, err := a.Registry.Update(ctx, id, func(s *subscriptions.Subscription) error {
-		s.Rewind = rw
-		return nil
-	}); err != nil {
-		return false, fmt.Errorf("groups: hand the replay of %s to the dispatchers: %w", id, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, rewindWait)
-	defer cancel()
-	group := string(a.Cluster.Names.SubscriptionGroup(id))
-	for {
-		fetched, err := adm.FetchOffsets(ctx, group)
-		if err == nil {
-			applied := true
-			for _, m := range plan.Moves {
-				if o, ok := fetched.Lookup(m.Topic, m.Partition); !ok || o.Metadata != rw.Tag() {
-					applied = false
-				}
-			}
-			if applied {
-				return true, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("groups: the replay of %s was handed to the running dispatchers, which have not applied it within %v; they apply it when they own its partitions", id, rewindWait)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// rewindPull replays a pull subscription, whose cursor its consumers
-// move (no dispatcher holds it): the replay becomes the subscription's
-// rewind and its targets are committed tagged with it. A cursor minted
-// before the replay, or a commit of one already under way, cannot undo
-// it: the pull endpoint commits no cursor of an earlier rewind, and reads
-// a commit without the rewind's tag as the rewind's targets.
-func (a API) rewindPull(ctx context.Context, sub subscriptions.Subscription, plan Plan) error {
-	rw := &subscriptions.Rewind{ID: rand.Text(), Offsets: make(map[int32]int64, len(plan.Moves))}
-	for _, m := range plan.Moves {
-		if m.Topic != string(a.Cluster.Names.Events) {
-			return admin.Of(ErrRefused, fmt.Errorf("the replay of a pull subscription moves only its cursor on %s, not %s", a.Cluster.Names.Events, m.Topic))
-		}
-		rw.Offsets[m.Partition] = m.Target
-	}
-	if _, err := a.Registry.Update(ctx, sub.ID, func(s *subscriptions.Subscription) error {
-		s.Rewind = rw
-		return nil
-	}); err != nil {
-		return fmt.Errorf("groups: replay of %s: %w", sub.ID, err)
-	}
-	return execute(ctx, a.Cluster.Admin(), plan, rw.Tag())
+	g.GET("/groups", s.list)
+	g.GET("/groups/:group", s.one)
+	g.POST("/replay/plan", s.plan)
+	g.POST("/replay/execute", s.execute)
 }
 
 // ReplayRequest is the body of POST /api/replay/plan and
@@ -266,10 +37,10 @@ type ReplayRequest struct {
 // maxRequest bounds a replay request's body.
 const maxRequest = 64 << 10
 
-func (a API) list(c *echo.Context) error {
+func (s *Service) list(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	lags, err := a.Lags(ctx, "")
+	lags, err := s.Lags(ctx, "")
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -281,21 +52,21 @@ func (a API) list(c *echo.Context) error {
 	return c.JSON(http.StatusOK, lags)
 }
 
-func (a API) one(c *echo.Context) error {
+func (s *Service) one(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	lags, err := a.Lags(ctx, c.Param("group"))
+	lags, err := s.Lags(ctx, c.Param("group"))
 	if err != nil {
 		return admin.Error(err)
 	}
 	return c.JSON(http.StatusOK, lags[0])
 }
 
-func (a API) plan(c *echo.Context) error { return a.replay(c, false) }
+func (s *Service) plan(c *echo.Context) error { return s.replay(c, false) }
 
-func (a API) execute(c *echo.Context) error { return a.replay(c, true) }
+func (s *Service) execute(c *echo.Context) error { return s.replay(c, true) }
 
-func (a API) replay(c *echo.Context, execute bool) error {
+func (s *Service) replay(c *echo.Context, execute bool) error {
 	var req ReplayRequest
 	if err := admin.DecodeJSONStrict(c, &req, maxRequest); err != nil {
 		return err
@@ -309,7 +80,7 @@ func (a API) replay(c *echo.Context, execute bool) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	r, err := a.Replay(ctx, req.Group, req.Topic, req.Partitions, t, execute)
+	r, err := s.Replay(ctx, req.Group, req.Topic, req.Partitions, t, execute)
 	if err != nil {
 		return admin.Error(err)
 	}

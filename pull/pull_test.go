@@ -640,7 +640,7 @@ func TestReplayIsServedAgain(t *testing.T) {
 		t.Fatalf("before the replay: %d then %d events, want %d then 0", len(first.Events), len(done.Events), len(want))
 	}
 	ctx := context.Background()
-	api := groups.API{Cluster: h.env.ClusterOf(h.cl), Registry: h.registry}
+	api := groups.New(h.env.ClusterOf(h.cl), h.registry)
 	r, err := api.Replay(ctx, "sub:"+sub.ID, "", nil, groups.Target{Earliest: true}, true)
 	if err != nil {
 		t.Fatalf("replay: %v", err)

@@ -58,7 +58,7 @@ func runLag(cmd *cobra.Command, group, output string) error {
 		if err != nil {
 			return err
 		}
-		lags, err := groups.API{Cluster: c.Cluster, Registry: r}.Lags(ctx, group)
+		lags, err := groups.New(c.Cluster, r).Lags(ctx, group)
 		if errors.Is(err, groups.ErrNoGroup) {
 			return fmt.Errorf("--group: %w", err)
 		}

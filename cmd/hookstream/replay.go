@@ -155,7 +155,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags) error {
 		if err != nil {
 			return err
 		}
-		replay, err := groups.API{Cluster: c.Cluster, Registry: r}.Replay(ctx, string(group), f.topic, f.partitions, t, f.execute)
+		replay, err := groups.New(c.Cluster, r).Replay(ctx, string(group), f.topic, f.partitions, t, f.execute)
 		if err != nil {
 			return err
 		}

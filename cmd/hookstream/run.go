@@ -377,17 +377,17 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 // receiver's counts and answers and its processor's ledger, when it runs
 // them.
 func (n *node) mount(rejected func() map[string]int64, receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
-	dlq, insts := deadletter.New(n.Cluster), instances.New(n.Cluster)
+	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
 	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
 	dlq.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Cluster: n.Cluster}.Mount(n.srv)
-	groups.API{Cluster: n.Cluster, Registry: n.registry}.Mount(n.srv)
+	grps.Mount(n.srv)
 	insts.Mount(n.srv)
 	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
 	stories.Mount(n.srv)
 	events.API{Cluster: n.Cluster, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Cluster: n.Cluster, DeadLetters: dlq, Instances: insts, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+		Cluster: n.Cluster, DeadLetters: dlq, Groups: grps, Instances: insts, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
 	if err != nil {
 		return nil, err
 	}
