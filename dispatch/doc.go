@@ -66,7 +66,7 @@
 // Subscriptions created, changed or deleted while running start or stop
 // their lanes without a rebalance; a lane reads its cursor once the lanes
 // of the version it replaces have committed theirs. A replay executed
-// while dispatchers run (groups.API.Replay) is handed to them as the
+// while dispatchers run (groups.Service.Replay) is handed to them as the
 // subscription's Rewind in the subscriptions topic: each dispatcher moves
 // the lanes of the partitions it owns to the rewind's offsets once and
 // commits every cursor after with the rewind's tag as metadata, which is
