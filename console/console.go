@@ -114,13 +114,13 @@ type Config struct {
 	Cluster topics.Cluster
 	// DeadLetters lists and redrives dead letters.
 	DeadLetters *deadletter.Service
+	// Events searches the events topic, resends events and finds an
+	// event's story wherever its processor runs.
+	Events *events.Service
 	// Groups shows the groups' lag, and plans and carries out replays.
 	Groups *groups.Service
 	// Instances lists the deployment's instances.
 	Instances *instances.Service
-	// Stories finds an event's story wherever its processor runs
-	// (events.StoryQuery.Story).
-	Stories events.Stories
 	// UserAgent is the deliveries' User-Agent, which a subscription's
 	// Test shows.
 	UserAgent string

@@ -20,6 +20,7 @@ import (
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/console"
 	"github.com/hookstream/hookstream/deadletter"
+	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/instances"
 	"github.com/hookstream/hookstream/internal/kafkatest"
@@ -68,7 +69,8 @@ func serve(t testing.TB, o options) *harness {
 	counts := stats.NewTally(c, log)
 	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
 	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: c}.Mount(s)
-	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Cluster: c, DeadLetters: deadletter.New(c), Groups: groups.New(c, h.registry), Instances: instances.New(c), Log: log,
+	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Cluster: c, DeadLetters: deadletter.New(c),
+		Events: events.New(c, h.registry, events.NewStoryQuery(nil, h.registry, c, "", log)), Groups: groups.New(c, h.registry), Instances: instances.New(c), Log: log,
 		TallyWait: o.tallyWait})
 	if err != nil {
 		t.Fatal(err)

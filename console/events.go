@@ -13,7 +13,7 @@ import (
 )
 
 // The events pages: a lookup box and a search by source, type and time
-// range (events.Search, as GET /api/events and hookstream events search),
+// range (events.Service.Search, as GET /api/events and hookstream events search),
 // an event's story and its resends (events_story.go), and the live tail
 // (events_tail.go).
 //
@@ -79,7 +79,7 @@ func (u *Console) eventSearch(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	page, err := events.Search(ctx, u.cfg.Cluster, q)
+	page, err := u.cfg.Events.Search(ctx, q)
 	if err != nil {
 		if status := admin.Status(err); status != 0 {
 			data.Error = err.Error()

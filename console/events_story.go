@@ -21,7 +21,7 @@ import (
 // An event's story: /ui/events/{source}:{event-id} shows what
 // hookstream events get prints (events.StoryQuery.Story, asked of the
 // instance whose processor holds the event), its envelope, and per
-// subscription its attempts and a Resend (events.API.Resend, as POST
+// subscription its attempts and a Resend (events.Service.Resend, as POST
 // /api/events/{key}/resend and hookstream events resend).
 //
 // Bound: the story query's own (the ledger entry, and at most 10,000
@@ -77,10 +77,7 @@ func (u *Console) eventStory(r *Request) error {
 
 // story asks for the story of key, its errors given their status.
 func (u *Console) story(ctx context.Context, key string) (events.Story, error) {
-	if u.cfg.Stories == nil {
-		return events.Story{}, echo.NewHTTPError(http.StatusServiceUnavailable, "this console asks no story query")
-	}
-	s, err := u.cfg.Stories(ctx, key)
+	s, err := u.cfg.Events.Story(ctx, key)
 	switch {
 	case errors.Is(err, events.ErrUnknownEvent):
 		return s, echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
@@ -117,14 +114,10 @@ func (u *Console) eventResend(r *Request) error {
 	key := strings.TrimPrefix(path, admin.UIPrefix+"/events/")
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	res, err := u.resender().Resend(ctx, key, events.ResendRequest{Subscription: r.FormValue("subscription")})
+	res, err := u.cfg.Events.Resend(ctx, key, events.ResendRequest{Subscription: r.FormValue("subscription")})
 	if err != nil {
 		return err
 	}
 	return r.Redirect(admin.UIPrefix+"/events/"+url.PathEscape(key),
 		fmt.Sprintf("Resent %s to %s: due now (events record %d/%d).", res.Event, res.Subscription, res.Partition, res.Offset))
-}
-
-func (u *Console) resender() events.API {
-	return events.API{Cluster: u.cfg.Cluster, Registry: u.cfg.Registry, Stories: u.cfg.Stories}
 }

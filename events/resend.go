@@ -36,10 +36,6 @@ var (
 	ErrRefused = admin.Refused("events: resend refused")
 )
 
-// Stories finds an event's story: StoryQuery.Story, which asks the
-// instance whose processor holds it.
-type Stories func(ctx context.Context, key string) (Story, error)
-
 // ResendRequest is the body of POST /api/events/{source}:{event-id}/resend.
 type ResendRequest struct {
 	Subscription string `json:"subscription"`
@@ -72,14 +68,14 @@ type Resent struct {
 // resend could not be recorded in its story), one that failed processing
 // (it never reached the events topic: redrive it from the DLQ), and one
 // whose record the events topic no longer holds.
-func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent, error) {
+func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Resent, error) {
 	if source, id, ok := strings.Cut(key, ":"); !ok || source == "" || id == "" {
 		return Resent{}, invalidf("event %q: want <source>:<event-id>", key)
 	}
 	if req.Subscription == "" {
 		return Resent{}, invalidf("subscription: required (the id of the subscription to resend to)")
 	}
-	sub, err := a.Registry.Get(ctx, req.Subscription)
+	sub, err := s.registry.Get(ctx, req.Subscription)
 	if errors.Is(err, subscriptions.ErrNotFound) {
 		return Resent{}, admin.Of(ErrNotFound, fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", req.Subscription))
 	}
@@ -89,7 +85,7 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 	if sub.Kind() == subscriptions.KindPull {
 		return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s is a pull subscription: its consumer reads the events at its cursor, and nothing is sent to it; replay it (hookstream replay --group sub:%s) to serve events again", sub.ID, sub.ID))
 	}
-	rec, err := a.record(ctx, key)
+	rec, err := s.record(ctx, key)
 	if err != nil {
 		return Resent{}, err
 	}
@@ -112,14 +108,14 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 	}
 	out.DueAt = time.Now().UTC()
 	retry := &topics.Retry{Subscription: sub.ID, EventID: key, DueAt: out.DueAt, Resend: true, Body: rec.Value}
-	w := retry.Record(a.Cluster.Names.DeliveryRetry)
+	w := retry.Record(s.c.Names.DeliveryRetry)
 	// Its attempts are spans of the event's trace, as a retry's are.
 	for _, h := range rec.Headers {
 		if h.Key == topics.HeaderTraceparent || h.Key == topics.HeaderTracestate {
 			w.Headers = append(w.Headers, h)
 		}
 	}
-	if err := a.write(ctx, w); err != nil {
+	if err := s.write(ctx, w); err != nil {
 		return Resent{}, err
 	}
 	return out, nil
@@ -127,8 +123,8 @@ func (a API) Resend(ctx context.Context, key string, req ResendRequest) (Resent,
 
 // record returns the event's latest record on the events topic, where its
 // story says it is.
-func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
-	story, err := a.Stories(ctx, key)
+func (s *Service) record(ctx context.Context, key string) (*kgo.Record, error) {
+	story, err := s.stories.Story(ctx, key)
 	switch {
 	case errors.Is(err, ErrUnknownEvent):
 		return nil, admin.Of(ErrNotFound, fmt.Errorf("no event %s in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL): nothing to resend", key))
@@ -141,7 +137,7 @@ func (a API) record(ctx context.Context, key string) (*kgo.Record, error) {
 	}
 	var found *kgo.Record
 	span := topics.Span{From: topics.Offset(story.Events.Offset), To: topics.Offset(story.Events.Offset + 1), Stable: true, Partitions: []int32{story.Events.Partition}}
-	err = a.Cluster.Read(ctx, a.Cluster.Names.Events, span, func(rec *kgo.Record) bool {
+	err = s.c.Read(ctx, s.c.Names.Events, span, func(rec *kgo.Record) bool {
 		if string(rec.Key) == key {
 			found = rec
 		}
@@ -165,8 +161,8 @@ func errGone(key string) error {
 }
 
 // write writes the retry record, acknowledged by every in-sync replica.
-func (a API) write(ctx context.Context, rec *kgo.Record) error {
-	cl, err := a.Cluster.NewClient(
+func (s *Service) write(ctx context.Context, rec *kgo.Record) error {
+	cl, err := s.c.NewClient(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(max(topics.RecordBytes(rec)+1<<10, 1<<20))),
 		kgo.ProducerLinger(0),
@@ -176,7 +172,7 @@ func (a API) write(ctx context.Context, rec *kgo.Record) error {
 	}
 	defer cl.Close()
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("events: write the resend to %s: %w", a.Cluster.Names.DeliveryRetry, err)
+		return fmt.Errorf("events: write the resend to %s: %w", s.c.Names.DeliveryRetry, err)
 	}
 	return nil
 }

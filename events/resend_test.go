@@ -90,9 +90,8 @@ func TestResend(t *testing.T) {
 	runUntilCleanup(t, "dispatcher", d.Run)
 
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
-	stories := events.NewStoryQuery(p, registry, env.ClusterOf(cl), "", log)
-	stories.Mount(srv)
-	events.API{Cluster: env.ClusterOf(cl), Registry: registry, Stories: stories.Story}.Mount(srv)
+	c := env.ClusterOf(cl)
+	events.New(c, registry, events.NewStoryQuery(p, registry, c, "", log)).Mount(srv)
 	api := httptest.NewServer(srv)
 	t.Cleanup(api.Close)
 	call := func(method, path string, body any) (int, []byte) {

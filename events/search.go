@@ -39,6 +39,19 @@ func invalidf(format string, args ...any) error {
 	return admin.Of(ErrInvalid, fmt.Errorf(format, args...))
 }
 
+// ParseTime reads a time as the API and the commands take it: RFC 3339,
+// or a positive duration back from now (2h, 30m).
+func ParseTime(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return time.Time{}, invalidf("%q is neither an RFC 3339 time nor a positive duration (2h, 30m)", v)
+	}
+	return now.Add(-d), nil
+}
+
 // Query selects events of the events topic.
 type Query struct {
 	// Source and Type are globs on the event's source and type (empty:
@@ -105,11 +118,11 @@ type Page struct {
 	Left int64 `json:"left"`
 }
 
-// Search returns the events of q on c: a page of at most q.Limit matches
-// found within q.MaxRead offsets, and a cursor to read on.
-func Search(ctx context.Context, c topics.Cluster, q Query) (Page, error) {
+// Search returns the events of q: a page of at most q.Limit matches found
+// within q.MaxRead offsets, and a cursor to read on.
+func (s *Service) Search(ctx context.Context, q Query) (Page, error) {
 	var out []Result
-	page, err := Scan(ctx, c, q, func(r *kgo.Record) error {
+	page, err := s.Scan(ctx, q, func(r *kgo.Record) error {
 		out = append(out, resultOf(r))
 		return nil
 	}, nil)
@@ -141,7 +154,8 @@ func resultOf(r *kgo.Record) Result {
 // matches or q.MaxRead offsets are read, or fn fails. It returns the page
 // without its events: the cursor to read on, and the offsets read and
 // left. progress, when not nil, is called as topics.ReadRanges calls it.
-func Scan(ctx context.Context, c topics.Cluster, q Query, fn func(*kgo.Record) error, progress func(read, total int64)) (Page, error) {
+func (s *Service) Scan(ctx context.Context, q Query, fn func(*kgo.Record) error, progress func(read, total int64)) (Page, error) {
+	c := s.c
 	if err := q.Check(); err != nil {
 		return Page{}, err
 	}

@@ -120,7 +120,7 @@ func TestSearchPages(t *testing.T) {
 			var got []events.Result
 			pages := 0
 			for {
-				page, err := events.Search(testContext(t), env.ClusterOf(cl), q)
+				page, err := events.New(env.ClusterOf(cl), nil, nil).Search(testContext(t), q)
 				if err != nil {
 					t.Fatalf("Search: %v", err)
 				}
@@ -153,7 +153,7 @@ func TestSearchPages(t *testing.T) {
 	}
 
 	// A time range: [base+10s, base+20s) holds e10..e19.
-	page, err := events.Search(testContext(t), env.ClusterOf(cl), events.Query{Since: base.Add(10 * time.Second), Until: base.Add(20 * time.Second)})
+	page, err := events.New(env.ClusterOf(cl), nil, nil).Search(testContext(t), events.Query{Since: base.Add(10 * time.Second), Until: base.Add(20 * time.Second)})
 	if err != nil {
 		t.Fatalf("Search: %v", err)
 	}
@@ -186,8 +186,8 @@ func serveEvents(t *testing.T, env *kafkatest.Env) func(path string) (int, []byt
 	log := kafkatest.Logger(t)
 	srv := admin.New(admin.Config{Token: token}, prometheus.NewRegistry(), log)
 	c := env.ClusterOf(cl)
-	events.API{Cluster: c}.Mount(srv)
-	events.NewStoryQuery(nil, subscriptions.NewRegistry(c, log), c, "", log).Mount(srv)
+	registry := subscriptions.NewRegistry(c, log)
+	events.New(c, registry, events.NewStoryQuery(nil, registry, c, "", log)).Mount(srv)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return func(path string) (int, []byte) {

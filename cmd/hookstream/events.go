@@ -205,7 +205,7 @@ When stderr is a terminal a progress line shows how much is scanned.`,
 }
 
 // runEventsSearch prints the events of the range that pass the filters,
-// at most o.limit, found by events.Scan as the admin API's search finds
+// at most o.limit, found by events.Service.Scan as the admin API's search finds
 // them, without its bound on the records read.
 func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 	if err := checkOutput(o.output); err != nil {
@@ -244,7 +244,7 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		}
 		progress := progressLine(cmd.ErrOrStderr())
 		found := 0
-		_, err := events.Scan(ctx, c.Cluster, q, func(r *kgo.Record) error {
+		_, err := events.New(c.Cluster, nil, nil).Scan(ctx, q, func(r *kgo.Record) error {
 			found++
 			return printEvent(w, o.output, r)
 		}, progress)

@@ -383,11 +383,10 @@ func (n *node) mount(rejected func() map[string]int64, receiver func() map[strin
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Cluster: n.Cluster}.Mount(n.srv)
 	grps.Mount(n.srv)
 	insts.Mount(n.srv)
-	stories := events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log)
-	stories.Mount(n.srv)
-	events.API{Cluster: n.Cluster, Registry: n.registry, Stories: stories.Story}.Mount(n.srv)
+	evs := events.New(n.Cluster, n.registry, events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log))
+	evs.Mount(n.srv)
 	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Cluster: n.Cluster, DeadLetters: dlq, Groups: grps, Instances: insts, Stories: stories.Story, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+		Cluster: n.Cluster, DeadLetters: dlq, Groups: grps, Events: evs, Instances: insts, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
 	if err != nil {
 		return nil, err
 	}
