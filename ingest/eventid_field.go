@@ -119,7 +119,14 @@ func (f *Field) Value(p *Payload) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return detachFromBody(v, p.Body), true
+	return detach(v, f.fromBody()), true
+}
+
+// fromBody reports whether f's values point into the request body: only
+// the json: form's do. A template or preset:gitlab joins its parts into a
+// new string, and a header's value is the request's.
+func (f *Field) fromBody() bool {
+	return f != nil && f.form == fieldFormJSON
 }
 
 // value is Value without the copy: the result may alias p.Body.

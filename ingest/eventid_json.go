@@ -106,7 +106,16 @@ func jsonFieldText(r gjson.Result) (string, bool) {
 }
 
 // bodyString returns b as a string without copying. The string must not
-// outlive a call that only reads b: results are copied with detachFromBody.
+// outlive a call that only reads b: results are copied with detach.
+//
+// Package unsafe pays here, where values read from the body are joined
+// into a new string. BenchmarkEventID (1 KiB body, 8 alternating runs of
+// this and gjson.GetBytes, which copies every value it finds, on 2 loaded
+// cores; median ns/op and the median of the runs' ratios): template 651
+// against 859 ns (1.35 times as long) and 1 against 3 allocations,
+// preset:gitlab 3.1 against 4.2 µs (1.38 times) and 1 against 3
+// allocations (80 against 736 B). A single value read and copied (the
+// default chain's JSON id, a json: path) costs the same either way.
 func bodyString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
