@@ -60,7 +60,7 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	counts := stats.NewTally(c, log)
 	h.run(t, "stats tally", counts.Run)
 	s := admin.New(admin.Config{Token: token}, h.reg, log)
-	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: c}.Mount(s)
+	subscriptions.New(h.registry, tally, "").Mount(s)
 	deadletter.New(c).Mount(s)
 	stats.API{Stats: counts, Attempts: tally, Registry: h.registry, Cluster: c}.Mount(s)
 	h.srv = httptest.NewServer(s)

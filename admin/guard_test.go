@@ -25,7 +25,7 @@ func guardedAPI(t *testing.T, tok string) *httptest.Server {
 	log := kafkatest.Logger(t)
 	reg := prometheus.NewRegistry()
 	s := admin.New(admin.Config{Token: tok}, reg, log)
-	subscriptions.API{Registry: subscriptions.NewRegistry(env.ClusterOf(cl), log), Attempts: attempts.NewTally(env.ClusterOf(cl), log), Cluster: env.ClusterOf(cl)}.Mount(s)
+	subscriptions.New(subscriptions.NewRegistry(env.ClusterOf(cl), log), attempts.NewTally(env.ClusterOf(cl), log), "").Mount(s)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv

@@ -27,8 +27,9 @@ import (
 // Config is what the console reads and calls: the components the /api
 // handlers use.
 type Config struct {
-	// Registry reads and writes subscriptions.
-	Registry *subscriptions.Registry
+	// Subscriptions reads and writes subscriptions, lists their
+	// attempts and tests them.
+	Subscriptions *subscriptions.Service
 	// Attempts follows the delivery attempts: the subscriptions' totals.
 	Attempts *attempts.Tally
 	// Stats follows the ingest, events and DLQ topics: the event counts.
@@ -52,9 +53,6 @@ type Config struct {
 	Groups *groups.Service
 	// Instances lists the deployment's instances.
 	Instances *instances.Service
-	// UserAgent is the deliveries' User-Agent, which a subscription's
-	// Test shows.
-	UserAgent string
 	Log       *slog.Logger
 }
 

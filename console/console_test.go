@@ -68,8 +68,9 @@ func serve(t testing.TB, o options) *harness {
 	tally := attempts.NewTally(c, log)
 	counts := stats.NewTally(c, log)
 	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
-	subscriptions.API{Registry: h.registry, Attempts: tally, Cluster: c}.Mount(s)
-	ui, err := console.New(console.Config{Registry: h.registry, Attempts: tally, Stats: counts, Cluster: c, DeadLetters: deadletter.New(c),
+	subs := subscriptions.New(h.registry, tally, "")
+	subs.Mount(s)
+	ui, err := console.New(console.Config{Subscriptions: subs, Attempts: tally, Stats: counts, Cluster: c, DeadLetters: deadletter.New(c),
 		Events: events.New(c, h.registry, events.NewStoryQuery(nil, h.registry, c, "", log)), Groups: groups.New(c, h.registry), Instances: instances.New(c), Log: log,
 		TallyWait: o.tallyWait})
 	if err != nil {

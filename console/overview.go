@@ -95,7 +95,7 @@ func (u *Console) overview(r *Request) error {
 	d, known := detail(out.Readiness, "dispatcher")
 	out.CircuitsKnown = known
 
-	subs, err := u.cfg.Registry.List(ctx)
+	subs, err := u.cfg.Subscriptions.List(ctx)
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func health(s subscriptions.Subscription, d readinessDetail) badge {
 func (u *Console) subscriptionList(r *Request) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	subs, err := u.cfg.Registry.List(ctx)
+	subs, err := u.cfg.Subscriptions.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (u *Console) subscription(r *Request) error {
 func (u *Console) renderSubscription(r *Request, status int, id, newSecret string, test *testResult) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Registry.Get(ctx, id)
+	s, err := u.cfg.Subscriptions.Get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if out.Status != "" {
 		out.NoAttempts = "No attempts with status " + out.Status + " among the newest. Choose all to see every attempt."
 	}
-	out.Attempts, err = attempts.List(ctx, u.cfg.Cluster,
+	out.Attempts, err = u.cfg.Subscriptions.Attempts(ctx,
 		attempts.Query{Subscription: id, Status: out.Status, Limit: maxAttemptsShown})
 	if err != nil {
 		return err
@@ -435,7 +435,7 @@ func (u *Console) createSubscription(r *Request) error {
 		hc.Apply(&s)
 		ctx, cancel := admin.Timeout(r.Context)
 		defer cancel()
-		err = u.cfg.Registry.Create(ctx, &s, from)
+		err = u.cfg.Subscriptions.Create(ctx, &s, from)
 	}
 	if err != nil {
 		status, lines := formError(err)
@@ -455,7 +455,7 @@ var errStale = errors.New("changed after this form was opened")
 func (u *Console) editSubscription(r *Request) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Registry.Get(ctx, r.Param("id"))
+	s, err := u.cfg.Subscriptions.Get(ctx, r.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -472,7 +472,7 @@ func (u *Console) saveSubscription(r *Request) error {
 	id := r.Param("id")
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	cur, err := u.cfg.Registry.Get(ctx, id)
+	cur, err := u.cfg.Subscriptions.Get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -490,7 +490,7 @@ func (u *Console) saveSubscription(r *Request) error {
 	}
 	err = checkForm(p, hc, problems)
 	if err == nil {
-		_, err = u.cfg.Registry.Update(ctx, id, func(s *subscriptions.Subscription) error {
+		_, err = u.cfg.Subscriptions.Update(ctx, id, func(s *subscriptions.Subscription) error {
 			if !s.UpdatedAt.Equal(version) {
 				return fmt.Errorf("%s %w (at %s): reload the page to edit it as it is now", id, errStale, when(s.UpdatedAt))
 			}
@@ -534,7 +534,7 @@ func subscriptionPath(id string) string {
 func (u *Console) update(r *Request, edit func(*subscriptions.Subscription)) (subscriptions.Subscription, error) {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Registry.Update(ctx, r.Param("id"), func(s *subscriptions.Subscription) error {
+	s, err := u.cfg.Subscriptions.Update(ctx, r.Param("id"), func(s *subscriptions.Subscription) error {
 		edit(s)
 		return nil
 	})
@@ -573,7 +573,7 @@ func (u *Console) deleteSubscription(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	if err := u.cfg.Registry.Delete(ctx, id); err != nil {
+	if err := u.cfg.Subscriptions.Delete(ctx, id); err != nil {
 		return err
 	}
 	return r.Redirect(admin.UIPrefix+"/subscriptions", "Subscription "+id+" deleted.")
@@ -588,11 +588,7 @@ func (u *Console) testSubscription(r *Request) error {
 	t := &testResult{Event: strings.TrimSpace(r.FormValue("event")), Envelope: strings.TrimSpace(r.FormValue("envelope"))}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Registry.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	e, err := subscriptions.TestEvent(ctx, u.cfg.Cluster, t.Event, []byte(t.Envelope))
+	tested, err := u.cfg.Subscriptions.Test(ctx, id, t.Event, []byte(t.Envelope))
 	status := http.StatusOK
 	switch {
 	case errors.Is(err, topics.ErrEventNotFound):
@@ -602,8 +598,7 @@ func (u *Console) testSubscription(r *Request) error {
 	case err != nil:
 		return err
 	default:
-		c := subscriptions.Compile(s)
-		t.Preview = c.Redact(c.Preview(e, time.Now(), u.cfg.UserAgent))
+		t.Preview = tested.Redacted
 	}
 	return u.renderSubscription(r, status, id, "", t)
 }

@@ -26,7 +26,7 @@ func apiServer(t *testing.T, env *kafkatest.Env, r *subscriptions.Registry) *htt
 	tally := attempts.NewTally(c, kafkatest.Logger(t))
 	run(t, "attempts tally", tally.Run)
 	s := admin.New(admin.Config{}, prometheus.NewRegistry(), kafkatest.Logger(t))
-	subscriptions.API{Registry: r, Attempts: tally, Cluster: c}.Mount(s)
+	subscriptions.New(r, tally, "").Mount(s)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv

@@ -15,53 +15,19 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// API serves the subscriptions on the admin listener's /api: list,
-// create, get, patch, delete, rotate a secret, each with its delivery
-// totals, and a subscription's attempts, from the attempts topic.
-type API struct {
-	// Registry reads and writes subscriptions.
-	Registry *Registry
-	// Attempts follows the delivery attempts: the subscriptions' totals.
-	Attempts *attempts.Tally
-	// Cluster's events and attempts topics are read.
-	Cluster topics.Cluster
-	// UserAgent is the deliveries' User-Agent, which a test shows.
-	UserAgent string
-}
-
-// Mount serves the subscription endpoints on srv's /api.
-func (a API) Mount(srv *admin.Server) {
+// Mount serves the subscription endpoints on srv's /api: list, create,
+// get, patch, delete, rotate a secret, each with its delivery totals, a
+// subscription's attempts, and its test.
+func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/subscriptions", a.listSubscriptions)
-	g.POST("/subscriptions", a.createSubscription)
-	g.GET("/subscriptions/:id", a.getSubscription)
-	g.PATCH("/subscriptions/:id", a.patchSubscription)
-	g.DELETE("/subscriptions/:id", a.deleteSubscription)
-	g.POST("/subscriptions/:id/rotate-secret", a.rotateSecret)
-	g.GET("/subscriptions/:id/attempts", a.attempts)
-	g.POST("/subscriptions/:id/test", a.testSubscription)
-}
-
-// Shown is a subscription as the API and the CLI show it: a pull
-// subscription's secret is its pull token, and named so (pull_token,
-// previous_pull_token, previous_pull_token_until, never secret); a
-// webhook's is its secret.
-type Shown struct {
-	Subscription
-	PullToken              string    `json:"pull_token,omitempty"`
-	PreviousPullToken      string    `json:"previous_pull_token,omitempty"`
-	PreviousPullTokenUntil time.Time `json:"previous_pull_token_until,omitzero"`
-}
-
-// Show is s as the API and the CLI show it.
-func Show(s Subscription) Shown {
-	if s.Kind() != KindPull {
-		return Shown{Subscription: s}
-	}
-	sh := Shown{PullToken: s.Secret, PreviousPullToken: s.PreviousSecret, PreviousPullTokenUntil: s.PreviousSecretUntil}
-	s.Secret, s.PreviousSecret, s.PreviousSecretUntil = "", "", time.Time{}
-	sh.Subscription = s
-	return sh
+	g.GET("/subscriptions", s.listSubscriptions)
+	g.POST("/subscriptions", s.createSubscription)
+	g.GET("/subscriptions/:id", s.getSubscription)
+	g.PATCH("/subscriptions/:id", s.patchSubscription)
+	g.DELETE("/subscriptions/:id", s.deleteSubscription)
+	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret)
+	g.GET("/subscriptions/:id/attempts", s.listAttempts)
+	g.POST("/subscriptions/:id/test", s.testSubscription)
 }
 
 // subscriptionView is a subscription as the API lists it: secrets and
@@ -75,47 +41,47 @@ type subscriptionView struct {
 	attempts.Totals
 }
 
-// view is the API form of s, its totals read once the tally caught up.
-func (a API) view(s Subscription) subscriptionView {
-	return subscriptionView{Shown: Show(s.Redacted()), Kind: s.Kind(), Totals: a.Attempts.Totals(s.ID)}
+// view is the API form of sub, its totals read once the tally caught up.
+func (s *Service) view(sub Subscription) subscriptionView {
+	return subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID)}
 }
 
 // catchUp waits until the tally has read every attempt written so far.
-func (a API) catchUp(ctx context.Context) error {
-	if err := a.Attempts.CatchUp(ctx); err != nil {
+func (s *Service) catchUp(ctx context.Context) error {
+	if err := s.attempts.CatchUp(ctx); err != nil {
 		return admin.Error(err)
 	}
 	return nil
 }
 
-func (a API) listSubscriptions(c *echo.Context) error {
+func (s *Service) listSubscriptions(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	subs, err := a.Registry.List(ctx)
+	subs, err := s.List(ctx)
 	if err != nil {
 		return admin.Error(err)
 	}
-	if err := a.catchUp(ctx); err != nil {
+	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
 	out := make([]subscriptionView, 0, len(subs))
-	for _, s := range subs {
-		out = append(out, a.view(s))
+	for _, sub := range subs {
+		out = append(out, s.view(sub))
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-func (a API) getSubscription(c *echo.Context) error {
+func (s *Service) getSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	s, err := a.Registry.Get(ctx, c.Param("id"))
+	sub, err := s.Get(ctx, c.Param("id"))
 	if err != nil {
 		return admin.Error(err)
 	}
-	if err := a.catchUp(ctx); err != nil {
+	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, a.view(s))
+	return c.JSON(http.StatusOK, s.view(sub))
 }
 
 // subscriptionInput is the writable JSON of a subscription.
@@ -138,7 +104,7 @@ func decode(c *echo.Context) (subscriptionInput, error) {
 	return in, nil
 }
 
-func (a API) createSubscription(c *echo.Context) error {
+func (s *Service) createSubscription(c *echo.Context) error {
 	in, err := decode(c)
 	if err != nil {
 		return err
@@ -147,24 +113,24 @@ func (a API) createSubscription(c *echo.Context) error {
 	if in.URL == nil && in.Topic == nil && !pull {
 		return echo.NewHTTPError(http.StatusBadRequest, "url, topic or pull: required")
 	}
-	s := Subscription{Pull: pull}
+	sub := Subscription{Pull: pull}
 	if in.ID != nil {
-		s.ID = *in.ID
+		sub.ID = *in.ID
 	}
-	in.Apply(&s)
+	in.Apply(&sub)
 	from := ""
 	if in.From != nil {
 		from = *in.From
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if err := a.Registry.Create(ctx, &s, from); err != nil {
+	if err := s.Create(ctx, &sub, from); err != nil {
 		return admin.Error(err)
 	}
-	return c.JSON(http.StatusCreated, Show(s)) // the secret, once
+	return c.JSON(http.StatusCreated, Show(sub)) // the secret, once
 }
 
-func (a API) patchSubscription(c *echo.Context) error {
+func (s *Service) patchSubscription(c *echo.Context) error {
 	in, err := decode(c)
 	if err != nil {
 		return err
@@ -172,10 +138,10 @@ func (a API) patchSubscription(c *echo.Context) error {
 	if in.ID != nil || in.From != nil || in.Pull != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id, from and pull cannot be changed")
 	}
-	return a.update(c, func(s *Subscription) { in.Apply(s) }, false)
+	return s.update(c, func(sub *Subscription) { in.Apply(sub) }, false)
 }
 
-func (a API) rotateSecret(c *echo.Context) error {
+func (s *Service) rotateSecret(c *echo.Context) error {
 	var body struct {
 		Secret string `json:"secret"`
 	}
@@ -184,38 +150,38 @@ func (a API) rotateSecret(c *echo.Context) error {
 			return err
 		}
 	}
-	return a.update(c, func(s *Subscription) { s.Rotate(body.Secret, time.Now().UTC()) }, true)
+	return s.update(c, func(sub *Subscription) { sub.Rotate(body.Secret, time.Now().UTC()) }, true)
 }
 
 // update edits one subscription in the registry's read-modify-write.
-func (a API) update(c *echo.Context, edit func(*Subscription), withSecret bool) error {
+func (s *Service) update(c *echo.Context, edit func(*Subscription), withSecret bool) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	s, err := a.Registry.Update(ctx, c.Param("id"), func(s *Subscription) error {
-		edit(s)
+	sub, err := s.Update(ctx, c.Param("id"), func(sub *Subscription) error {
+		edit(sub)
 		return nil
 	})
 	if err != nil {
 		return admin.Error(err)
 	}
 	if !withSecret {
-		s = s.Redacted()
+		sub = sub.Redacted()
 	}
-	return c.JSON(http.StatusOK, Show(s))
+	return c.JSON(http.StatusOK, Show(sub))
 }
 
-func (a API) deleteSubscription(c *echo.Context) error {
+func (s *Service) deleteSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if err := a.Registry.Delete(ctx, c.Param("id")); err != nil {
+	if err := s.Delete(ctx, c.Param("id")); err != nil {
 		return admin.Error(err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-// attempts lists a subscription's attempts from the attempts topic,
+// listAttempts lists a subscription's attempts from the attempts topic,
 // newest first.
-func (a API) attempts(c *echo.Context) error {
+func (s *Service) listAttempts(c *echo.Context) error {
 	q := attempts.Query{Subscription: c.Param("id"), EventID: c.QueryParam("event"), Status: c.QueryParam("status")}
 	var err error
 	if q.Limit, err = strconv.Atoi(c.QueryParamOr("limit", "50")); err != nil || q.Limit < 1 || q.Limit > 1000 {
@@ -231,10 +197,10 @@ func (a API) attempts(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if _, err := a.Registry.Get(ctx, q.Subscription); err != nil {
+	if _, err := s.Get(ctx, q.Subscription); err != nil {
 		return admin.Error(err)
 	}
-	out, err := attempts.List(ctx, a.Cluster, q)
+	out, err := s.Attempts(ctx, q)
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -248,7 +214,7 @@ func (a API) attempts(c *echo.Context) error {
 // {"event": "SOURCE:ID"} or {"envelope": {...}}, with the Preview of the
 // event for the subscription, its own headers' values hidden as every
 // answer but the one that set them hides them: nothing is delivered.
-func (a API) testSubscription(c *echo.Context) error {
+func (s *Service) testSubscription(c *echo.Context) error {
 	var in struct {
 		Event    string          `json:"event"`
 		Envelope json.RawMessage `json:"envelope"`
@@ -258,17 +224,12 @@ func (a API) testSubscription(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	s, err := a.Registry.Get(ctx, c.Param("id"))
-	if err != nil {
-		return admin.Error(err)
-	}
-	e, err := TestEvent(ctx, a.Cluster, in.Event, in.Envelope)
+	t, err := s.Test(ctx, c.Param("id"), in.Event, in.Envelope)
 	if errors.Is(err, topics.ErrEventNotFound) {
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())
 	}
 	if err != nil {
 		return admin.Error(err)
 	}
-	compiled := Compile(s)
-	return c.JSON(http.StatusOK, compiled.Redact(compiled.Preview(e, time.Now(), a.UserAgent)))
+	return c.JSON(http.StatusOK, t.Redacted)
 }

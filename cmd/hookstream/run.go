@@ -377,16 +377,17 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 // receiver's counts and answers and its processor's ledger, when it runs
 // them.
 func (n *node) mount(rejected func() map[string]int64, receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
+	subs := subscriptions.New(n.registry, n.tally, deliveryClientConfig(n.cfg).UserAgent)
 	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
-	subscriptions.API{Registry: n.registry, Attempts: n.tally, Cluster: n.Cluster, UserAgent: deliveryClientConfig(n.cfg).UserAgent}.Mount(n.srv)
+	subs.Mount(n.srv)
 	dlq.Mount(n.srv)
 	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Cluster: n.Cluster}.Mount(n.srv)
 	grps.Mount(n.srv)
 	insts.Mount(n.srv)
 	evs := events.New(n.Cluster, n.registry, events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log))
 	evs.Mount(n.srv)
-	ui, err := console.New(console.Config{Registry: n.registry, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Cluster: n.Cluster, DeadLetters: dlq, Groups: grps, Events: evs, Instances: insts, UserAgent: deliveryClientConfig(n.cfg).UserAgent, Log: n.log})
+	ui, err := console.New(console.Config{Subscriptions: subs, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
+		Cluster: n.Cluster, DeadLetters: dlq, Events: evs, Groups: grps, Instances: insts, Log: n.log})
 	if err != nil {
 		return nil, err
 	}

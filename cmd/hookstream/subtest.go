@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -74,19 +73,14 @@ func runSubscriptionsTest(cmd *cobra.Command, output, id, key, file string) erro
 		}
 	}
 	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
-		s, err := r.Get(ctx, id)
+		t, err := subscriptions.New(r, nil, deliveryClientConfig(c.cfg).UserAgent).Test(ctx, id, key, envelope)
 		if err != nil {
 			return err
 		}
-		e, err := subscriptions.TestEvent(ctx, c.Cluster, key, envelope)
-		if err != nil {
-			return err
-		}
-		p := subscriptions.Compile(s).Preview(e, time.Now(), deliveryClientConfig(c.cfg).UserAgent)
 		if output == "json" {
-			return writeJSON(cmd.OutOrStdout(), p)
+			return writeJSON(cmd.OutOrStdout(), t.Preview)
 		}
-		return printPreview(cmd.OutOrStdout(), s, p)
+		return printPreview(cmd.OutOrStdout(), t.Subscription, t.Preview)
 	})
 }
 
