@@ -20,6 +20,7 @@ import (
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/dispatch"
+	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/stats"
 	"github.com/hookstream/hookstream/subscriptions"
@@ -62,7 +63,7 @@ func serveAPI(t *testing.T, env *kafkatest.Env, d *dispatch.Dispatcher) *apiHarn
 	s := admin.New(admin.Config{Token: token}, h.reg, log)
 	subscriptions.New(h.registry, tally, "").Mount(s)
 	deadletter.New(c).Mount(s)
-	stats.API{Stats: counts, Attempts: tally, Registry: h.registry, Cluster: c}.Mount(s)
+	stats.New(counts, tally, groups.New(c, h.registry), nil).Mount(s)
 	h.srv = httptest.NewServer(s)
 	t.Cleanup(h.srv.Close)
 	return h

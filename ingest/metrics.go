@@ -52,18 +52,6 @@ func (h *Handler) Stats() Stats {
 	return out
 }
 
-// Rejected is the requests the receiver rejected per source since it
-// started, for the sources that had any: what /api/stats shows of it.
-func (h *Handler) Rejected() map[string]int64 {
-	out := make(map[string]int64)
-	for name, s := range h.Stats().Sources {
-		if s.Rejected > 0 {
-			out[name] = s.Rejected
-		}
-	}
-	return out
-}
-
 // answered counts a request answered status.
 func (m *metrics) answered(source string, status int) {
 	m.requests.WithLabelValues(source, strconv.Itoa(status)).Inc()

@@ -6,9 +6,9 @@
 // timestamp, for the last Minutes minutes (Recent), which the console
 // charts. It reads headers only, never a record's body, and leaves out
 // hookstream's own operational events; it writes nothing and judges no
-// record (the processor does). API serves /api/stats on the admin
-// listener: these counts, the deliveries, the requests this instance's
-// receiver rejected, and group lag.
+// record (the processor does). The Service sums up, for /api/stats on the
+// admin listener (Mount), these counts, the deliveries, the requests this
+// instance's receiver rejected, and group lag.
 package stats
 
 import (

@@ -152,8 +152,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 	g.Go(func() error { return n.tally.Run(ctx) })
 	g.Go(func() error { return n.counts.Run(ctx) })
 	var (
-		rejected func() map[string]int64         // this instance's receiver's, when it runs one
-		receiver func() map[string]stats.Answers // the same
+		receiver func() map[string]stats.Answers // this instance's receiver's answers, when it runs one
 		ledger   events.Ledger                   // this instance's processor's, when it runs one
 	)
 	if slices.Contains(roles, "ingest") {
@@ -161,7 +160,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		if err != nil {
 			return err
 		}
-		rejected, receiver = h.Rejected, receiverAnswers(h)
+		receiver = receiverAnswers(h)
 		puller := pull.New(pull.Config{Names: n.Names, MaxRecordBytes: topics.MaxRecordBytes(n.cfg.MaxBody), Tracing: n.tr}, n.Client, n.registry, n.log, n.reg)
 		h.Route(http.MethodGet, pull.Path, puller.Events)
 		g.Go(func() error { return puller.Run(ctx) })
@@ -182,7 +181,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		}
 		g.Go(func() error { return d.Run(ctx) })
 	}
-	ui, err := n.mount(rejected, receiver, ledger)
+	ui, err := n.mount(receiver, ledger)
 	if err != nil {
 		return err
 	}
@@ -291,8 +290,8 @@ func (n *node) producer(opts ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// receiverAnswers is what the console charts of receiver h: its answers
-// per source since it started.
+// receiverAnswers is what the console charts and /api/stats shows of
+// receiver h: its answers per source since it started.
 func receiverAnswers(h *ingest.Handler) func() map[string]stats.Answers {
 	return func() map[string]stats.Answers {
 		sources := h.Stats().Sources
@@ -373,15 +372,14 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 
 // mount builds each component's service and mounts its routes on the
 // admin server, then the console's, which calls the same services, and
-// returns the console; rejected, receiver and ledger are this instance's
-// receiver's counts and answers and its processor's ledger, when it runs
-// them.
-func (n *node) mount(rejected func() map[string]int64, receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
+// returns the console; receiver and ledger are this instance's receiver's
+// answers and its processor's ledger, when it runs them.
+func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
 	subs := subscriptions.New(n.registry, n.tally, deliveryClientConfig(n.cfg).UserAgent)
 	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
 	subs.Mount(n.srv)
 	dlq.Mount(n.srv)
-	stats.API{Stats: n.counts, Attempts: n.tally, Registry: n.registry, Rejected: rejected, Cluster: n.Cluster}.Mount(n.srv)
+	stats.New(n.counts, n.tally, grps, receiver).Mount(n.srv)
 	grps.Mount(n.srv)
 	insts.Mount(n.srv)
 	evs := events.New(n.Cluster, n.registry, events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log))
