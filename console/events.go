@@ -13,9 +13,9 @@ import (
 )
 
 // The events pages: a lookup box and a search by source, type and time
-// range (events.Service.Search, as GET /api/events and hookstream events search),
-// an event's story and its resends (events_story.go), and the live tail
-// (events_tail.go).
+// range (events.Service.Search, as GET /api/events and hookstream events
+// search), an event's story and its resends (events_story.go), and the
+// live tail (events_tail.go).
 //
 // Bound: a search page reads at most events.MaxRead (10,000) offsets of
 // the events topic and shows at most events.MaxLimit (100) events; the
