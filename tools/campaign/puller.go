@@ -43,8 +43,13 @@ type puller struct {
 	// at once.
 	rate int
 
-	mu       sync.Mutex
-	got      map[string]int
+	mu  sync.Mutex
+	got map[string]int
+	// since is when the request of its first answer read began: a
+	// client without a cursor starts at the subscription's committed
+	// position, which the other clients move, so only the events
+	// accepted after it are surely after its start.
+	since    time.Time
 	answers  int64 // read
 	dropped  int64 // ignored as lost
 	failures int64 // requests that failed or were refused
@@ -74,6 +79,7 @@ func (p *puller) run(ctx context.Context, addrs func() []string) {
 			sleepCtx(ctx, time.Second)
 			continue
 		}
+		asked := time.Now()
 		answer, err := p.pull(ctx, client, all[turn%len(all)], cursor)
 		if err != nil {
 			p.mu.Lock()
@@ -90,6 +96,9 @@ func (p *puller) run(ctx context.Context, addrs func() []string) {
 			continue // lost: the same cursor again
 		}
 		p.mu.Lock()
+		if p.since.IsZero() {
+			p.since = asked
+		}
 		p.answers++
 		for _, e := range answer.Events {
 			p.got[e.ID]++
@@ -134,6 +143,13 @@ func (p *puller) pull(ctx context.Context, client *http.Client, addr, cursor str
 		return pullAnswer{}, fmt.Errorf("answer: %w", err)
 	}
 	return a, nil
+}
+
+// start is since: the zero time before a first answer.
+func (p *puller) start() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.since
 }
 
 // received reports whether an answer read carried the event key.
