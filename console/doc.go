@@ -4,10 +4,10 @@
 // static/). It owns the browser's side of access: sign-in with the admin
 // token, the session cookie, CSRF tokens, the same-origin check and the
 // security headers. It refuses to own any behaviour of its own: every
-// page reads, and every button calls, the same functions as the /api
-// handlers (subscriptions.Registry, attempts, stats, groups, deadletter),
-// so a console action is also an API call and a CLI command, and their
-// errors read the same.
+// page reads, and every button calls, the same services as the /api
+// handlers (subscriptions, events, groups, deadletter, instances; the
+// stats and attempts tallies), so a console action is also an API call
+// and a CLI command, and their errors read the same (admin.Error).
 //
 // Access. With HOOKSTREAM_ADMIN_TOKEN, /ui/login takes the token and sets
 // a session cookie (HttpOnly, SameSite=Strict, Secure over TLS, 12 h)
