@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/subscriptions"
@@ -41,8 +42,12 @@ func judgeOne(c *subscriptions.Compiled, e *subscriptions.Event, limit int, filt
 // throttled; the items end early when ctx ends meanwhile.
 func (w *worker) judgeQueue(ctx context.Context, c *subscriptions.Compiled, q []shared) []item {
 	limit := w.d.maxBodyBytes()
-	evaluates := c.Evaluates()
 	failed := func(err error) { w.d.filterFailed(w.st, err) }
+	// Only expressions are metered: globs cost nothing worth a clock read.
+	var throttled, seconds prometheus.Counter
+	if c.Evaluates() {
+		throttled, seconds = w.d.metrics.exprThrottled.WithLabelValues(w.sub.ID), w.d.metrics.exprSeconds.WithLabelValues(w.sub.ID)
+	}
 	var items []item
 	for _, sh := range q {
 		last := sh.recs[len(sh.recs)-1]
@@ -50,20 +55,19 @@ func (w *worker) judgeQueue(ctx context.Context, c *subscriptions.Compiled, q []
 			if r.Attrs.IsControl() {
 				continue
 			}
-			if !evaluates {
-				if it := judgeOne(c, sh.evs[i], limit, failed); it.match || r == last {
-					items = append(items, it)
+			var start time.Time
+			if seconds != nil {
+				if !w.st.budget.take(ctx, throttled) {
+					return items
 				}
-				continue
+				start = time.Now()
 			}
-			if !w.st.budget.take(ctx, w.d.metrics.exprThrottled.WithLabelValues(w.sub.ID)) {
-				return items
-			}
-			start := time.Now()
 			it := judgeOne(c, sh.evs[i], limit, failed)
-			spent := time.Since(start)
-			w.st.budget.release(spent)
-			w.d.metrics.exprSeconds.WithLabelValues(w.sub.ID).Add(spent.Seconds())
+			if seconds != nil {
+				spent := time.Since(start)
+				w.st.budget.release(spent)
+				seconds.Add(spent.Seconds())
+			}
 			if it.match || r == last {
 				items = append(items, it)
 			}
