@@ -34,6 +34,7 @@ package expr
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -212,13 +213,36 @@ func locatedError(at common.Location, msg string) *Error {
 	return &Error{Line: line, Column: col, Msg: msg}
 }
 
-// issueError is the first of the issues as an *Error.
+// issueError is the first of the issues as an *Error, with a hint for
+// the mistakes a newcomer to CEL makes most.
 func issueError(iss *cel.Issues) error {
 	errs := iss.Errors()
 	if len(errs) == 0 {
 		return &Error{Line: 1, Column: 1, Msg: iss.Err().Error()}
 	}
-	return locatedError(errs[0].Location, errs[0].Message)
+	return locatedError(errs[0].Location, withHint(errs[0].Message))
+}
+
+// withHint is msg, a compiler's, followed by a hint when it reports a
+// single = or an int and a double mixed.
+func withHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "token recognition error at: '="):
+		return msg + "; a single = does not compare: write =="
+	case strings.Contains(msg, "no matching overload") &&
+		(strings.Contains(msg, "(int, double)") || strings.Contains(msg, "(double, int)")):
+		return msg + "; an int and a double do not mix: write 1 for an int and 1.0 for a double, or convert with int(...) or double(...)"
+	}
+	return msg
+}
+
+// article is t, a type's name, after "a" or "an".
+func article(t *cel.Type) string {
+	name := t.String()
+	if strings.IndexAny(name, "aeioAEIO") == 0 {
+		return "an " + name
+	}
+	return "a " + name
 }
 
 // sizes is the size estimator of the cost estimate. A string, list or map

@@ -33,5 +33,5 @@ func Example() {
 	// Output:
 	// true <nil>
 	// {"text":"PR Fix the retries opened by mona"} <nil>
-	// line 2, column 15: Syntax error: token recognition error at: '= '
+	// line 2, column 15: Syntax error: token recognition error at: '= '; a single = does not compare: write ==
 }

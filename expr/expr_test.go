@@ -192,6 +192,11 @@ func TestCompileErrors(t *testing.T) {
 		{`source.nosuch("a")`, 1, 14, "undeclared reference"},
 		{`"unterminated`, 1, 1, ""},
 		{`é == "a" &&& 1`, 1, 1, ""},
+		{`replay`, 1, 1, "a filter must be a bool, this one is an int"},
+		{`type = "push"`, 1, 6, "a single = does not compare: write =="},
+		{`source == "github" && data.n = 1`, 1, 30, "a single = does not compare: write =="},
+		{`replay == 1.0`, 1, 8, "an int and a double do not mix: write 1 for an int and 1.0 for a double, or convert with int(...) or double(...)"},
+		{`size(type) + 0.5 > 2.0`, 1, 12, "an int and a double do not mix"},
 	} {
 		t.Run(tc.src, func(t *testing.T) {
 			f, err := CompileFilter(tc.src)

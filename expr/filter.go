@@ -22,7 +22,7 @@ func CompileFilter(src string) (*Filter, error) {
 		return nil, err
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
-		msg := fmt.Sprintf("a filter must be a bool, this one is a %s", t)
+		msg := "a filter must be a bool, this one is " + article(t)
 		if t.IsExactType(cel.DynType) {
 			msg += ": compare it, as in data.draft == true"
 		}

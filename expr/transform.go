@@ -1,8 +1,6 @@
 package expr
 
 import (
-	"fmt"
-
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 )
@@ -23,7 +21,7 @@ func CompileTransform(src string) (*Transform, error) {
 		return nil, err
 	}
 	if t := ast.OutputType(); t.Kind() == types.TypeKind {
-		return nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf("a transform's value must be JSON, this one is a %s", t)}
+		return nil, &Error{Line: 1, Column: 1, Msg: "a transform's value must be JSON, this one is " + article(t)}
 	}
 	return &Transform{src: src, prg: prg}, nil
 }
