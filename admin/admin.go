@@ -77,7 +77,7 @@ type Server struct {
 // New builds the server; gatherer serves /metrics. It does no I/O.
 func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, log: log.With("component", "admin"), checks: make(map[string]Check)}
-	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: s.renderError})
+	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: s.renderError, JSONSerializer: plainJSON{}})
 	e.Use(middleware.Recover())
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -320,6 +320,18 @@ func LoopbackHost(hostport string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// plainJSON is Echo's JSON serializer without HTML escaping: answers are
+// application/json, never HTML, and read as written ('<EOF>', a filter's
+// <, >, &&).
+type plainJSON struct{ echo.DefaultJSONSerializer }
+
+func (plainJSON) Serialize(c *echo.Context, target any, indent string) error {
+	enc := json.NewEncoder(c.Response())
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	return enc.Encode(target)
 }
 
 // renderError answers errors as {"error": "..."}; unexpected ones are

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/labstack/echo/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookstream/hookstream/admin"
 )
@@ -54,5 +58,36 @@ func TestErrorStatus(t *testing.T) {
 	}
 	if errors.Is(admin.Of(errGone, other), errBusy) || errors.Is(errGone, errBusy) {
 		t.Error("an error of one sentinel passes for another")
+	}
+}
+
+// TestAnswersAreNotHTMLEscaped: the JSON the admin API answers, errors
+// included, reads as written: a CEL syntax error's '<EOF>' is not
+// \u003cEOF\u003e.
+func TestAnswersAreNotHTMLEscaped(t *testing.T) {
+	const msg = "invalid filter: line 1, column 11: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} & more"
+	srv := admin.New(admin.Config{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	srv.API().GET("/refused", func(*echo.Context) error { return admin.Error(admin.Of(admin.Invalid("invalid"), errors.New(msg))) })
+	srv.API().GET("/answer", func(c *echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"filter": `data.a < 1 && data.b > 2`})
+	})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	for path, want := range map[string]string{
+		"/api/refused": `{"error":"` + msg + `"}` + "\n",
+		"/api/answer":  `{"filter":"data.a < 1 && data.b > 2"}` + "\n",
+	} {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body) != want {
+			t.Errorf("GET %s: got %s, want %s", path, body, want)
+		}
 	}
 }
