@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -16,9 +17,6 @@ import (
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/ingest"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -31,14 +29,16 @@ func main() {
 }
 
 func newRootCommand() *cobra.Command {
+	bi, _ := debug.ReadBuildInfo() // nil without: buildVersion says version alone
 	root := &cobra.Command{
 		Use:           "hookstream",
 		Short:         "Reliable webhooks on Kafka: ingest, exactly-once processing, signed delivery",
-		Version:       version,
+		Version:       buildVersion(version, bi),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand(), newEventsCommand(), newInstancesCommand())
+	refuseUnknown(root)
 	return root
 }
 
