@@ -150,7 +150,9 @@ type subState struct {
 	// failingSince is when the first real attempt failed since the last
 	// success; zero while the subscriber is healthy.
 	failingSince time.Time
-	disabling    bool // a disable is being written
+	// failures is its run of failures, attempts and transforms.
+	failures  failureRun
+	disabling bool // a disable is being written
 }
 
 // errSuperseded stops the dispatcher's disable of a subscription an
@@ -293,7 +295,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, subs map[string]subscription
 		}
 		enabled := s.Enabled && !old.Enabled
 		if enabled {
-			st.failingSince = time.Time{}
+			st.failingSince, st.failures = time.Time{}, failureRun{}
 		}
 		st.mu.Unlock()
 		if enabled {
@@ -505,12 +507,13 @@ func (d *Dispatcher) subscription(id string) *subState {
 	return d.subs[id]
 }
 
-// Ready reports open circuits, disabled subscriptions and those whose
-// expressions were throttled within the last ExprWindow for /readyz; the
-// dispatcher itself is always ready.
+// Ready reports open circuits, disabled subscriptions, those whose
+// expressions were throttled within the last ExprWindow and the failing
+// ones (subscriptions.Delivery) for /readyz; the dispatcher itself is
+// always ready.
 func (d *Dispatcher) Ready(context.Context) (bool, any) {
 	open, disabled := d.circuits()
-	return true, map[string]any{"open_circuits": open, "disabled": disabled, "throttled": d.throttled()}
+	return true, map[string]any{"open_circuits": open, "disabled": disabled, "throttled": d.throttled(), "failing": d.failing()}
 }
 
 func (d *Dispatcher) circuits() (open, disabled []string) {

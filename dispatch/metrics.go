@@ -1,6 +1,12 @@
 package dispatch
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookstream/hookstream/subscriptions"
+)
 
 type metrics struct {
 	attempts       *prometheus.CounterVec
@@ -93,15 +99,20 @@ var (
 	subscriptionDisabledDesc = prometheus.NewDesc("hookstream_delivery_subscription_disabled",
 		"1 while hookstream has the subscription disabled (410 Gone, or every real attempt failing for the disable-after time), else 0.",
 		[]string{"subscription"}, nil)
+	subscriptionFailingDesc = prometheus.NewDesc("hookstream_delivery_subscription_failing",
+		"1 while the subscription is failing on this dispatcher: its last "+strconv.Itoa(subscriptions.FailingAfter)+" outcomes or more were failed attempts or events its transform dead-lettered, with no success since; else 0.",
+		[]string{"subscription"}, nil)
 )
 
 // subscriptionStates exports, per subscription, whether its circuit is
-// open and whether hookstream disabled it: what alerts name.
+// open, whether it is failing and whether hookstream disabled it: what
+// alerts name.
 type subscriptionStates struct{ d *Dispatcher }
 
 func (c subscriptionStates) Describe(ch chan<- *prometheus.Desc) {
 	ch <- circuitOpenDesc
 	ch <- subscriptionDisabledDesc
+	ch <- subscriptionFailingDesc
 }
 
 // Collect sends the series once it has read them and let go of the
@@ -113,10 +124,12 @@ func (c subscriptionStates) Collect(ch chan<- prometheus.Metric) {
 	for id, st := range c.d.subs {
 		st.mu.Lock()
 		disabled := !st.sub.Enabled && st.sub.DisabledReason != ""
+		_, failing := st.failures.failing()
 		st.mu.Unlock()
 		metrics = append(metrics,
 			prometheus.MustNewConstMetric(circuitOpenDesc, prometheus.GaugeValue, flag(st.circuit.isOpen()), id),
-			prometheus.MustNewConstMetric(subscriptionDisabledDesc, prometheus.GaugeValue, flag(disabled), id))
+			prometheus.MustNewConstMetric(subscriptionDisabledDesc, prometheus.GaugeValue, flag(disabled), id),
+			prometheus.MustNewConstMetric(subscriptionFailingDesc, prometheus.GaugeValue, flag(failing), id))
 	}
 	c.d.mu.Unlock()
 	for _, m := range metrics {

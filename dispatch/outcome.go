@@ -114,9 +114,9 @@ func endAttemptSpan(span trace.Span, res result) {
 }
 
 // record writes the attempt to the attempts topic, once for each event of
-// m, and tracks the subscription's health: 410 Gone disables it at once;
-// real attempts all failing, with no success, for DisableAfter disable it
-// too.
+// m, and tracks the subscription's health: its run of failures (failing
+// from subscriptions.FailingAfter on); 410 Gone disables it at once; real
+// attempts all failing, with no success, for DisableAfter disable it too.
 func (d *Dispatcher) record(ctx context.Context, st *subState, sub subscriptions.Subscription, m *message, n int, res result) {
 	now := d.now()
 	a := topics.Attempt{Subscription: sub.ID, N: n, Outcome: topics.OutcomeDelivered, Status: res.status, Latency: res.latency, At: now}
@@ -131,10 +131,12 @@ func (d *Dispatcher) record(ctx context.Context, st *subState, sub subscriptions
 	st.mu.Lock()
 	switch {
 	case res.ok:
-		st.failingSince = time.Time{}
+		st.failingSince, st.failures = time.Time{}, failureRun{}
 	case res.gone:
+		st.failures.fail(now, attemptReason(res))
 		disable = "subscriber answered 410 Gone"
 	default:
+		st.failures.fail(now, attemptReason(res))
 		if st.failingSince.IsZero() {
 			st.failingSince = now
 		}
@@ -243,6 +245,9 @@ func (d *Dispatcher) deadLetter(ctx context.Context, subID string, m *message, a
 		}
 	}
 	d.log.Warn("delivery dead-lettered", "subscription", subID, "event_id", m.id, d.traceID(m), "events", len(m.events), "attempts", attempts, "err", cause)
+	if stage == topics.StageTransform {
+		d.transformFailed(subID, cause)
+	}
 	return nil
 }
 

@@ -482,7 +482,7 @@ func (s *topicSink) drain(ctx context.Context, l *lane) {
 		}
 		err := s.tw.write(ctx, b)
 		if err == nil {
-			l.committedTo(b.cursor)
+			s.committed(l, b)
 			b = nil
 			wait.Reset()
 			continue
@@ -510,7 +510,7 @@ func (s *topicSink) drain(ctx context.Context, l *lane) {
 			return
 		}
 		if committed {
-			l.committedTo(b.cursor)
+			s.committed(l, b)
 			b = nil
 			wait.Reset()
 			continue
@@ -518,6 +518,17 @@ func (s *topicSink) drain(ctx context.Context, l *lane) {
 		if !wait.Wait(ctx) {
 			return
 		}
+	}
+}
+
+// committed moves the lane's cursor to b's, whose transaction committed;
+// events it wrote end the subscription's run of failures.
+func (s *topicSink) committed(l *lane, b *topicBatch) {
+	l.committedTo(b.cursor)
+	if len(b.recs) > 0 {
+		s.st.mu.Lock()
+		s.st.failures = failureRun{}
+		s.st.mu.Unlock()
 	}
 }
 
