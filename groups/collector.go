@@ -12,12 +12,19 @@ import (
 
 // lagDesc is hookstream_consumer_group_lag.
 var lagDesc = prometheus.NewDesc("hookstream_consumer_group_lag",
-	"Records a deployment's consumer group has still to read (as Lag measures it), by group and topic.",
+	"Offsets a deployment's consumer group has still to read, from the first record it has not read to the last stable offset, by group and topic: "+
+		"an upper bound of the events, as each transaction's commit marker takes an offset (hookstream lag counts events).",
 	[]string{"group", "topic"}, nil)
 
 // Collector exports the lag of every group of the deployment, measured
 // when Prometheus scrapes. The value is cluster-wide: every instance that
 // exports it reports the same number.
+//
+// It is in offsets, not events: a scrape reads one small fetch per
+// partition to find the first unread record (probeOnly), where counting
+// events would read the backlog at every scrape, and an alert on its
+// growth wants one unit throughout, not events below a bound and offsets
+// past it.
 type Collector struct {
 	c    topics.Cluster
 	subs func(context.Context) (map[string]bool, error)
@@ -38,7 +45,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- lagDesc }
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lags, err := Lag(ctx, c.c, "")
+	lags, err := measure(ctx, c.c, "", nil, probeOnly)
 	if err != nil {
 		c.log.Warn("consumer group lag for /metrics", "err", err)
 		return

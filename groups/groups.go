@@ -108,10 +108,11 @@ func (k kind) topic(names topics.Names) topics.Topic {
 	}
 }
 
-// startsAtEnd reports whether the group's consumers start at the end of
-// their topic when the group has no committed offset (subscriptions do;
-// the processor and the retry consumer start at the log start).
-func (k kind) startsAtEnd() bool { return k == kindSubscription }
+// startsAtStart reports whether the group's consumers start at the log
+// start of their topic when the group has no committed offset there: the
+// processor, the retry consumer and a pull subscription (pulled) do;
+// dispatchers start a subscription at the end.
+func (k kind) startsAtStart(pulled bool) bool { return k != kindSubscription || pulled }
 
 // effect says what replaying the group means, in an operator's words.
 func (k kind) effect(names topics.Names, g topics.Group) string {

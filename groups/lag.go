@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,22 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
+// Unit is what a count of records is in.
+type Unit string
+
+const (
+	// Events are the records a read_committed consumer receives, counted
+	// by reading them.
+	Events Unit = "events"
+	// Offsets are the offsets the records take, not counted record by
+	// record: on a topic written in transactions each transaction's
+	// commit marker takes one (and aborted records theirs), so they are
+	// an upper bound of the events, up to twice them for transactions of
+	// one record. A count is in offsets where there were too many records
+	// to read (countBudget).
+	Offsets Unit = "offsets"
+)
+
 // PartitionLag is how far a group is behind on one partition.
 type PartitionLag struct {
 	Topic     string `json:"topic"`
@@ -24,9 +41,10 @@ type PartitionLag struct {
 	// End is the last stable offset, where a read_committed consumer stops:
 	// the high watermark unless a transaction is open.
 	End int64 `json:"end"`
-	// Lag is End minus the offset of the first record the group has not
-	// read. See Lag for how transaction markers count.
-	Lag int64 `json:"lag"`
+	// Lag is what the group has still to read, in Unit: the events up to
+	// End, or the offsets from the first of them to End. See Lag.
+	Lag  int64 `json:"lag"`
+	Unit Unit  `json:"unit"`
 	// Member is the group member assigned the partition (as Members
 	// names it), empty when none is.
 	Member string `json:"member,omitempty"`
@@ -43,7 +61,10 @@ type GroupLag struct {
 	// id (which starts with the client id), and host.
 	MemberNames []string       `json:"member_names"`
 	Partitions  []PartitionLag `json:"partitions"`
-	Total       int64          `json:"total"`
+	// Total is the partitions' lags added up: in Events when every one
+	// is, else in Offsets (an upper bound of the events).
+	Total int64 `json:"total"`
+	Unit  Unit  `json:"unit"`
 }
 
 // Lag reports the lag of group (a name Resolve accepts; an error when
@@ -53,18 +74,31 @@ type GroupLag struct {
 // every partition of the topic it consumes, plus any other topic it has
 // committed offsets on.
 //
-// Lag is measured as a read_committed consumer sees the log. The end is
-// the last stable offset, so an open transaction is not lag. The start is
-// the first record the group would read: franz-go commits the offset after
-// the last record it returned, which leaves the commit marker closing a
-// transaction (and any aborted records) ahead of a consumer that has read
-// everything, so Lag reads the partition from the committed offset and
-// skips them: a caught-up group lags 0, not 1. Markers between unread
-// records still count, so on transactional topics Lag exceeds the number
-// of records to read by at most the number of transactions among them.
-// With nothing committed, the group starts where its consumers do: the log
-// start for the processor and retry groups, the end for subscriptions.
+// Lag is measured as a read_committed consumer sees the log, from the
+// first record the group would read to the last stable offset (an open
+// transaction is not lag). It reads those records, and counts them: the
+// lag is in events, transaction markers and aborted records left out.
+// Past countBudget (1 MiB of records a partition, 8 MiB in all) it
+// counts offsets instead, from the first unread record to the end, and
+// says so (Unit Offsets): an upper bound, as each transaction's commit
+// marker between them takes an offset. Either way a caught-up group
+// lags 0, although franz-go commits the offset after the last record it
+// returned, which leaves the commit marker closing a transaction ahead
+// of it.
+//
+// With nothing committed, the group starts where its consumers do: the
+// log start for the processor and retry groups, the end for
+// subscriptions, as dispatchers read them. A pull subscription reads
+// from the log start instead: Service.Lags, which knows which
+// subscriptions are pulled, counts theirs so.
 func Lag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error) {
+	return measure(ctx, c, group, nil, countBudget)
+}
+
+// measure is Lag, the groups of pulled (full names) counted as pull
+// subscriptions', records read within limit. With limit probeOnly every
+// lag is in offsets.
+func measure(ctx context.Context, c topics.Cluster, group string, pulled map[string]bool, limit budget) ([]GroupLag, error) {
 	adm := c.Admin()
 	list, err := lagGroups(ctx, adm, c.Names, group)
 	if err != nil {
@@ -74,7 +108,7 @@ func Lag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error
 	if err != nil {
 		return nil, err
 	}
-	groups, all, err := consumedBy(ctx, adm, c.Names, list)
+	groups, all, err := consumedBy(ctx, adm, c.Names, list, pulled)
 	if err != nil {
 		return nil, err
 	}
@@ -85,24 +119,27 @@ func Lag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error
 	if err != nil {
 		return nil, err
 	}
-	out, from, probes, err := lagRows(list, infos, groups, logs)
+	out, from, spans, err := lagRows(list, infos, groups, logs)
 	if err != nil {
 		return nil, err
 	}
-	first, err := firstUnread(ctx, c.Client, logs.details, logs.ends, probes)
+	tallies, err := countSpans(ctx, c.Client, logs.details, spans, limit)
 	if err != nil {
 		return nil, err
 	}
 	for i := range out {
 		gl := &out[i]
+		gl.Unit = Events
 		for j := range gl.Partitions {
 			pl := &gl.Partitions[j]
-			pos := from[i][j]
-			if f, ok := first[position{pl.Topic, pl.Partition, pos}]; ok {
-				pos = f
+			pl.Unit = Events
+			if s := (span{pl.Topic, pl.Partition, from[i][j], pl.End}); s.from < s.to {
+				pl.Lag, pl.Unit = tallies[s].count(s)
 			}
-			pl.Lag = max(pl.End-pos, 0)
 			gl.Total += pl.Lag
+			if pl.Unit == Offsets {
+				gl.Unit = Offsets
+			}
 		}
 	}
 	return out, nil
@@ -111,14 +148,17 @@ func Lag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error
 // consumed is what one group consumes: its committed offsets and its
 // topics, its own first and then any other it committed offsets on.
 type consumed struct {
-	kind      kind
+	kind kind
+	// fromStart: without a commit, its consumers read a partition from
+	// its start.
+	fromStart bool
 	committed kadm.OffsetResponses
 	topics    []string
 }
 
 // consumedBy reads what each group of list consumes, and all the topics
 // of them together.
-func consumedBy(ctx context.Context, adm *kadm.Client, names topics.Names, list []string) ([]consumed, []string, error) {
+func consumedBy(ctx context.Context, adm *kadm.Client, names topics.Names, list []string, pulled map[string]bool) ([]consumed, []string, error) {
 	groups := make([]consumed, len(list))
 	var all []string
 	for i, g := range list {
@@ -127,7 +167,7 @@ func consumedBy(ctx context.Context, adm *kadm.Client, names topics.Names, list 
 		if err != nil {
 			return nil, nil, err
 		}
-		m := consumed{kind: k, committed: c, topics: []string{string(k.topic(names))}}
+		m := consumed{kind: k, fromStart: k.startsAtStart(pulled[g]), committed: c, topics: []string{string(k.topic(names))}}
 		var others []string
 		for t := range c {
 			if t != m.topics[0] {
@@ -186,10 +226,9 @@ func readLogs(ctx context.Context, adm *kadm.Client, all []string) (logs, error)
 }
 
 // lagRows builds the rows of each group of list, without their lag yet:
-// from holds, per group and row, where its consumer reads from, and probes
-// the positions short of their end, whose first unread record is to be
-// found.
-func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l logs) (out []GroupLag, from [][]int64, probes []position, err error) {
+// from holds, per group and row, where its consumer reads from, and spans
+// the ranges left to read, to be counted.
+func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l logs) (out []GroupLag, from [][]int64, spans []span, err error) {
 	out = make([]GroupLag, len(list))
 	from = make([][]int64, len(list))
 	for i, g := range list {
@@ -211,14 +250,14 @@ func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l log
 				}
 				pos := c
 				switch {
-				case c < 0 && m.kind.startsAtEnd():
-					pos = e[p]
-				case c < 0:
+				case c < 0 && m.fromStart:
 					pos = l.starts[t][p]
+				case c < 0:
+					pos = e[p]
 				}
 				pos = max(pos, l.starts[t][p]) // below the log start, a consumer resets
 				if pos < e[p] {
-					probes = append(probes, position{t, p, pos})
+					spans = append(spans, span{t, p, pos, e[p]})
 				}
 				gl.Partitions = append(gl.Partitions, PartitionLag{Topic: t, Partition: p, Committed: c, End: e[p], Member: info.owners[topicPartition{t, p}]})
 				from[i] = append(from[i], pos)
@@ -226,7 +265,7 @@ func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l log
 		}
 		out[i] = gl
 	}
-	return out, from, probes, nil
+	return out, from, spans, nil
 }
 
 // lagGroups lists the groups Lag reports.
@@ -251,42 +290,89 @@ func lagGroups(ctx context.Context, adm *kadm.Client, names topics.Names, group 
 	return out, nil
 }
 
-// position is an offset in one partition.
-type position struct {
+// span is a range of one partition to count, [from, to).
+type span struct {
 	topic     string
 	partition int32
-	offset    int64
+	from, to  int64
 }
 
-const (
-	// probeRounds bounds the fetches per partition when looking for the
-	// first unread record past markers and aborted transactions; what is
-	// left after them counts as lag.
-	probeRounds = 8
-	// probePartitionBytes is the fetch size per partition: small, as only
-	// the first record matters (the broker returns a whole batch anyway).
-	probePartitionBytes = 64 << 10
+// tally is what reading a span found: the offset of its first record
+// (to when it has none), and its records when all of it was read.
+type tally struct {
+	first  int64
+	events int64
+	exact  bool
+}
+
+// count is the span's count: its events when they were all read, else
+// the offsets from its first record to its end, an upper bound of them.
+func (t tally) count(s span) (int64, Unit) {
+	if t.exact {
+		return t.events, Events
+	}
+	return s.to - t.first, Offsets
+}
+
+// budget bounds the bytes countSpans reads to count: per partition, and
+// in all. The first fetch of each span, which finds its first record, is
+// made whatever the budget.
+type budget struct {
+	partition, query int64
+}
+
+// Bounds of the reading that counts records: a span read within them is
+// counted in events, one past them in offsets.
+var (
+	// countBudget is what Lag and PlanReplay read: 1 MiB per partition,
+	// 8 MiB per query.
+	countBudget = budget{partition: 1 << 20, query: 8 << 20}
+	// probeOnly finds the first records and counts nothing more.
+	probeOnly = budget{}
 )
 
-// firstUnread returns, for each position, the offset of the first record a
-// read_committed consumer positioned there would receive, or the end when
-// it would receive none. It fetches with the caller's client, straight
-// from the partition leaders.
-func firstUnread(ctx context.Context, cl *kgo.Client, details kadm.TopicDetails, ends map[string]map[int32]int64, from []position) (map[position]int64, error) {
-	found := make(map[position]int64, len(from))
-	at := make(map[position]int64, len(from)) // next offset to fetch
-	for _, p := range from {
-		at[p] = p.offset
+const (
+	// countRounds bounds the fetches per span.
+	countRounds = 16
+	// probeBytes is the first fetch of a span: small, as its first record
+	// matters most (the broker returns a whole batch anyway).
+	probeBytes = 64 << 10
+)
+
+// reading is one span being counted.
+type reading struct {
+	span
+	at      int64 // next offset to fetch
+	read    int64 // bytes fetched
+	fetches int
+	tally
+	done bool
+}
+
+// countSpans reads each span as a read_committed consumer does (aborted
+// records and transaction markers skipped) within limit, and tallies its
+// records. It fetches with the caller's client, straight from the
+// partition leaders.
+func countSpans(ctx context.Context, cl *kgo.Client, details kadm.TopicDetails, spans []span, limit budget) (map[span]tally, error) {
+	readings := make([]*reading, 0, len(spans))
+	for _, s := range spans {
+		if !slices.ContainsFunc(readings, func(r *reading) bool { return r.span == s }) {
+			readings = append(readings, &reading{span: s, at: s.from, tally: tally{first: -1}})
+		}
 	}
 	names := make(map[[16]byte]string, len(details))
 	for t, d := range details {
 		names[[16]byte(d.ID)] = t
 	}
 	decompressor := kgo.DefaultDecompressor()
-	for round := 0; round < probeRounds && len(at) > 0; round++ {
-		fetches, err := probeFetches(details, at)
+	var spent int64
+	for range countRounds {
+		fetches, err := countFetches(details, readings, limit, spent)
 		if err != nil {
 			return nil, err
+		}
+		if len(fetches) == 0 {
+			break
 		}
 		for _, f := range fetches {
 			resp, err := f.req.RequestWith(ctx, cl.Broker(int(f.leader)))
@@ -297,54 +383,71 @@ func firstUnread(ctx context.Context, cl *kgo.Client, details kadm.TopicDetails,
 				return nil, fmt.Errorf("groups: read from broker %d: %w", f.leader, err)
 			}
 			for _, rt := range resp.Topics {
-				topic := rt.Topic
-				if topic == "" {
-					topic = names[rt.TopicID]
-				}
+				topic := cmp.Or(rt.Topic, names[rt.TopicID])
 				for i := range rt.Partitions {
 					rp := &rt.Partitions[i]
-					pos, ok := f.index[topicPartition{topic, rp.Partition}]
-					if !ok {
-						continue
-					}
-					off, end := at[pos], ends[pos.topic][pos.partition]
-					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						if errors.Is(err, kerr.OffsetOutOfRange) { // retention moved the start meanwhile
-							found[pos] = off
-							delete(at, pos)
-							continue
+					if r, ok := f.index[topicPartition{topic, rp.Partition}]; ok {
+						spent += int64(len(rp.RecordBatches))
+						if err := r.take(rp, decompressor); err != nil {
+							return nil, err
 						}
-						return nil, fmt.Errorf("groups: read %s/%d at %d: %w", pos.topic, pos.partition, off, err)
 					}
-					fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-						Offset:         off,
-						IsolationLevel: kgo.ReadCommitted(),
-						Topic:          pos.topic,
-						Partition:      pos.partition,
-					}, rp, decompressor, nil)
-					if fp.Err != nil {
-						return nil, fmt.Errorf("groups: read %s/%d at %d: %w", pos.topic, pos.partition, off, fp.Err)
-					}
-					switch {
-					case len(fp.Records) > 0:
-						found[pos] = min(fp.Records[0].Offset, end)
-					case next >= end:
-						found[pos] = end
-					case next <= off: // nothing readable returned: count from here
-						found[pos] = off
-					default:
-						at[pos] = next
-						continue
-					}
-					delete(at, pos)
 				}
 			}
 		}
 	}
-	for pos, off := range at {
-		found[pos] = off
+	out := make(map[span]tally, len(readings))
+	for _, r := range readings {
+		if r.first < 0 {
+			r.first = r.at // no record before where the reading stopped
+		}
+		r.exact = r.exact && limit != probeOnly // asked for offsets only
+		out[r.span] = r.tally
 	}
-	return found, nil
+	return out, nil
+}
+
+// take tallies what one fetch of r's partition brought back.
+func (r *reading) take(rp *kmsg.FetchResponseTopicPartition, decompressor kgo.Decompressor) error {
+	r.fetches++
+	r.read += int64(len(rp.RecordBatches))
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) { // retention moved the start meanwhile
+			r.done = true
+			return nil
+		}
+		return fmt.Errorf("groups: read %s/%d at %d: %w", r.topic, r.partition, r.at, err)
+	}
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset:         r.at,
+		IsolationLevel: kgo.ReadCommitted(),
+		Topic:          r.topic,
+		Partition:      r.partition,
+	}, rp, decompressor, nil)
+	if fp.Err != nil {
+		return fmt.Errorf("groups: read %s/%d at %d: %w", r.topic, r.partition, r.at, fp.Err)
+	}
+	for _, rec := range fp.Records {
+		if rec.Offset >= r.to {
+			break
+		}
+		if r.first < 0 {
+			r.first = rec.Offset
+		}
+		r.events++
+	}
+	switch {
+	case next >= r.to:
+		if r.first < 0 {
+			r.first = r.to
+		}
+		r.exact, r.done = true, true
+	case next <= r.at && len(fp.Records) == 0: // nothing readable returned
+		r.done = true
+	default:
+		r.at = next
+	}
+	return nil
 }
 
 type topicPartition struct {
@@ -352,50 +455,65 @@ type topicPartition struct {
 	partition int32
 }
 
-// probeFetch is one fetch request to a partition leader.
-type probeFetch struct {
+// countFetch is one fetch request to a partition leader.
+type countFetch struct {
 	leader int32
 	req    *kmsg.FetchRequest
-	index  map[topicPartition]position
+	index  map[topicPartition]*reading
 }
 
-// probeFetches builds the fetches for the positions: one request per
-// leader, more when several positions share a partition.
-func probeFetches(details kadm.TopicDetails, at map[position]int64) ([]probeFetch, error) {
-	var fetches []probeFetch
-	for pos, off := range at {
-		d := details[pos.topic]
-		pd, ok := d.Partitions[pos.partition]
-		if !ok || pd.Leader < 0 {
-			return nil, fmt.Errorf("groups: partition %s/%d has no leader", pos.topic, pos.partition)
+// countFetches builds the next fetches of the readings not done, within
+// limit of which spent is spent: one request per leader, more when
+// several readings share a partition. A reading whose first fetch is
+// made and that has no budget left is done.
+func countFetches(details kadm.TopicDetails, readings []*reading, limit budget, spent int64) ([]countFetch, error) {
+	var fetches []countFetch
+	asked := spent
+	for _, r := range readings {
+		if r.done {
+			continue
 		}
-		tp := topicPartition{pos.topic, pos.partition}
-		i := slices.IndexFunc(fetches, func(f probeFetch) bool {
+		ask := int64(probeBytes)
+		if r.fetches > 0 {
+			ask = min(limit.partition-r.read, limit.query-asked)
+			if ask <= 0 {
+				r.done = true
+				continue
+			}
+		}
+		asked += ask
+		pd, ok := details[r.topic].Partitions[r.partition]
+		if !ok || pd.Leader < 0 {
+			return nil, fmt.Errorf("groups: partition %s/%d has no leader", r.topic, r.partition)
+		}
+		tp := topicPartition{r.topic, r.partition}
+		i := slices.IndexFunc(fetches, func(f countFetch) bool {
 			_, busy := f.index[tp]
 			return f.leader == pd.Leader && !busy
 		})
 		if i < 0 {
 			req := kmsg.NewPtrFetchRequest()
 			req.MaxWaitMillis = 0
-			req.MaxBytes = 1 << 20
+			req.MaxBytes = 0       // the partitions' asks are added up
 			req.IsolationLevel = 1 // read_committed
-			fetches = append(fetches, probeFetch{leader: pd.Leader, req: req, index: make(map[topicPartition]position)})
+			fetches = append(fetches, countFetch{leader: pd.Leader, req: req, index: make(map[topicPartition]*reading)})
 			i = len(fetches) - 1
 		}
 		f := &fetches[i]
-		f.index[tp] = pos
-		j := slices.IndexFunc(f.req.Topics, func(rt kmsg.FetchRequestTopic) bool { return rt.Topic == pos.topic })
+		f.index[tp] = r
+		f.req.MaxBytes += int32(ask)
+		j := slices.IndexFunc(f.req.Topics, func(rt kmsg.FetchRequestTopic) bool { return rt.Topic == r.topic })
 		if j < 0 {
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = pos.topic
-			rt.TopicID = [16]byte(d.ID)
+			rt.Topic = r.topic
+			rt.TopicID = [16]byte(details[r.topic].ID)
 			f.req.Topics = append(f.req.Topics, rt)
 			j = len(f.req.Topics) - 1
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = pos.partition
-		rp.FetchOffset = off
-		rp.PartitionMaxBytes = probePartitionBytes
+		rp.Partition = r.partition
+		rp.FetchOffset = r.at
+		rp.PartitionMaxBytes = int32(ask)
 		f.req.Topics[j].Partitions = append(f.req.Topics[j].Partitions, rp)
 	}
 	return fetches, nil

@@ -120,9 +120,9 @@ func TestLag(t *testing.T) {
 		t.Errorf("members: got %d, want %d", got, want)
 	}
 	want := []PartitionLag{
-		{Topic: string(names.Ingest), Partition: 0, Committed: 2, End: 5, Lag: 3},
-		{Topic: string(names.Ingest), Partition: 1, Committed: 3, End: 3, Lag: 0},
-		{Topic: string(names.Ingest), Partition: 2, Committed: -1, End: 2, Lag: 2},
+		{Topic: string(names.Ingest), Partition: 0, Committed: 2, End: 5, Lag: 3, Unit: Events},
+		{Topic: string(names.Ingest), Partition: 1, Committed: 3, End: 3, Lag: 0, Unit: Events},
+		{Topic: string(names.Ingest), Partition: 2, Committed: -1, End: 2, Lag: 2, Unit: Events},
 	}
 	if got := fmt.Sprint(g.Partitions); got != fmt.Sprint(want) {
 		t.Errorf("partitions: got %v, want %v", got, want)
@@ -148,9 +148,9 @@ func TestLag(t *testing.T) {
 	if len(lags) == 3 {
 		sub := lags[2].Partitions
 		want := []PartitionLag{
-			{Topic: string(names.Events), Partition: 0, Committed: -1, End: 0, Lag: 0},
-			{Topic: string(names.Events), Partition: 1, Committed: 1, End: 4, Lag: 3},
-			{Topic: string(names.Events), Partition: 2, Committed: -1, End: 0, Lag: 0},
+			{Topic: string(names.Events), Partition: 0, Committed: -1, End: 0, Lag: 0, Unit: Events},
+			{Topic: string(names.Events), Partition: 1, Committed: 1, End: 4, Lag: 3, Unit: Events},
+			{Topic: string(names.Events), Partition: 2, Committed: -1, End: 0, Lag: 0, Unit: Events},
 		}
 		if fmt.Sprint(sub) != fmt.Sprint(want) {
 			t.Errorf("subscription partitions: got %v, want %v", sub, want)
@@ -237,24 +237,24 @@ func TestLagTransactional(t *testing.T) {
 		})
 	}
 	topic := string(names.Events)
-	check("caught up after a committed transaction", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 4, Lag: 0})
+	check("caught up after a committed transaction", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 4, Lag: 0, Unit: Events})
 	// Moving to the end passes over the commit marker only: no record.
 	if got := plan(t, env, "sub:tx", "", nil, Target{Latest: true}).Moves[0]; got.Target != 4 || got.Skip != 0 {
 		t.Errorf("replay to latest when caught up: got %+v, want target 4 skipping 0 records", got)
 	}
 
 	begin(2) // offsets 4-5, open
-	check("caught up with a transaction open", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 4, Lag: 0})
+	check("caught up with a transaction open", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 4, Lag: 0, Unit: Events})
 	end(kgo.TryAbort) // abort marker at 6
-	check("caught up after an aborted transaction", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 7, Lag: 0})
+	check("caught up after an aborted transaction", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 7, Lag: 0, Unit: Events})
 
 	begin(2)           // offsets 7-8
 	end(kgo.TryCommit) // commit marker at 9
-	// Two records to read, counted as offsets 7 to 9: the marker after
-	// them is counted too.
-	check("two records behind", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 10, Lag: 3})
-	if got := plan(t, env, "sub:tx", "", nil, Target{Latest: true}).Moves[0]; got.Target != 10 || got.Skip != 3 {
-		t.Errorf("replay to latest two records behind: got %+v, want target 10 skipping 3 (the records and their marker)", got)
+	// Two records to read, at offsets 7 and 8: the marker after them is
+	// no event.
+	check("two records behind", PartitionLag{Topic: topic, Partition: 0, Committed: 3, End: 10, Lag: 2, Unit: Events})
+	if got := plan(t, env, "sub:tx", "", nil, Target{Latest: true}).Moves[0]; got.Target != 10 || got.Skip != 2 {
+		t.Errorf("replay to latest two records behind: got %+v, want target 10 skipping 2 records", got)
 	}
 }
 

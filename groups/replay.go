@@ -179,21 +179,22 @@ const (
 	ClampedToCurrent = "to the group's offset: not read that far yet"
 )
 
-// Move is what a replay does to one partition. Counts are offsets: on
-// transactional topics they include one commit marker per transaction.
+// Move is what a replay does to one partition. Its counts are in Unit:
+// events, or offsets where there were too many records to read and count
+// them (as Lag counts).
 type Move struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	// Current is the committed offset, -1 when there is none.
 	Current int64 `json:"current"`
 	Target  int64 `json:"target"`
-	// Reread is how many offsets the group reads again: Current - Target,
-	// or with nothing committed the distance from Target to the end.
+	// Reread is what the group reads again: from Target to Current, or
+	// with nothing committed from Target to the end.
 	Reread int64 `json:"reread"`
-	// Skip is how many offsets the group passes over unread when Target
-	// is ahead of Current, counted from the first record it would read
-	// there (as Lag counts): passing over commit markers alone skips 0.
+	// Skip is what the group passes over unread when Target is ahead of
+	// Current: passing over commit markers alone skips 0.
 	Skip int64 `json:"skip"`
+	Unit Unit  `json:"unit"`
 	// Clamped says the requested target lay outside the log and was moved
 	// to its start or end (ClampedToStart, ClampedToEnd), or is empty.
 	Clamped string `json:"clamped,omitempty"`
@@ -214,13 +215,31 @@ type Plan struct {
 	Effect string `json:"effect"`
 }
 
-// Reread is the total of the moves' Reread.
-func (p Plan) Reread() int64 {
+// Reread is the total of the moves' Reread, and its unit: Events when
+// every move's is, else Offsets (an upper bound of the events).
+func (p Plan) Reread() (int64, Unit) {
+	return p.total(func(m Move) int64 { return m.Reread })
+}
+
+// Skipped is the total of the moves' Skip, and its unit, as Reread's.
+func (p Plan) Skipped() (int64, Unit) {
+	return p.total(func(m Move) int64 { return m.Skip })
+}
+
+// total adds up the moves' count, in Events unless one of those counted
+// is in Offsets.
+func (p Plan) total(count func(Move) int64) (int64, Unit) {
 	var n int64
+	u := Events
 	for _, m := range p.Moves {
-		n += m.Reread
+		if c := count(m); c > 0 {
+			n += c
+			if m.Unit == Offsets {
+				u = Offsets
+			}
+		}
 	}
-	return n
+	return n, u
 }
 
 // PlanReplay plans moving group (a name Resolve accepts) to t on topic,
@@ -281,37 +300,45 @@ func PlanReplay(ctx context.Context, c topics.Cluster, group, topic string, part
 		}
 		plan.Moves = append(plan.Moves, t.move(topic, p, at, start[p], end[p], byTime))
 	}
-	if err := skippedRecords(ctx, c.Client, adm, topic, end, plan.Moves); err != nil {
+	if err := countMoves(ctx, c.Client, adm, topic, end, plan.Moves); err != nil {
 		return Plan{}, err
 	}
 	return plan, nil
 }
 
-// skippedRecords counts the moves' Skip from the first record a consumer
-// at their current offset would read, so that markers alone (the commit
-// marker after a caught-up group's offset) are not counted as skipped.
-func skippedRecords(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, end map[int32]int64, moves []Move) error {
-	var from []position
-	for _, m := range moves {
-		if m.Skip > 0 {
-			from = append(from, position{topic, m.Partition, m.Current})
+// countMoves counts the records each move re-reads or skips, reading
+// them within countBudget, as Lag counts.
+func countMoves(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, end map[int32]int64, moves []Move) error {
+	spans := make([]span, len(moves))
+	for i, m := range moves {
+		switch {
+		case m.Skip > 0:
+			spans[i] = span{topic, m.Partition, m.Current, m.Target}
+		case m.Reread > 0:
+			spans[i] = span{topic, m.Partition, m.Target, m.Current}
+			if m.Current < 0 {
+				spans[i].to = end[m.Partition]
+			}
 		}
-	}
-	if len(from) == 0 {
-		return nil
 	}
 	details, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("groups: describe %s: %w", topic, err)
 	}
-	first, err := firstUnread(ctx, cl, details, map[string]map[int32]int64{topic: end}, from)
+	counted := slices.DeleteFunc(slices.Clone(spans), func(s span) bool { return s.from >= s.to })
+	tallies, err := countSpans(ctx, cl, details, counted, countBudget)
 	if err != nil {
 		return err
 	}
 	for i := range moves {
-		m := &moves[i]
-		if f, ok := first[position{topic, m.Partition, m.Current}]; ok && m.Skip > 0 {
-			m.Skip = max(m.Target-f, 0)
+		m, s := &moves[i], spans[i]
+		m.Unit = Events
+		switch {
+		case s.from >= s.to:
+		case m.Skip > 0:
+			m.Skip, m.Unit = tallies[s].count(s)
+		default:
+			m.Reread, m.Unit = tallies[s].count(s)
 		}
 	}
 	return nil

@@ -39,15 +39,15 @@ func TestReplayToEarliest(t *testing.T) {
 	}
 	topic := string(names.Ingest)
 	want := []Move{
-		{Topic: topic, Partition: 0, Current: 5, Target: 0, Reread: 5},
-		{Topic: topic, Partition: 1, Current: 2, Target: 0, Reread: 2},
-		{Topic: topic, Partition: 2, Current: -1, Target: 0, Reread: 0},
+		{Topic: topic, Partition: 0, Current: 5, Target: 0, Reread: 5, Unit: Events},
+		{Topic: topic, Partition: 1, Current: 2, Target: 0, Reread: 2, Unit: Events},
+		{Topic: topic, Partition: 2, Current: -1, Target: 0, Reread: 0, Unit: Events},
 	}
 	if got := fmt.Sprint(p.Moves); got != fmt.Sprint(want) {
 		t.Errorf("moves: got %v, want %v", got, want)
 	}
-	if got, want := p.Reread(), int64(7); got != want {
-		t.Errorf("Reread: got %d, want %d", got, want)
+	if n, u := p.Reread(); n != 7 || u != Events {
+		t.Errorf("Reread: got %d %s, want 7 events", n, u)
 	}
 	if got, want := len(p.Members), 0; got != want {
 		t.Errorf("members: got %v, want none", p.Members)
@@ -73,7 +73,7 @@ func TestReplayToEarliest(t *testing.T) {
 	// --to-latest skips what is left, and says how much.
 	commit(t, adm, names.ProcessorGroup(), names.Ingest, map[int32]int64{0: 1})
 	p = plan(t, env, "processor", "", []int32{0}, Target{Latest: true})
-	if got, want := fmt.Sprint(p.Moves), fmt.Sprint([]Move{{Topic: topic, Partition: 0, Current: 1, Target: 5, Skip: 4}}); got != want {
+	if got, want := fmt.Sprint(p.Moves), fmt.Sprint([]Move{{Topic: topic, Partition: 0, Current: 1, Target: 5, Skip: 4, Unit: Events}}); got != want {
 		t.Errorf("moves to latest: got %v, want %v", got, want)
 	}
 }
@@ -145,9 +145,9 @@ func TestReplayToOffsetsClamps(t *testing.T) {
 	p := plan(t, env, "processor", "", nil, Target{Offsets: offsets})
 	topic := string(names.Ingest)
 	want := []Move{
-		{Topic: topic, Partition: 0, Current: 5, Target: 2, Reread: 3},
-		{Topic: topic, Partition: 1, Current: 3, Target: 3, Reread: 0, Clamped: ClampedToEnd},
-		{Topic: topic, Partition: 2, Current: 4, Target: 2, Reread: 2, Clamped: ClampedToStart},
+		{Topic: topic, Partition: 0, Current: 5, Target: 2, Reread: 3, Unit: Events},
+		{Topic: topic, Partition: 1, Current: 3, Target: 3, Reread: 0, Unit: Events, Clamped: ClampedToEnd},
+		{Topic: topic, Partition: 2, Current: 4, Target: 2, Reread: 2, Unit: Events, Clamped: ClampedToStart},
 	}
 	if got := fmt.Sprint(p.Moves); got != fmt.Sprint(want) {
 		t.Errorf("moves: got %v, want %v", got, want)

@@ -30,9 +30,11 @@ func New(c topics.Cluster, registry *subscriptions.Registry) *Service {
 }
 
 // Lags is the lag of group (a name Resolve accepts), or with group empty
-// of every group of the deployment, as hookstream lag shows it: without
-// the groups of deleted subscriptions. The group of a subscription that
-// does not exist is ErrNoGroup, a name Resolve refuses ErrInvalid.
+// of every group of the deployment, as hookstream lag shows it: counted
+// as Lag counts, a pull subscription without a cursor on a partition from
+// its start as its consumers read it, and without the groups of deleted
+// subscriptions. The group of a subscription that does not exist is
+// ErrNoGroup, a name Resolve refuses ErrInvalid.
 func (s *Service) Lags(ctx context.Context, group string) ([]GroupLag, error) {
 	if group != "" {
 		g, err := Resolve(s.c.Names, group)
@@ -48,11 +50,22 @@ func (s *Service) Lags(ctx context.Context, group string) ([]GroupLag, error) {
 	if err := s.exists(topics.Group(group), subs); err != nil {
 		return nil, err
 	}
-	lags, err := Lag(ctx, s.c, group)
+	lags, err := measure(ctx, s.c, group, pulledGroups(s.c.Names, subs), countBudget)
 	if err != nil {
 		return nil, err
 	}
 	return WithoutDeleted(s.c.Names, lags, subs), nil
+}
+
+// pulledGroups are the groups of the pull subscriptions of subs.
+func pulledGroups(names topics.Names, subs map[string]subscriptions.Subscription) map[string]bool {
+	out := make(map[string]bool)
+	for id, sub := range subs {
+		if sub.Kind() == subscriptions.KindPull {
+			out[string(names.SubscriptionGroup(id))] = true
+		}
+	}
+	return out
 }
 
 // exists refuses the group of a subscription that is not in subs.
