@@ -16,9 +16,11 @@ import (
 )
 
 // Mount serves the subscription endpoints on srv's /api: list, create,
-// get, patch, delete, rotate a secret, each with its delivery totals, a
-// subscription's attempts, and its test.
+// get, patch, delete, rotate a secret, each with its delivery totals and
+// its health as srv's dispatcher tells it, a subscription's attempts, and
+// its test.
 func (s *Service) Mount(srv *admin.Server) {
+	s.readiness = srv.Readiness
 	g := srv.API()
 	g.GET("/subscriptions", s.listSubscriptions)
 	g.POST("/subscriptions", s.createSubscription)
@@ -33,17 +35,26 @@ func (s *Service) Mount(srv *admin.Server) {
 // subscriptionView is a subscription as the API lists it: secrets and
 // header values redacted (only the answers to the POSTs that create it
 // or rotate its secret show them), with its delivery totals from the
-// attempts topic.
+// attempts topic and its health.
 type subscriptionView struct {
 	Shown
 	// Kind is the subscription's kind (Subscription.Kind).
 	Kind string `json:"kind"`
 	attempts.Totals
+	Health Health `json:"health"`
 }
 
-// view is the API form of sub, its totals read once the tally caught up.
-func (s *Service) view(sub Subscription) subscriptionView {
-	return subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID)}
+// view is the API form of sub, its totals read once the tally caught up,
+// its health as d tells it (known: this instance runs a dispatcher).
+func (s *Service) view(sub Subscription, d Delivery, known bool) subscriptionView {
+	return subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID), Health: d.Health(sub, known)}
+}
+
+// delivery is what this instance's dispatcher says of the subscriptions.
+func (s *Service) delivery(ctx context.Context) (Delivery, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return DeliveryOf(s.readiness(ctx))
 }
 
 // catchUp waits until the tally has read every attempt written so far.
@@ -64,9 +75,10 @@ func (s *Service) listSubscriptions(c *echo.Context) error {
 	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
+	d, known := s.delivery(ctx)
 	out := make([]subscriptionView, 0, len(subs))
 	for _, sub := range subs {
-		out = append(out, s.view(sub))
+		out = append(out, s.view(sub, d, known))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -81,7 +93,8 @@ func (s *Service) getSubscription(c *echo.Context) error {
 	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.view(sub))
+	d, known := s.delivery(ctx)
+	return c.JSON(http.StatusOK, s.view(sub, d, known))
 }
 
 // subscriptionInput is the writable JSON of a subscription.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
 )
 
@@ -16,6 +17,9 @@ type Service struct {
 	// attempts follows the delivery attempts: the subscriptions' totals.
 	attempts  *attempts.Tally
 	userAgent string
+	// readiness is the readiness of the admin server Mount serves on:
+	// its dispatcher's detail tells the subscriptions' health.
+	readiness func(context.Context) admin.Readiness
 }
 
 // New is the service of registry's subscriptions, over its cluster:
