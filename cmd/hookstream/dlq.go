@@ -358,10 +358,10 @@ func printLetter(w io.Writer, output string, topic topics.Topic, l deadletter.Le
 		return writeJSON(w, l)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "topic\t%s\npartition\t%d\noffset\t%d\nkey\t%s\nstage\t%s\nerror\t%s\nfailed at\t%s\n",
-		topic, l.Partition, l.Offset, l.Key, l.Stage, l.Error, l.FailedAt.Format(topics.TimeFormat))
+	fmt.Fprintf(tw, "queue\t%s (%s)\npartition\t%d\noffset\t%d\nkey\t%s\nstage\t%s\nerror\t%s\nfailed at\t%s\n",
+		l.Kind, topic, l.Partition, l.Offset, l.Key, l.Stage, l.Error, l.FailedAt.Format(topics.TimeFormat))
 	if l.Kind == deadletter.Delivery {
-		fmt.Fprintf(tw, "subscription\t%s\nattempts\t%d\nlast status\t%d\n", l.Subscription, l.Attempts, l.LastStatus)
+		fmt.Fprintf(tw, "subscription\t%s\nattempts\t%d\nlast status\t%s\n", l.Subscription, l.Attempts, statusOrDash(l.LastStatus))
 	}
 	fmt.Fprintf(tw, "redriven\t%s\n\nHEADERS\n", yesNo(l.Redriven))
 	keys := make([]string, 0, len(l.Headers))
@@ -389,6 +389,15 @@ func printLetter(w io.Writer, output string, topic topics.Topic, l deadletter.Le
 	}
 	_, err := fmt.Fprintf(w, "\nBODY (%s)\n%s\n", size, body)
 	return err
+}
+
+// statusOrDash is an HTTP status, or "-" for none (an attempt that got no
+// answer).
+func statusOrDash(status int) string {
+	if status == 0 {
+		return "-"
+	}
+	return strconv.Itoa(status)
 }
 
 func yesNo(b bool) string {

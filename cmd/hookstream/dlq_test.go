@@ -5,14 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -181,6 +187,46 @@ func TestDLQRef(t *testing.T) {
 		p, o, err := dlqRef(tt.in)
 		if (err != nil) != tt.err || p != tt.partition || o != tt.offset {
 			t.Errorf("dlqRef(%q): got %d, %d, %v, want %d, %d (error: %v)", tt.in, p, o, err, tt.partition, tt.offset, tt.err)
+		}
+	}
+}
+
+// TestDLQWordsAgree: the CLI's --dlq and the API's kind take the same
+// words for the two queues, and say so in the same words when given
+// another.
+func TestDLQWordsAgree(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 1, 1<<20)
+	const want = `unknown dead-letter queue "ingest" (want processor or delivery)`
+	_, stderr, code := runDLQ(t, env, "list", "--dlq", "ingest")
+	if code == 0 || !strings.Contains(stderr, "--dlq: "+want) {
+		t.Errorf("dlq list --dlq ingest: exit %d, stderr %q, want it refused with %q", code, stderr, want)
+	}
+
+	srv := admin.New(admin.Config{}, prometheus.NewRegistry(), kafkatest.Logger(t))
+	deadletter.New(env.ClusterOf(env.Client(t))).Mount(srv)
+	api := httptest.NewServer(srv)
+	t.Cleanup(api.Close)
+	for _, kind := range []string{"ingest", "processor", "delivery"} {
+		resp, err := http.Get(api.URL + "/api/dlq?kind=" + kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var refused struct{ Error string }
+		_ = json.Unmarshal(body, &refused) // a list, when taken
+		switch {
+		case kind == "ingest" && (resp.StatusCode != http.StatusBadRequest || refused.Error != "kind: "+want):
+			t.Errorf("GET /api/dlq?kind=ingest: got %d %s, want 400 and %q", resp.StatusCode, body, want)
+		case kind != "ingest" && resp.StatusCode != http.StatusOK:
+			t.Errorf("GET /api/dlq?kind=%s: got %d %s, want 200", kind, resp.StatusCode, body)
+		}
+		if kind == "ingest" {
+			continue
+		}
+		if _, stderr, code := runDLQ(t, env, "list", "--dlq", kind); code != 0 {
+			t.Errorf("dlq list --dlq %s: exit %d, stderr %q, want it taken", kind, code, stderr)
 		}
 	}
 }

@@ -99,3 +99,25 @@ func TestCommandsTakeOnlyTheirFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestShowLetterWithoutStatus: a delivery letter whose last attempt got
+// no HTTP status (a timeout, a refused connection) shows "-" for it, not
+// a status 0 no server sent; the queue is named by the word --dlq takes.
+func TestShowLetterWithoutStatus(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{0, "last status   -\n"},
+		{503, "last status   503\n"},
+	} {
+		l := deadletter.Letter{Kind: deadletter.Delivery, Subscription: "sub_abc", Attempts: 8, LastStatus: tc.status, Value: []byte("{}")}
+		var b bytes.Buffer
+		if err := printLetter(&b, "table", "hookstream.delivery-dlq", l, false); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) || !strings.Contains(b.String(), "queue         delivery (hookstream.delivery-dlq)\n") {
+			t.Errorf("status %d: got\n%s\nwant a line %q and the queue named delivery", tc.status, b.String(), tc.want)
+		}
+	}
+}
