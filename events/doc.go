@@ -1,7 +1,9 @@
 // Package events is the events topic and each event's story as operators
 // query them: a search of a time range by source and type, read in
-// bounded pages with a cursor (search.go); the resend of one event to one
-// subscription through the delivery-retry topic (resend.go); and an
+// bounded pages with a cursor, in the order the events were written
+// (search.go, merge.go), and the newest events (newest.go); the resend
+// of one event to one subscription through the delivery-retry topic
+// (resend.go); and an
 // event's story, told by its entry in the processor's ledger (story.go,
 // timeline.go), answered on the admin listener from this instance's
 // processor when it owns the event's partition, and otherwise forwarded

@@ -92,7 +92,7 @@ func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Re
 	out := Resent{Event: key, Subscription: sub.ID, Partition: rec.Partition, Offset: rec.Offset}
 	if d := subscriptions.Compile(sub).Match(subscriptions.NewEvent(rec)); !d.Match {
 		if !req.Force {
-			return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s would not receive %s: %s; force to resend it anyway", sub.ID, key, d.Reason()))
+			return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s would not receive %s: %s; resend with --force to send it anyway", sub.ID, key, d.Reason()))
 		}
 		out.Forced = append(out.Forced, d.Reason())
 	}
@@ -102,7 +102,7 @@ func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Re
 			why += " (" + sub.DisabledReason + ")"
 		}
 		if !req.Force {
-			return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s is %s: enable it first, or force to resend when it is enabled", sub.ID, why))
+			return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s is %s: enable it first, or resend with --force to send it when it is enabled", sub.ID, why))
 		}
 		out.Forced, out.Waiting = append(out.Forced, "subscription "+why), true
 	}

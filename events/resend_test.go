@@ -204,11 +204,11 @@ func TestResend(t *testing.T) {
 	// Refused unless forced: a subscription that does not receive shop
 	// events, and a disabled one.
 	if status, msg := resend(key, events.ResendRequest{Subscription: crm.ID}); status != http.StatusConflict ||
-		msg != fmt.Sprintf(`subscription %s would not receive %s: source "shop" matches none of sources ["crm"]; force to resend it anyway`, crm.ID, key) {
+		msg != fmt.Sprintf(`subscription %s would not receive %s: source "shop" matches none of sources ["crm"]; resend with --force to send it anyway`, crm.ID, key) {
 		t.Errorf("resend to a subscription of another source: got %d %q, want 409 saying why", status, msg)
 	}
 	if status, msg := resend(key, events.ResendRequest{Subscription: off.ID}); status != http.StatusConflict ||
-		msg != fmt.Sprintf("subscription %s is disabled: enable it first, or force to resend when it is enabled", off.ID) {
+		msg != fmt.Sprintf("subscription %s is disabled: enable it first, or resend with --force to send it when it is enabled", off.ID) {
 		t.Errorf("resend to a disabled subscription: got %d %q, want 409", status, msg)
 	}
 	status, raw = call("POST", "/api/events/"+url.PathEscape(key)+"/resend", events.ResendRequest{Subscription: crm.ID, Force: true})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
-	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -55,8 +53,8 @@ func ParseTime(v string, now time.Time) (time.Time, error) {
 // Query selects events of the events topic.
 type Query struct {
 	// Source and Type are globs on the event's source and type (empty:
-	// all). hookstream's own events match only a Source that names
-	// topics.OperationalSource, as for a subscription.
+	// all); hookstream's own operational events (source
+	// topics.OperationalSource) match like any other.
 	Source, Type string
 	// Since and Until bound the range by the time records were written
 	// (Kafka's offsets by time): zero Since is the log start, zero Until
@@ -99,15 +97,20 @@ type Result struct {
 	Source     string    `json:"source"`
 	Type       string    `json:"type"`
 	ReceivedAt time.Time `json:"received_at"`
-	Partition  int32     `json:"partition"`
-	Offset     int64     `json:"offset"`
+	// WrittenAt is when the processor wrote the event's record (the
+	// record's timestamp): the order of a search, and the clock its since
+	// and until bound.
+	WrittenAt time.Time `json:"written_at"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
 	// Replay counts the event's re-emissions (hs-replay), 0 for a first.
 	Replay int `json:"replay,omitempty"`
 }
 
 // Page is what one call of Search found.
 type Page struct {
-	// Events are the matches, by partition and offset.
+	// Events are the matches in the order they were written (their
+	// records' timestamps, WrittenAt).
 	Events []Result `json:"events"`
 	// Cursor continues the search; empty when the range is read to its
 	// end.
@@ -129,9 +132,6 @@ func (s *Service) Search(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	slices.SortFunc(out, func(a, b Result) int {
-		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
 	page.Events = out
 	if page.Events == nil {
 		page.Events = []Result{}
@@ -141,7 +141,7 @@ func (s *Service) Search(ctx context.Context, q Query) (Page, error) {
 
 // resultOf is what a search shows of an events record.
 func resultOf(r *kgo.Record) Result {
-	res := Result{Key: string(r.Key), Partition: r.Partition, Offset: r.Offset, ReceivedAt: r.Timestamp.UTC()}
+	res := Result{Key: string(r.Key), Partition: r.Partition, Offset: r.Offset, ReceivedAt: r.Timestamp.UTC(), WrittenAt: r.Timestamp.UTC()}
 	res.Source, res.Type = topics.EventSourceType(r)
 	if env, err := topics.ParseEnvelope(r.Value); err == nil {
 		res.ReceivedAt, res.Replay = env.ReceivedAt, env.Replay
@@ -149,65 +149,69 @@ func resultOf(r *kgo.Record) Result {
 	return res
 }
 
-// Scan reads the events of q, read_committed, partitions in parallel and
-// each in offset order, and calls fn with each match until q.Limit
-// matches or q.MaxRead offsets are read, or fn fails. It returns the page
-// without its events: the cursor to read on, and the offsets read and
-// left. progress, when not nil, is called as topics.ReadRanges calls it.
+// Scan reads the events of q, read_committed, all partitions at once,
+// and calls fn with the matches in time order (merge.go): at most q.Limit,
+// within q.MaxRead offsets, until fn fails. It returns the page without
+// its events: the cursor to read on, and the offsets read and left.
+// progress, when not nil, is called as topics.ReadRanges calls it.
 func (s *Service) Scan(ctx context.Context, q Query, fn func(*kgo.Record) error, progress func(read, total int64)) (Page, error) {
 	c := s.c
 	if err := q.Check(); err != nil {
 		return Page{}, err
-	}
-	filter := subscriptions.Subscription{}
-	if q.Source != "" {
-		filter.Sources = []string{q.Source}
-	}
-	if q.Type != "" {
-		filter.EventTypes = []string{q.Type}
 	}
 	left, err := q.ranges(ctx, c.Client, c.Names.Events)
 	if err != nil {
 		return Page{}, err
 	}
 	now := bounded(left, q.MaxRead)
-	seen := make(map[int32]int64, len(now)) // partition -> offset after the last record fn saw
-	found := 0
-	full := false
-	var ferr error
+	m := newMerge(left, q.Limit)
+	settled := false
 	err = c.ReadRanges(ctx, c.Names.Events, now, func(r *kgo.Record) bool {
-		seen[r.Partition] = r.Offset + 1
-		if filter.Matches(topics.EventSourceType(r)) {
-			if ferr = fn(r); ferr != nil {
-				return false
-			}
-			found++
+		if settled {
+			return false
 		}
-		full = q.Limit > 0 && found >= q.Limit
-		return !full
-	}, progress)
-	if err = errors.Join(ferr, err); err != nil {
+		m.add(r, q.matches(r))
+		return true
+	}, func(read, total int64) {
+		settled = m.settled()
+		if progress != nil {
+			progress(read, total)
+		}
+	})
+	if err != nil {
 		return Page{}, err
 	}
-	page := Page{}
-	for p, r := range left {
-		next := now[p].To // read through, or not read (an empty range)
-		if full {
-			next = max(seen[p], now[p].From)
-		}
-		page.Read += next - r.From
-		r.From = next
-		if r.From < r.To {
-			left[p] = r
-		} else {
-			delete(left, p)
+	if !settled {
+		m.readThrough(now)
+	}
+	found, rest := m.page()
+	for _, r := range found {
+		if err := fn(r); err != nil {
+			return Page{}, err
 		}
 	}
-	page.Left = left.Offsets()
-	if len(left) > 0 {
-		page.Cursor = encodeCursor(left)
+	page := Page{Read: left.Offsets() - rest.Offsets(), Left: rest.Offsets()}
+	if len(rest) > 0 {
+		page.Cursor = encodeCursor(rest)
 	}
 	return page, nil
+}
+
+// matches reports whether events record r is one of q's: its source and
+// type match q's globs. hookstream's own operational events are events
+// like any other here, unlike for a subscription, which receives them
+// only when it names their source: an operator searching all sources sees
+// them too.
+func (q Query) matches(r *kgo.Record) bool {
+	source, typ := topics.EventSourceType(r)
+	return globMatch(q.Source, source) && globMatch(q.Type, typ)
+}
+
+// globMatch reports whether v matches glob g, every v matching an empty
+// g.
+func globMatch(g, v string) bool {
+	ok, _ := path.Match(g, v) // Check refused a bad glob
+	return g == "" || ok
 }
 
 // ranges are the offsets q selects: its cursor's, within what the topic

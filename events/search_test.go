@@ -51,10 +51,11 @@ func eventRecord(t *testing.T, names topics.Names, source, id, typ string, at ti
 
 // writeEvents writes records in transactions of three, as the processor
 // writes the events topic: each transaction ends in a commit marker. It
-// returns once a read_committed reader sees them all.
-func writeEvents(t *testing.T, env *kafkatest.Env, recs []*kgo.Record) {
+// returns once a read_committed reader sees them all. opts are the
+// writer's further options.
+func writeEvents(t *testing.T, env *kafkatest.Env, recs []*kgo.Record, opts ...kgo.Opt) {
 	t.Helper()
-	cl := env.Client(t, kgo.TransactionalID(env.Names.Prefix+"-events-writer"))
+	cl := env.Client(t, append(opts, kgo.TransactionalID(env.Names.Prefix+"-events-writer"))...)
 	ctx := testContext(t)
 	for chunk := range slices.Chunk(recs, 3) {
 		if err := cl.BeginTransaction(); err != nil {
@@ -171,9 +172,152 @@ func TestSearchPages(t *testing.T) {
 	}
 	for _, r := range page.Events {
 		if r.Key == "shop:e10" {
-			if want := (events.Result{Key: "shop:e10", Source: "shop", Type: "refund", ReceivedAt: base.Add(10 * time.Second).UTC(), Partition: r.Partition, Offset: r.Offset}); r != want {
+			if want := (events.Result{Key: "shop:e10", Source: "shop", Type: "refund", ReceivedAt: base.Add(10 * time.Second).UTC(), WrittenAt: base.Add(10 * time.Second).UTC(), Partition: r.Partition, Offset: r.Offset}); r != want {
 				t.Errorf("result: got %+v, want %+v", r, want)
 			}
+		}
+	}
+}
+
+// TestSearchInTimeOrder: events of several partitions, whose offset
+// order is not their time order, come in the order they were written
+// (their records' timestamps): all at once, in pages cut by a limit, and
+// in pages cut by the offsets a page may read, each page's read and left
+// adding up to the range.
+func TestSearchInTimeOrder(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	base := time.Now().Add(10 * time.Minute).Truncate(time.Millisecond)
+	// By partition, in offset order: the seconds after base each was
+	// written at.
+	layout := map[int32][]int{0: {1, 5, 6}, 1: {0, 2}, 2: {3, 4, 7}}
+	var recs []*kgo.Record
+	for p, secs := range layout {
+		for _, s := range secs {
+			r := eventRecord(t, env.Names, "shop", fmt.Sprintf("t%d", s), "order.created", base.Add(time.Duration(s)*time.Second))
+			r.Partition = p
+			recs = append(recs, r)
+		}
+	}
+	writeEvents(t, env, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	want := []string{"shop:t0", "shop:t1", "shop:t2", "shop:t3", "shop:t4", "shop:t5", "shop:t6", "shop:t7"}
+	svc := events.New(env.ClusterOf(env.Client(t)), nil, nil)
+
+	for _, tc := range []struct {
+		name           string
+		limit          int
+		maxRead        int64
+		firstPageEvent int // events of the first page
+	}{
+		{"one page", 0, 0, 8},
+		{"limit 3", 3, 0, 3},
+		{"at most 4 offsets read a page", 0, 4, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := events.Query{Limit: tc.limit, MaxRead: tc.maxRead}
+			var got []string
+			var read, total int64
+			for pages := 1; ; pages++ {
+				page, err := svc.Search(testContext(t), q)
+				if err != nil {
+					t.Fatalf("Search: %v", err)
+				}
+				if pages == 1 {
+					total = page.Read + page.Left
+					if tc.firstPageEvent >= 0 && len(page.Events) != tc.firstPageEvent {
+						t.Errorf("first page: got %d events, want %d", len(page.Events), tc.firstPageEvent)
+					}
+				}
+				if tc.maxRead > 0 && page.Read > tc.maxRead {
+					t.Errorf("page %d: read %d offsets, want at most %d", pages, page.Read, tc.maxRead)
+				}
+				read += page.Read
+				for _, e := range page.Events {
+					got = append(got, e.Key)
+				}
+				if page.Cursor == "" {
+					break
+				}
+				if pages > 50 {
+					t.Fatalf("no end after %d pages", pages)
+				}
+				q.Cursor = page.Cursor
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("events: got %v, want %v", got, want)
+			}
+			if read != total {
+				t.Errorf("offsets read over the pages: got %d, want the range's %d", read, total)
+			}
+		})
+	}
+}
+
+// TestNewest: the newest events of several partitions, newest first,
+// whatever their offsets.
+func TestNewest(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	base := time.Now().Truncate(time.Millisecond)
+	layout := map[int32][]int{0: {1, 5, 6}, 1: {0, 2}, 2: {3, 4, 7}}
+	var recs []*kgo.Record
+	for p, secs := range layout {
+		for _, s := range secs {
+			r := eventRecord(t, env.Names, "shop", fmt.Sprintf("t%d", s), "order.created", base.Add(time.Duration(s)*time.Second))
+			r.Partition = p
+			recs = append(recs, r)
+		}
+	}
+	writeEvents(t, env, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	svc := events.New(env.ClusterOf(env.Client(t)), nil, nil)
+	for _, tc := range []struct {
+		limit int
+		want  []string
+	}{
+		{3, []string{"shop:t7", "shop:t6", "shop:t5"}},
+		{20, []string{"shop:t7", "shop:t6", "shop:t5", "shop:t4", "shop:t3", "shop:t2", "shop:t1", "shop:t0"}},
+	} {
+		got, err := svc.Newest(testContext(t), tc.limit)
+		if err != nil {
+			t.Fatalf("Newest: %v", err)
+		}
+		var ids []string
+		for _, e := range got {
+			ids = append(ids, e.Key)
+		}
+		if !slices.Equal(ids, tc.want) {
+			t.Errorf("newest %d: got %v, want %v", tc.limit, ids, tc.want)
+		}
+	}
+}
+
+// TestSearchFindsOperationalEvents: hookstream's own operational events
+// are events like any other to a search: no source, or a glob that
+// matches their source, finds them.
+func TestSearchFindsOperationalEvents(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 1, 1<<20)
+	now := time.Now().Truncate(time.Millisecond)
+	writeEvents(t, env, []*kgo.Record{
+		eventRecord(t, env.Names, "shop", "1", "order.created", now),
+		eventRecord(t, env.Names, topics.OperationalSource, "op1", topics.OpSubscriptionDisabled, now),
+	})
+	svc := events.New(env.ClusterOf(env.Client(t)), nil, nil)
+	for _, tc := range []struct {
+		source string
+		want   []string
+	}{
+		{"", []string{"hookstream:op1", "shop:1"}},
+		{"hook*", []string{"hookstream:op1"}},
+		{"*", []string{"hookstream:op1", "shop:1"}},
+		{"shop", []string{"shop:1"}},
+	} {
+		page, err := svc.Search(testContext(t), events.Query{Source: tc.source})
+		if err != nil {
+			t.Fatalf("Search: %v", err)
+		}
+		if got := keys(page.Events); !slices.Equal(got, tc.want) {
+			t.Errorf("source %q: got %v, want %v", tc.source, got, tc.want)
 		}
 	}
 }
