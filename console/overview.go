@@ -32,9 +32,10 @@ type overviewData struct {
 	// the request in the time it waits for them, says how much they had.
 	Counting string
 
-	Subscriptions                                int
-	Delivering, CircuitOpen, Throttled, Disabled []string
-	CircuitsKnown                                bool
+	Subscriptions int
+	// Health are the subscriptions by health state, with their reasons.
+	Health        map[string][]healthRow
+	CircuitsKnown bool
 
 	Readiness admin.Readiness
 	// Instances are the deployment's, as GET /api/instances lists them.
@@ -49,21 +50,22 @@ type sourceRow struct {
 	AcceptedSeries, DuplicateSeries, RejectedSeries []int64
 }
 
-// readinessDetail is what the overview reads of the checks' details.
-type readinessDetail struct {
-	Restoring    []int32  `json:"restoring"`
-	OpenCircuits []string `json:"open_circuits"`
-	// Throttled are the subscriptions whose filter and transform spent
-	// their share of the dispatcher's CPU within the last minute.
-	Throttled []string `json:"throttled"`
+// healthRow is a subscription in the overview's count of its health.
+type healthRow struct {
+	ID, Reason string
 }
 
-func detail(r admin.Readiness, check string) (readinessDetail, bool) {
-	c, ok := r.Checks[check]
+// processorDetail is what the overview reads of the processor's check.
+type processorDetail struct {
+	Restoring []int32 `json:"restoring"`
+}
+
+func processorOf(r admin.Readiness) (processorDetail, bool) {
+	c, ok := r.Checks["processor"]
 	if !ok {
-		return readinessDetail{}, false
+		return processorDetail{}, false
 	}
-	var d readinessDetail
+	var d processorDetail
 	b, err := json.Marshal(c.Detail)
 	if err == nil {
 		_ = json.Unmarshal(b, &d) // a detail without these fields leaves them empty
@@ -89,10 +91,10 @@ func (u *Console) overview(r *Request) error {
 	readyCtx, readyCancel := context.WithTimeout(ctx, 3*time.Second)
 	out.Readiness = u.srv.Readiness(readyCtx)
 	readyCancel()
-	if d, ok := detail(out.Readiness, "processor"); ok {
+	if d, ok := processorOf(out.Readiness); ok {
 		out.ProcessorHere, out.Restoring = true, d.Restoring
 	}
-	d, known := detail(out.Readiness, "dispatcher")
+	d, known := subscriptions.DeliveryOf(out.Readiness)
 	out.CircuitsKnown = known
 
 	subs, err := u.cfg.Subscriptions.List(ctx)
@@ -100,17 +102,10 @@ func (u *Console) overview(r *Request) error {
 		return err
 	}
 	out.Subscriptions = len(subs)
+	out.Health = make(map[string][]healthRow)
 	for _, id := range sortedIDs(subs) {
-		switch {
-		case !subs[id].Enabled:
-			out.Disabled = append(out.Disabled, id)
-		case slices.Contains(d.OpenCircuits, id):
-			out.CircuitOpen = append(out.CircuitOpen, id)
-		case slices.Contains(d.Throttled, id):
-			out.Throttled = append(out.Throttled, id)
-		default:
-			out.Delivering = append(out.Delivering, id)
-		}
+		h := d.Health(subs[id], known)
+		out.Health[h.State] = append(out.Health[h.State], healthRow{ID: id, Reason: h.Reason})
 	}
 
 	if out.Instances, err = u.cfg.Instances.Discover(ctx, instances.SelfOf(u.srv)); err != nil {

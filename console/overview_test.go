@@ -3,9 +3,11 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,7 +67,7 @@ func TestOverview(t *testing.T) {
 		regexp.MustCompile(`aria-label="shop accepted per minute, oldest first: (0, ){13}(0, 3|3, 0)"`),
 		regexp.MustCompile(`>1</span> in the processor DLQ`),
 		regexp.MustCompile(`>1</span> in the delivery DLQ`),
-		regexp.MustCompile(`>1</span> delivering`),
+		regexp.MustCompile(`>1</span> health unknown <span class="muted">\(this instance runs no dispatcher\)`),
 		regexp.MustCompile(`>1</span> disabled</p>\s*<a href="/ui/subscriptions/sub_off">sub_off</a>`),
 		regexp.MustCompile(`Restoring partitions: 1`),
 		regexp.MustCompile(`<span class="badge bad">not ready</span>`),
@@ -171,5 +173,64 @@ func TestThrottledSubscriptionShown(t *testing.T) {
 		if a := b.get(c.page); a.status != http.StatusOK || !c.want.MatchString(a.body) {
 			t.Errorf("%s: got %d, want %s in:\n%s", c.page, a.status, c.want, a.body)
 		}
+	}
+}
+
+// TestFailingSubscriptionShown: subscriptions the dispatcher says are
+// failing (a subscriber answering 401, a host that does not resolve, a
+// transform that fails) are "failing" with the reason in the overview,
+// the list and their own pages, not delivering; once the dispatcher lists
+// them no more (a success), they are delivering again.
+func TestFailingSubscriptionShown(t *testing.T) {
+	h := serve(t, options{token: token})
+	reasons := map[string]string{
+		"sub_401": "401 Unauthorized",
+		"sub_dns": "host does not resolve: hooks.example.invalid",
+		"sub_tx":  "transform error: no such key: sender",
+	}
+	since := time.Now().Add(-time.Minute)
+	var recovered atomic.Bool
+	h.admin.AddCheck("dispatcher", func(context.Context) (bool, any) {
+		failing := make(map[string]subscriptions.Failing)
+		if !recovered.Load() {
+			for id, reason := range reasons {
+				failing[id] = subscriptions.Failing{Reason: reason, Since: since, Failures: subscriptions.FailingAfter}
+			}
+		}
+		return true, map[string]any{"open_circuits": []string{}, "disabled": []string{}, "throttled": []string{}, "failing": failing}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for id := range reasons {
+		if err := h.registry.Create(ctx, &subscriptions.Subscription{ID: id, URL: "https://example.com/" + id}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := h.browser(t)
+	b.signIn()
+	overview := b.get("/ui/")
+	if want := regexp.MustCompile(`>3</span> failing</p>\s*<a href="/ui/subscriptions/sub_401">sub_401</a> <span class="muted">401 Unauthorized</span>`); !want.MatchString(overview.body) {
+		t.Errorf("overview: want %s in:\n%s", want, overview.body)
+	}
+	if want := `>0</span> delivering`; !strings.Contains(overview.body, want) {
+		t.Errorf("overview: want %s", want)
+	}
+	list := b.get("/ui/subscriptions")
+	for id, reason := range reasons {
+		want := `<span class="badge bad">failing</span> <span class="muted">` + template.HTMLEscapeString(reason) + `, since <time`
+		if !strings.Contains(list.body, want) {
+			t.Errorf("list: want %s in:\n%s", want, list.body)
+		}
+		if a := b.get("/ui/subscriptions/" + id); !strings.Contains(a.body, want) {
+			t.Errorf("%s: want %s in:\n%s", id, want, a.body)
+		}
+	}
+
+	recovered.Store(true)
+	if a := b.get("/ui/"); !strings.Contains(a.body, `>3</span> delivering`) || !strings.Contains(a.body, `>0</span> failing`) {
+		t.Errorf("overview after success: want 3 delivering, 0 failing, got:\n%s", a.body)
+	}
+	if a := b.get("/ui/subscriptions/sub_401"); !strings.Contains(a.body, `<span class="badge ok">delivering</span>`) {
+		t.Errorf("sub_401 after success: want delivering, got:\n%s", a.body)
 	}
 }

@@ -43,27 +43,14 @@ func (u *Console) mountSubscriptions(g *echo.Group) {
 	g.POST("/subscriptions/:id/test", u.action(u.testSubscription))
 }
 
-// Health of a subscription as the console shows it.
-const (
-	healthDelivering  = "delivering"
-	healthCircuitOpen = "circuit open"
-	healthThrottled   = "throttled"
-	healthDisabled    = "disabled"
-)
-
 // subscriptionRow is a subscription in the list.
 type subscriptionRow struct {
 	subscriptions.Subscription
 	attempts.Totals
 	Kind   string
-	Health badge
+	Health subscriptions.Health
 	Lag    int64
 	HasLag bool
-}
-
-// badge is a subscription's health and why hookstream disabled it.
-type badge struct {
-	Health, DisabledReason string
 }
 
 type subscriptionListData struct {
@@ -76,24 +63,12 @@ type subscriptionListData struct {
 }
 
 // dispatcherState is what this instance's dispatcher says of the
-// subscriptions (open circuits, throttled expressions); known false when
-// it runs none.
-func (u *Console) dispatcherState(ctx context.Context) (d readinessDetail, known bool) {
+// subscriptions (open circuits, throttled expressions, failing ones);
+// known false when it runs none.
+func (u *Console) dispatcherState(ctx context.Context) (d subscriptions.Delivery, known bool) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	return detail(u.srv.Readiness(ctx), "dispatcher")
-}
-
-func health(s subscriptions.Subscription, d readinessDetail) badge {
-	switch {
-	case !s.Enabled:
-		return badge{healthDisabled, s.DisabledReason}
-	case slices.Contains(d.OpenCircuits, s.ID):
-		return badge{Health: healthCircuitOpen}
-	case slices.Contains(d.Throttled, s.ID):
-		return badge{Health: healthThrottled}
-	}
-	return badge{Health: healthDelivering}
+	return subscriptions.DeliveryOf(u.srv.Readiness(ctx))
 }
 
 func (u *Console) subscriptionList(r *Request) error {
@@ -107,8 +82,8 @@ func (u *Console) subscriptionList(r *Request) error {
 	if out.Counting, err = u.catchUp(ctx, u.cfg.Attempts); err != nil {
 		return err
 	}
-	var state readinessDetail
-	state, out.CircuitsKnown = u.dispatcherState(ctx)
+	state, known := u.dispatcherState(ctx)
+	out.CircuitsKnown = known
 	lags := make(map[string]int64)
 	if len(subs) > 0 {
 		all, err := groups.Lag(ctx, u.cfg.Cluster, "")
@@ -125,23 +100,22 @@ func (u *Console) subscriptionList(r *Request) error {
 		s := subs[id]
 		lag, ok := lags[id]
 		out.Rows = append(out.Rows, subscriptionRow{Subscription: s.Redacted(), Totals: u.cfg.Attempts.Totals(id),
-			Kind: s.Kind(), Health: health(s, state), Lag: lag, HasLag: ok})
+			Kind: s.Kind(), Health: state.Health(s, known), Lag: lag, HasLag: ok})
 	}
 	return r.Render(http.StatusOK, "subscriptions.html", "Subscriptions", "subscriptions", out)
 }
 
 // subscriptionData is one subscription's page.
 type subscriptionData struct {
-	Sub           subscriptions.Subscription
-	Kind          string
-	Totals        attempts.Totals
-	Health        badge
-	CircuitsKnown bool
-	Lag           int64
-	LagErr        string
-	Attempts      []attempts.Attempt
-	Status        string
-	Statuses      []string
+	Sub      subscriptions.Subscription
+	Kind     string
+	Totals   attempts.Totals
+	Health   subscriptions.Health
+	Lag      int64
+	LagErr   string
+	Attempts []attempts.Attempt
+	Status   string
+	Statuses []string
 	// NoAttempts is what the page says when no attempt is listed.
 	NoAttempts string
 	// NewSecret is shown once, right after it was generated.
@@ -182,9 +156,8 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	}
 	out := subscriptionData{Sub: s.Redacted(), Kind: s.Kind(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test,
 		Counting: counting}
-	var state readinessDetail
-	state, out.CircuitsKnown = u.dispatcherState(ctx)
-	out.Health = health(s, state)
+	state, known := u.dispatcherState(ctx)
+	out.Health = state.Health(s, known)
 	out.Status = r.QueryParam("status")
 	if !slices.Contains(attemptStatuses, out.Status) {
 		out.Status = ""

@@ -63,7 +63,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	if page.status != http.StatusOK || strings.Contains(page.body, s.Secret) || secretShown.MatchString(page.body) {
 		t.Errorf("detail: got %d, and the secret must not be shown again", page.status)
 	}
-	for _, want := range []string{"delivering", "https://example.com/hook", "type == &#34;order.paid&#34;", ">Disable</button>", ">Rotate secret</button>", ">Delete</button>"} {
+	for _, want := range []string{`<span class="badge">unknown</span> <span class="muted">this instance runs no dispatcher`, "https://example.com/hook", "type == &#34;order.paid&#34;", ">Disable</button>", ">Rotate secret</button>", ">Delete</button>"} {
 		if !strings.Contains(page.body, want) {
 			t.Errorf("detail: missing %s", want)
 		}
