@@ -73,7 +73,7 @@ func runTopicsDescribe(cmd *cobra.Command, output string) error {
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
-		infos, err := describeTopics(ctx, c.Admin(), c.Names)
+		infos, err := describeTopics(ctx, c.Admin(), topics.Specs(c.Names, c.cfg.Partitions, c.cfg.MaxBody))
 		if err != nil {
 			return err
 		}
@@ -99,11 +99,12 @@ type partitionSpan struct {
 	End       int64 `json:"end"`
 }
 
-func describeTopics(ctx context.Context, adm *kadm.Client, names topics.Names) ([]topicInfo, error) {
-	all := []topics.Topic{names.Ingest, names.Events, names.DLQ, names.Changelog, names.Subscriptions, names.DeliveryRetry, names.DeliveryDLQ}
-	list := make([]string, len(all))
-	for i, t := range all {
-		list[i] = string(t)
+// describeTopics describes the topics of specs, every topic hookstream
+// creates, as they are on the cluster.
+func describeTopics(ctx context.Context, adm *kadm.Client, specs []topics.Spec) ([]topicInfo, error) {
+	list := make([]string, len(specs))
+	for i, s := range specs {
+		list[i] = string(s.Topic)
 	}
 	details, err := adm.ListTopics(ctx, list...)
 	if err != nil {
