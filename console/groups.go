@@ -13,11 +13,11 @@ import (
 	"github.com/hookstream/hookstream/topics"
 )
 
-// The groups pages: lag per group and partition, and the replay planner,
-// over groups.Service as GET /api/groups and POST /api/replay/* and the lag
-// and replay commands. Bound: they read offsets, and at most one fetch
-// per partition to step over commit markers (groups.Lag,
-// groups.PlanReplay); no records otherwise.
+// The groups pages: lag per group, its partitions folded, and the replay
+// planner, over groups.Service as GET /api/groups and POST /api/replay/*
+// and the lag and replay commands. Bound: they read offsets, and the
+// records they count (groups.Lag, groups.PlanReplay): at most 1 MiB a
+// partition and 8 MiB a page, past which counts are in offsets.
 
 // mountGroups serves the groups and replay pages.
 func (u *Console) mountGroups(g *echo.Group) {
@@ -137,8 +137,9 @@ func (u *Console) replayPlanner(r *Request) error {
 	return r.Render(status, "replay.html", "Replay", "groups", data)
 }
 
-// replayExecute commits a plan, where hookstream replay --execute would:
-// refused (409) while the group has active members.
+// replayExecute carries a plan out, where hookstream replay --execute
+// would, and says what followed: refused (409) while the group has active
+// members.
 func (u *Console) replayExecute(r *Request) error {
 	data, status, err := u.plan(r, true)
 	if err != nil {
@@ -148,5 +149,5 @@ func (u *Console) replayExecute(r *Request) error {
 		data.Error = err.Error()
 		return r.Render(status, "replay.html", "Replay", "groups", data)
 	}
-	return r.Redirect(admin.UIPrefix+"/groups", "Committed: "+data.Plan.Group+" resumes from these targets when its consumers start.")
+	return r.Redirect(admin.UIPrefix+"/groups", data.Plan.Outcome)
 }

@@ -88,8 +88,12 @@ type Replay struct {
 	// why it would not.
 	Executable bool   `json:"executable"`
 	Refusal    string `json:"refusal,omitempty"`
-	// Executed says the plan was committed.
-	Executed bool `json:"executed"`
+	// Executed says the plan was carried out, and Outcome, then, what
+	// follows from it in a sentence: committed for consumers to resume
+	// from, applied by the running dispatchers, or served from a pull
+	// consumer's next request.
+	Executed bool   `json:"executed"`
+	Outcome  string `json:"outcome,omitempty"`
 }
 
 // Replay plans moving group (a name Resolve accepts) to t on topic
@@ -106,7 +110,7 @@ func (s *Service) Replay(ctx context.Context, group, topic string, partitions []
 	if err := t.validate(); err != nil {
 		return Replay{}, err
 	}
-	pulled := false
+	var sub *subscriptions.Subscription // of a subscription's group
 	if id, ok := SubscriptionID(s.c.Names, g); ok {
 		subs, err := s.registry.List(ctx)
 		if err != nil {
@@ -115,9 +119,10 @@ func (s *Service) Replay(ctx context.Context, group, topic string, partitions []
 		if err := s.exists(g, subs); err != nil {
 			return Replay{}, err
 		}
-		sub := subs[id]
-		pulled = sub.Kind() == subscriptions.KindPull
+		got := subs[id]
+		sub = &got
 	}
+	pulled := sub != nil && sub.Kind() == subscriptions.KindPull
 	plan, err := PlanReplay(ctx, s.c, string(g), topic, partitions, t)
 	if err != nil {
 		return Replay{}, err
@@ -133,21 +138,41 @@ func (s *Service) Replay(ctx context.Context, group, topic string, partitions []
 	if !execute {
 		return r, nil
 	}
-	if id, ok := SubscriptionID(s.c.Names, g); ok {
-		handed, err := s.rewind(ctx, id, plan)
-		if err != nil {
-			return Replay{}, err
-		}
-		if handed {
-			r.Executed = true
-			return r, nil
+	outcome, err := s.carryOut(ctx, g, plan, sub)
+	if err != nil {
+		return Replay{}, err
+	}
+	r.Executed, r.Outcome = true, outcome
+	return r, nil
+}
+
+// carryOut carries the plan of group g out, and says what follows from
+// it. The replay of subscription sub (nil for another group) goes to its
+// running dispatchers or its pull consumer (rewind); without dispatchers
+// running, or for another group, the plan is committed for the group's
+// consumers to resume from.
+func (s *Service) carryOut(ctx context.Context, g topics.Group, plan Plan, sub *subscriptions.Subscription) (string, error) {
+	if sub != nil {
+		handed, err := s.rewind(ctx, sub.ID, plan)
+		switch {
+		case err != nil:
+			return "", err
+		case sub.Kind() == subscriptions.KindPull:
+			return fmt.Sprintf("Committed: subscription %s's pull consumer is served from these targets at its next request.", sub.ID), nil
+		case handed:
+			return fmt.Sprintf("Applied: the running dispatchers moved subscription %s to these targets and deliver from them now.", sub.ID), nil
 		}
 	}
 	if err := Execute(ctx, s.c.Admin(), plan); err != nil {
-		return Replay{}, err
+		return "", err
 	}
-	r.Executed = true
-	return r, nil
+	switch {
+	case sub != nil && !sub.Enabled:
+		return fmt.Sprintf("Committed: %s resumes from these targets once subscription %s is enabled.", g, sub.ID), nil
+	case sub != nil:
+		return fmt.Sprintf("Committed: %s resumes from these targets when a dispatcher starts.", g), nil
+	}
+	return fmt.Sprintf("Committed: %s resumes from these targets when its consumers start.", g), nil
 }
 
 // rewindWait bounds how long a replay handed to running dispatchers waits

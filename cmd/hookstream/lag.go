@@ -18,16 +18,19 @@ func newLagCommand() *cobra.Command {
 	var group, output string
 	cmd := &cobra.Command{
 		Use:   "lag",
-		Short: "Show how far consumer groups are behind: committed offset, end offset and lag per partition",
+		Short: "Show how far consumer groups are behind: committed offset, end offset and the events left per partition",
 		Long: `Shows hookstream's consumer groups partition by partition: the committed offset
 ("-" when the group has committed none), the end offset a read_committed
-consumer reads to, the lag between them and the member assigned the
-partition, with a total per group, the group's state and its number of
-members.
+consumer reads to, the events left to read between them and the member
+assigned the partition, with a total per group, the group's state and its
+number of members.
 
 Without --group it shows every group of the deployment: the processor, the
-retry consumer and each subscription. Lag skips the commit marker that ends
-each transaction, so a group that has read everything lags 0.`,
+retry consumer and each subscription. Lag reads the records left to count
+them, skipping the commit marker that ends each transaction: a group that
+has read everything lags 0. Past 1 MiB of records a partition (8 MiB in
+all) it counts offsets instead, shown "≤ N offsets": an upper bound, as
+each transaction's marker takes an offset.`,
 		Example: `  hookstream lag
   hookstream lag --group processor
   hookstream lag --group sub:sub_abc --output json`,
@@ -76,8 +79,10 @@ END is the end of the log as a read_committed consumer reads it. On
 transactional topics every transaction ends with a commit marker, an offset
 that holds no record, so a group that has read everything commits the
 offset of that marker: COMMITTED 1 and END 2 with LAG 0 is caught up.
-LAG counts from the first record left to read to END. MEMBER is the group
-member assigned the partition ("-": none).
+LAG is the events left to read, counted by reading them; "≤ N offsets" is
+where there were too many to read (over 1 MiB a partition): the offsets
+from the first record left to END, an upper bound of the events. MEMBER is
+the group member assigned the partition ("-": none).
 `
 
 func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
@@ -92,9 +97,9 @@ func printLag(w io.Writer, output string, lags []groups.GroupLag) error {
 			if p.Committed >= 0 {
 				committed = fmt.Sprint(p.Committed)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\n", g.Group, g.State, g.Members, p.Topic, p.Partition, committed, p.End, p.Lag, cmp.Or(p.Member, "-"))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%s\t%s\n", g.Group, g.State, g.Members, p.Topic, p.Partition, committed, p.End, p.LagText(), cmp.Or(p.Member, "-"))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\ttotal\t\t\t\t%d\n", g.Group, g.State, g.Members, g.Total)
+		fmt.Fprintf(tw, "%s\t%s\t%d\ttotal\t\t\t\t%s\n", g.Group, g.State, g.Members, g.TotalText())
 	}
 	if err := tw.Flush(); err != nil {
 		return err

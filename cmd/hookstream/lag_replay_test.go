@@ -3,23 +3,32 @@ package main
 import (
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/dispatch"
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
+	"github.com/hookstream/hookstream/topics"
+	"github.com/hookstream/hookstream/webhook"
 )
 
 // lagReplayRun runs the binary with env and args and returns its stdout,
@@ -101,7 +110,7 @@ func TestLagReplayCLI(t *testing.T) {
 	if got, want := lags[0].Total, int64(3); got != want {
 		t.Errorf("lag: processor total: got %d, want %d", got, want)
 	}
-	if got, want := lags[0].Partitions[0], (groups.PartitionLag{Topic: ingest, Partition: 0, Committed: 1, End: 4, Lag: 3}); got != want {
+	if got, want := lags[0].Partitions[0], (groups.PartitionLag{Topic: ingest, Partition: 0, Committed: 1, End: 4, Lag: 3, Unit: groups.Events}); got != want {
 		t.Errorf("lag: processor partition 0: got %+v, want %+v", got, want)
 	}
 
@@ -146,7 +155,7 @@ func TestLagReplayCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("replay --output json: %v\n%s", err, out)
 	}
-	wantMove := groups.Move{Topic: ingest, Partition: 0, Current: 1, Target: 4, Skip: 3, Clamped: groups.ClampedToEnd}
+	wantMove := groups.Move{Topic: ingest, Partition: 0, Current: 1, Target: 4, Skip: 3, Unit: groups.Events, Clamped: groups.ClampedToEnd}
 	if got := fmt.Sprint(plan.Moves, plan.Executed); got != fmt.Sprint([]groups.Move{wantMove}, false) {
 		t.Errorf("replay --to-offsets 0:9 --output json: got %s, want %v", got, fmt.Sprint([]groups.Move{wantMove}, false))
 	}
@@ -276,4 +285,172 @@ func TestLagReplayFlagErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// transactions writes n transactions of k records of size random bytes
+// (incompressible) to partition of topic, as the processor writes: each
+// ends with a commit marker taking an offset. It waits until the last
+// stable offset is past them.
+func transactions(t *testing.T, env *kafkatest.Env, topic string, partition int32, n, k, size int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	txn := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(fmt.Sprintf("%s-test-txn-%d", env.Names.Prefix, partition)))
+	for i := range n {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatalf("begin transaction: %v", err)
+		}
+		for j := range k {
+			value := make([]byte, size)
+			cryptorand.Read(value)
+			if err := txn.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: partition, Key: fmt.Appendf(nil, "t%d-%d", i, j), Value: value}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("end transaction: %v", err)
+		}
+	}
+	want := int64(n * (k + 1))
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		listed, err := env.Admin(t).ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if o, _ := listed.Lookup(topic, partition); o.Offset != want {
+			return fmt.Errorf("last stable offset %d, want %d", o.Offset, want)
+		}
+		return nil
+	})
+}
+
+// TestLagCountsEventsCLI: lag counts the events left to read on a topic
+// written in transactions, not the offsets their commit markers take
+// too; past what it reads to count, it shows offsets, as an upper bound;
+// replay's plan counts events likewise.
+func TestLagCountsEventsCLI(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 2, 1<<20)
+	names := env.Names
+	ingest, group := string(names.Ingest), string(names.ProcessorGroup())
+	transactions(t, env, ingest, 0, 5, 3, 100)     // records 0-2 marker 3, ..., 16-18 marker 19
+	transactions(t, env, ingest, 1, 24, 1, 60<<10) // 1.4 MiB: past what lag reads to count
+	var start kadm.Offsets
+	start.Add(kadm.Offset{Topic: ingest, Partition: 0, At: 11, LeaderEpoch: -1})
+	start.Add(kadm.Offset{Topic: ingest, Partition: 1, At: 0, LeaderEpoch: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := env.Admin(t).CommitAllOffsets(ctx, group, start); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	cliEnv := map[string]string{
+		"HOOKSTREAM_BROKERS":      strings.Join(env.Seeds, ","),
+		"HOOKSTREAM_TOPIC_PREFIX": names.Prefix,
+		"HOOKSTREAM_PARTITIONS":   "2",
+	}
+	out, stderr, code := lagReplayRun(t, cliEnv, "lag", "--group", "processor")
+	if code != 0 {
+		t.Fatalf("lag: exit code %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		group + " Empty 0 " + ingest + " 0 11 20 6 -",
+		group + " Empty 0 " + ingest + " 1 0 48 ≤ 48 offsets -",
+		group + " Empty 0 total ≤ 54 offsets",
+	} {
+		if !slices.Contains(fieldLines(out), want) {
+			t.Errorf("lag: got\n%s\nwant a row %q", out, want)
+		}
+	}
+	out, stderr, code = lagReplayRun(t, cliEnv, "replay", "--group", "processor", "--to-earliest", "--partition", "0")
+	if code != 0 || !strings.Contains(out, "Records to re-read: 9.") {
+		t.Errorf("replay --to-earliest --partition 0: exit code %d, got\n%s%s\nwant Records to re-read: 9.", code, out, stderr)
+	}
+}
+
+// fieldLines are the lines of out, their fields separated by one space.
+func fieldLines(out string) []string {
+	var lines []string
+	for line := range strings.Lines(out) {
+		lines = append(lines, strings.Join(strings.Fields(line), " "))
+	}
+	return lines
+}
+
+// TestReplayWhileDispatchersRun: a subscription's replay executed while
+// a dispatcher runs is applied by it, and the command says so: the
+// subscriber receives the events again at once, with no restart.
+func TestReplayWhileDispatchersRun(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 2, 1<<20)
+	cl := env.Client(t)
+	log := kafkatest.Logger(t)
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), log)
+	var mu sync.Mutex
+	received := make(map[string]int)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sub := subscriptions.Subscription{URL: srv.URL}
+	if err := registry.Create(ctx, &sub, "earliest"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e := &topics.Envelope{ID: fmt.Sprintf("shop:%d", i), Source: "shop", EventID: fmt.Sprint(i), Type: "t", ReceivedAt: time.Now(), ProcessedAt: time.Now(), Data: []byte(`{}`)}
+		v, _ := e.Marshal()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: string(env.Names.Events), Key: []byte(e.ID), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := dispatch.New(dispatch.Config{Client: webhook.Config{AllowPrivate: true}},
+		topics.Cluster{Client: cl, Opts: []kgo.Opt{kgo.SeedBrokers(env.Seeds...)}, Names: env.Names}, registry, log, prometheus.NewRegistry())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deliveredTimes := func(want int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for i := range 3 {
+				if n := received[fmt.Sprintf("shop:%d", i)]; n != want {
+					return fmt.Errorf("shop:%d delivered %d times, want %d", i, n, want)
+				}
+			}
+			return nil
+		}
+	}
+	kafkatest.WaitFor(t, 30*time.Second, deliveredTimes(1))
+	group := string(env.Names.SubscriptionGroup(sub.ID))
+	kafkatest.WaitFor(t, 30*time.Second, func() error { // the cursor past them
+		fetched, err := env.Admin(t).FetchOffsets(ctx, group)
+		if err != nil {
+			return err
+		}
+		var n int64
+		fetched.Each(func(o kadm.OffsetResponse) { n += max(o.At, 0) })
+		if n != 3 {
+			return fmt.Errorf("%s committed past %d records, want 3", group, n)
+		}
+		return nil
+	})
+
+	cliEnv := map[string]string{
+		"HOOKSTREAM_BROKERS":      strings.Join(env.Seeds, ","),
+		"HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS":   "2",
+	}
+	out, stderr, code := lagReplayRun(t, cliEnv, "replay", "--group", "sub:"+sub.ID, "--to-earliest", "--execute")
+	if code != 0 {
+		t.Fatalf("replay --execute: exit code %d\n%s%s", code, out, stderr)
+	}
+	want := "Applied: the running dispatchers moved subscription " + sub.ID + " to these targets and deliver from them now.\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("replay --execute with a dispatcher running: got\n%s\nwant it to end with %q", out, want)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, deliveredTimes(2))
 }

@@ -90,8 +90,11 @@ func newReplayCommand() *cobra.Command {
 per partition the current offset ("-" when none is committed), the target,
 the records the group will read again, and whether a target outside the log
 was clamped to its start or end. Nothing changes without --execute. Counts
-are offsets: on topics written in transactions, such as <prefix>.events, each
-transaction's commit marker counts as one.
+are records, read to count them (commit markers and aborted records left
+out); past 1 MiB of records a partition (8 MiB in all) a count is in
+offsets, shown "≤ N offsets": an upper bound, as on topics written in
+transactions, such as <prefix>.events, each transaction's commit marker
+takes an offset.
 
 Exactly one target: --to-earliest, --to-latest, --to-time, --by-duration or
 --to-offsets. Groups: processor, retry, sub:<id> or a full group name. The
@@ -106,7 +109,9 @@ that subscriber; replaying retry reads the pending retries again.
 running consumer would overwrite the new offsets with its own. Stop the
 roles that consume with the group, execute, then start them again. A
 subscription's group has no members: while dispatchers run, --execute
-hands the replay to them and returns once they applied it.`,
+hands the replay to them and returns once they applied it, and they
+deliver from the targets at once; a pull subscription's consumer is served
+from them at its next request. Each case prints what followed.`,
 		Example: `  hookstream replay --group processor --to-earliest
   hookstream replay --group sub:sub_abc --to-time 2026-11-21T10:00:00Z --execute
   hookstream replay --group sub:sub_abc --by-duration 2h --partition 0,3
@@ -172,7 +177,7 @@ func printReplay(w io.Writer, output string, r groups.Replay) error {
 		return err
 	}
 	if r.Executed {
-		_, err := fmt.Fprintf(w, "Committed: %s resumes from these targets when its consumers start.\n", r.Group)
+		_, err := fmt.Fprintln(w, r.Outcome)
 		return err
 	}
 	_, err := fmt.Fprintln(w, "Dry run: nothing committed. Add --execute to commit this plan.")
