@@ -91,88 +91,159 @@ func (f *eventFilter) match(r *kgo.Record) bool {
 	return f.flags.Matches(source, typ) && (f.sub == nil || f.sub.Match(subscriptions.NewEvent(r)).Match)
 }
 
-// printEvent prints one events record: a line of the table, or the
-// envelope as one JSON line.
+// printEvent prints one events record: a line of the table (written at,
+// id, type, partition/offset), or the envelope as one JSON line.
 func printEvent(w io.Writer, output string, r *kgo.Record) error {
 	if output == "json" {
 		_, err := fmt.Fprintf(w, "%s\n", r.Value)
 		return err
 	}
+	at := r.Timestamp.UTC().Format(time.RFC3339Nano)
 	env, err := topics.ParseEnvelope(r.Value)
 	if err != nil {
-		_, err = fmt.Fprintf(w, "%s\t%s\t(not an envelope: %v)\n", r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key, err)
+		_, err = fmt.Fprintf(w, "%s\t%s\t(not an envelope: %v)\n", at, r.Key, err)
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n", env.ProcessedAt.UTC().Format(time.RFC3339Nano), env.ID, env.Type, r.Partition, r.Offset)
+	_, err = fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n", at, env.ID, env.Type, r.Partition, r.Offset)
+	return err
+}
+
+// printRecord prints one record of any topic: a line (written at, key,
+// headers as name=value, partition/offset) and its value on the next, or
+// one JSON line with the key, headers, value (as JSON when it is JSON),
+// partition, offset and written_at.
+func printRecord(w io.Writer, output string, r *kgo.Record) error {
+	if output == "json" {
+		headers := make(map[string]string, len(r.Headers))
+		for _, h := range r.Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		value := json.RawMessage(r.Value)
+		if !json.Valid(r.Value) {
+			value, _ = json.Marshal(string(r.Value)) // a string: cannot fail
+		}
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(map[string]any{"key": string(r.Key), "headers": headers, "value": value,
+			"partition": r.Partition, "offset": r.Offset, "written_at": r.Timestamp.UTC()})
+	}
+	headers := make([]string, 0, len(r.Headers))
+	for _, h := range r.Headers {
+		headers = append(headers, h.Key+"="+string(h.Value))
+	}
+	_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n%s\n", r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key, strings.Join(headers, " "), r.Partition, r.Offset, r.Value)
 	return err
 }
 
 // eventsTailOptions are the flags of events tail.
 type eventsTailOptions struct {
-	output, source, typ, sub string
+	output, source, typ, sub, topic string
 }
 
 func newEventsTailCommand() *cobra.Command {
 	o := &eventsTailOptions{}
 	cmd := &cobra.Command{
 		Use:   "tail",
-		Short: "Follow the events topic and print each event as it commits",
+		Short: "Follow the events topic, or a topic subscription's topic, and print each record as it commits",
 		Long: `Follows <prefix>.events from its end, read_committed (an event shows once its
 transaction commits, never an aborted one), and prints each envelope that
-passes the filters: a line (processed at, id, type, partition/offset), or with
---output json the envelope, one a line. Stops on Ctrl-C.`,
+passes the filters: a line (written at, id, type, partition/offset), or with
+--output json the envelope, one a line.
+
+With --topic NAME it follows topic NAME instead, such as the topic a topic
+subscription writes (subscriptions add --topic NAME), and prints each record
+that passes --source and --type (its hs-source and hs-event-type headers): a
+line with its time, key, headers and partition/offset, then its value (the
+envelope or the subscription's transform result); or with --output json one
+object a line: key, headers, value, partition, offset, written_at.
+
+Stops on Ctrl-C, with exit status 0.`,
 		Example: `  hookstream events tail
   hookstream events tail --source github --type 'pull_request*'
-  hookstream events tail --subscription sub_abc --output json | jq .data`,
+  hookstream events tail --subscription sub_abc --output json | jq .data
+  hookstream events tail --topic billing.invoices`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runEventsTail(cmd, o) },
 	}
 	addFilterFlags(cmd, &o.source, &o.typ, &o.sub)
+	cmd.Flags().StringVar(&o.topic, "topic", "", "follow this topic instead of the events topic, such as a topic subscription's")
 	addOutputFlag(cmd, &o.output)
 	config.RegisterFlags(cmd.Flags(), config.Common)
 	return cmd
 }
 
-// runEventsTail follows the events topic from its end and prints each
-// committed event that passes the filters, until the context ends.
+// runEventsTail follows the events topic, or o.topic, from its end and
+// prints each committed record that passes the filters, until the context
+// ends (Ctrl-C), which is no error.
 func runEventsTail(cmd *cobra.Command, o *eventsTailOptions) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
+	if o.topic != "" && o.sub != "" {
+		return errors.New("--subscription and --topic: a topic subscription's topic holds what it receives already; give one of them")
+	}
 	return withCluster(cmd, func(ctx context.Context, c cluster) error {
-		filter, err := newEventFilter(ctx, c, o.source, o.typ, o.sub)
-		if err != nil {
+		err := followTopic(ctx, c, cmd.OutOrStdout(), o)
+		if ctx.Err() != nil {
+			return nil // Ctrl-C, whatever it interrupted
+		}
+		return err
+	})
+}
+
+// followTopic prints the records of o's topic that commit from now on and
+// pass its filters, until ctx ends or an error.
+func followTopic(ctx context.Context, c cluster, w io.Writer, o *eventsTailOptions) error {
+	filter, err := newEventFilter(ctx, c, o.source, o.typ, o.sub)
+	if err != nil {
+		return err
+	}
+	topic, show := string(c.Names.Events), printEvent
+	if o.topic != "" {
+		if err := mustExist(ctx, c, o.topic); err != nil {
 			return err
 		}
-		rd, err := c.NewClient(
-			kgo.ConsumeTopics(string(c.Names.Events)),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		)
-		if err != nil {
-			return fmt.Errorf("kafka client: %w", err)
+		topic, show = o.topic, printRecord
+	}
+	rd, err := c.NewClient(
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer rd.Close()
+	for {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
 		}
-		defer rd.Close()
-		w := cmd.OutOrStdout()
-		for {
-			fs := rd.PollFetches(ctx)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err := fs.Err0(); err != nil {
-				return fmt.Errorf("read %s: %w", c.Names.Events, err)
-			}
-			var werr error
-			fs.EachRecord(func(r *kgo.Record) {
-				if werr == nil && filter.match(r) {
-					werr = printEvent(w, o.output, r)
-				}
-			})
-			if werr != nil {
-				return werr
-			}
+		if err := fs.Err0(); err != nil {
+			return fmt.Errorf("read %s: %w", topic, err)
 		}
-	})
+		var werr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if werr == nil && filter.match(r) {
+				werr = show(w, o.output, r)
+			}
+		})
+		if werr != nil {
+			return werr
+		}
+	}
+}
+
+// mustExist is an error unless the cluster has topic.
+func mustExist(ctx context.Context, c cluster, topic string) error {
+	listed, err := c.Admin().ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
+	}
+	if !listed.Has(topic) {
+		return fmt.Errorf("no topic %s: give the topic a topic subscription writes (hookstream subscriptions list shows each destination)", topic)
+	}
+	return nil
 }
 
 // eventsSearchOptions are the flags of events search.
@@ -188,8 +259,12 @@ func newEventsSearchCommand() *cobra.Command {
 		Short: "Print the events of a time range that match the filters",
 		Long: `Scans <prefix>.events, read_committed, from the first record written at or
 after --since (Kafka's offsets by time) to --until (default: now), and prints
-the events that pass the filters, at most --limit, partition by partition.
-When stderr is a terminal a progress line shows how much is scanned.`,
+the events that pass the filters in the order they were written (their
+records' times, merged across partitions), at most --limit: the earliest of
+the range. hookstream's own operational events (source hookstream) match the
+filters like any other. When the limit stops the search, the table's last
+line says so, and with --output json a line on stderr. When stderr is a
+terminal a progress line shows how much is scanned.`,
 		Example: `  hookstream events search --since 1h --source stripe
   hookstream events search --since 2026-11-21T09:00:00Z --until 2026-11-21T10:00:00Z --type 'invoice.*' --output json`,
 		Args: cobra.NoArgs,
@@ -239,12 +314,12 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		w := cmd.OutOrStdout()
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		if o.output == "table" {
-			fmt.Fprintln(tw, "PROCESSED AT\tID\tTYPE\tPARTITION/OFFSET")
+			fmt.Fprintln(tw, "WRITTEN AT\tID\tTYPE\tPARTITION/OFFSET")
 			w = tw
 		}
 		progress := progressLine(cmd.ErrOrStderr())
 		found := 0
-		_, err := events.New(c.Cluster, nil, nil).Scan(ctx, q, func(r *kgo.Record) error {
+		page, err := events.New(c.Cluster, nil, nil).Scan(ctx, q, func(r *kgo.Record) error {
 			found++
 			return printEvent(w, o.output, r)
 		}, progress)
@@ -252,13 +327,21 @@ func runEventsSearch(cmd *cobra.Command, o *eventsSearchOptions) error {
 		if err != nil {
 			return err
 		}
-		if o.output == "table" {
-			fmt.Fprintf(tw, "\n%d events", found)
-			if found == o.limit {
-				fmt.Fprint(tw, " (--limit reached)")
-			}
-			fmt.Fprintln(tw)
+		stopped := ""
+		if page.Left > 0 {
+			stopped = fmt.Sprintf("stopped at --limit %d: %d offsets of the range after the last event printed are unread; raise --limit or narrow the range to see them", o.limit, page.Left)
 		}
+		if o.output == "json" {
+			if stopped != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "hookstream:", stopped)
+			}
+			return nil
+		}
+		fmt.Fprintf(tw, "\n%d events", found)
+		if stopped != "" {
+			fmt.Fprintf(tw, " (%s)", stopped)
+		}
+		fmt.Fprintln(tw)
 		return tw.Flush()
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -182,6 +183,22 @@ func TestEventStory(t *testing.T) {
 	stop(t, run)
 }
 
+// interrupt sends p SIGINT, as Ctrl-C does, and returns its exit code;
+// it fails the test if p still runs after timeout.
+func interrupt(t *testing.T, p *process, timeout time.Duration) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatalf("SIGINT %s: %v", p.name, err)
+	}
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("%s still running %v after SIGINT; its last lines:\n%s", p.name, timeout, p.output.tail(5))
+		return -1
+	}
+}
+
 func stop(t *testing.T, p *process) {
 	t.Helper()
 	if code := p.stop(t, 30*time.Second); code != 0 {
@@ -241,32 +258,125 @@ func TestEventsTailAndSearch(t *testing.T) {
 	if out := tail.output.String(); strings.Contains(out, "github:other") || strings.Contains(out, "stripe:refund") || strings.Contains(out, "stripe:old") {
 		t.Errorf("tail printed events its filters exclude, or from before it started:\n%s", out)
 	}
-	tail.stop(t, 10*time.Second)
+	if code := interrupt(t, tail, 30*time.Second); code != 0 || strings.Contains(tail.output.String(), "hookstream:") {
+		t.Errorf("tail after Ctrl-C: exit %d, output\n%s\nwant exit 0 and no error", code, tail.output.String())
+	}
 
 	out, errOut, code := lagReplayRun(t, cliEnv, "events", "search", "--since", "1h", "--source", "stripe", "--type", "invoice.*", "--output", "json")
 	if code != 0 {
 		t.Fatalf("search: exit %d, %s", code, errOut)
 	}
 	var ids []string
+	var times []time.Time
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var e struct{ ID string }
+		var e struct {
+			ID          string
+			ProcessedAt time.Time `json:"processed_at"`
+		}
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("search: line %q is not an envelope: %v", line, err)
 		}
-		ids = append(ids, e.ID)
+		ids, times = append(ids, e.ID), append(times, e.ProcessedAt)
 	}
 	joined := strings.Join(ids, " ")
 	if !strings.Contains(joined, "stripe:old") || !strings.Contains(joined, "stripe:new") || strings.Contains(joined, "github:other") || strings.Contains(joined, "stripe:refund") {
 		t.Errorf("search --since 1h --source stripe --type invoice.*: got %v", ids)
 	}
-	if out, _, code := lagReplayRun(t, cliEnv, "events", "search", "--since", "1h", "--limit", "1", "--output", "json"); code != 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
-		t.Errorf("search --limit 1: exit %d, got %q, want one envelope", code, out)
+	// The events went to three partitions; the search prints them in the
+	// order they were written.
+	if !slices.IsSortedFunc(times, time.Time.Compare) || ids[0] != "stripe:old" || ids[len(ids)-1] != "stripe:new" {
+		t.Errorf("search: got %v written at %v, want them in time order, stripe:old first and stripe:new last", ids, times)
+	}
+	out, errOut, code = lagReplayRun(t, cliEnv, "events", "search", "--since", "1h", "--limit", "1", "--output", "json")
+	if code != 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "stripe:old") {
+		t.Errorf("search --limit 1: exit %d, got %q, want the first envelope, stripe:old", code, out)
+	}
+	if want := "stopped at --limit 1:"; !strings.Contains(errOut, want) {
+		t.Errorf("search --limit 1 --output json: stderr %q, want %q", errOut, want)
+	}
+	if out, _, _ := lagReplayRun(t, cliEnv, "events", "search", "--since", "1h", "--limit", "1"); !strings.Contains(out, "1 events (stopped at --limit 1:") {
+		t.Errorf("search --limit 1: got %q, want the count and where it stopped", out)
 	}
 	if out, _, code := lagReplayRun(t, cliEnv, "events", "search", "--since", time.Now().Add(time.Hour).Format(time.RFC3339), "--until", time.Now().Add(2*time.Hour).Format(time.RFC3339)); code != 0 || !strings.Contains(out, "0 events") {
 		t.Errorf("search of a range with nothing: exit %d, got %q, want 0 events", code, out)
 	}
 	if _, errOut, code := lagReplayRun(t, cliEnv, "events", "search"); code == 0 || !strings.Contains(errOut, "--since: required") {
 		t.Errorf("search without --since: exit %d, stderr %q, want the error", code, errOut)
+	}
+}
+
+// TestEventsTailTopic: events tail --topic follows a topic subscription's
+// topic from its end and prints each committed record, its key, headers
+// and value, until Ctrl-C; a topic that does not exist is an error that
+// says so.
+func TestEventsTailTopic(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix}
+	topic := env.Names.Prefix + ".billing"
+	if _, err := env.Admin(t).CreateTopic(context.Background(), 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Written as the dispatcher writes a topic subscription's records: in
+	// transactions.
+	cl := env.Client(t, kgo.TransactionalID(topic+"-writer"), kgo.DefaultProduceTopic(topic))
+	write := func(id, value string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		r := &kgo.Record{Key: []byte("stripe:" + id), Value: []byte(value), Headers: []kgo.RecordHeader{
+			{Key: topics.HeaderSource, Value: []byte("stripe")}, {Key: topics.HeaderEventID, Value: []byte(id)}, {Key: topics.HeaderEventType, Value: []byte("invoice.paid")},
+		}}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("before", `{"text":"before the tail"}`)
+
+	for _, output := range []string{"table", "json"} {
+		tail := startProcess(t, "events tail --topic", cliEnv, "events", "tail", "--topic", topic, "--output", output)
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			tail.mustBeAlive(t)
+			write("probe", `{"text":"probe"}`)
+			if !strings.Contains(tail.output.String(), "stripe:probe") {
+				return fmt.Errorf("tail printed nothing yet")
+			}
+			return nil
+		})
+		write("in_1", `{"text":"Invoice in_1 paid"}`)
+		kafkatest.WaitFor(t, 30*time.Second, func() error {
+			if !strings.Contains(tail.output.String(), "in_1 paid") {
+				return fmt.Errorf("tail output so far: %s", tail.output.String())
+			}
+			return nil
+		})
+		if code := interrupt(t, tail, 30*time.Second); code != 0 {
+			t.Errorf("tail --topic after Ctrl-C: exit %d, want 0", code)
+		}
+		out := tail.output.String()
+		want := []string{"stripe:in_1", "hs-event-type=invoice.paid", `{"text":"Invoice in_1 paid"}`}
+		if output == "json" {
+			want = []string{`"key":"stripe:in_1"`, `"hs-event-type":"invoice.paid"`, `"value":{"text":"Invoice in_1 paid"}`}
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("tail --topic --output %s: no %q in\n%s", output, w, out)
+			}
+		}
+		if strings.Contains(out, "before") || strings.Contains(out, "hookstream:") {
+			t.Errorf("tail --topic --output %s printed a record from before it started, or an error:\n%s", output, out)
+		}
+	}
+
+	_, errOut, code := lagReplayRun(t, cliEnv, "events", "tail", "--topic", env.Names.Prefix+".nope")
+	if want := "no topic " + env.Names.Prefix + ".nope"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("tail --topic of a missing topic: exit %d, stderr %q, want 1 and %q", code, errOut, want)
 	}
 }
 

@@ -76,6 +76,18 @@ func TestEventsResendCommand(t *testing.T) {
 		t.Errorf("subscriber received %v, want %s twice", got, id)
 	}
 
+	// A subscription that would not receive the event: refused, and the
+	// refusal says how to resend anyway.
+	out, errOut, code = cli("subscriptions", "add", "--url", srv.URL, "--source", "crm", "--output", "json")
+	var crm struct{ ID string }
+	if code != 0 || json.Unmarshal([]byte(out), &crm) != nil {
+		t.Fatalf("subscriptions add --source crm: exit %d, %s %s", code, out, errOut)
+	}
+	_, errOut, code = cli("events", "resend", id, "--subscription", crm.ID)
+	if want := fmt.Sprintf("subscription %s would not receive %s: source \"github\" matches none of sources [\"crm\"]; resend with --force to send it anyway\n", crm.ID, id); code != 1 || !strings.HasSuffix(errOut, want) {
+		t.Errorf("events resend to a subscription that would not receive it: exit %d, %q; want 1, ending %q", code, errOut, want)
+	}
+
 	_, errOut, code = cli("events", "resend", id, "--subscription", "sub_nope")
 	if want := "hookstream: admin API at " + d.adminAddr + ": no subscription sub_nope (hookstream subscriptions list shows them)\n"; code != 1 || errOut != want {
 		t.Errorf("events resend to an unknown subscription: exit %d, %q; want 1, %q", code, errOut, want)
