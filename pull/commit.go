@@ -15,7 +15,8 @@ import (
 // partition has one from the subscription's creation on (its start,
 // committed), so one without is a partition added to the events topic
 // since, or one whose commit Kafka expired (offsets.retention.minutes):
-// from its start, none of its events is skipped.
+// from its start, none of its events is skipped (groups.Service.Lags
+// counts a pull subscription's lag from there too).
 func (s *Server) committed(ctx context.Context, sub subscriptions.Subscription, n int) ([]int64, error) {
 	adm := kadm.NewClient(s.cl)
 	topic := string(s.cfg.Names.Events)
