@@ -42,8 +42,9 @@ the answer before, which acknowledges that answer's events, so an event is
 printed at least once and, cursor kept, never skipped.
 
 Without --follow it stops once an answer brings no event. With --follow it
-long-polls (30 s per request) until interrupted, and waits and asks again
-after a 429, a 503 or a network error. With --cursor-file it starts from
+long-polls (30 s per request) until interrupted (Ctrl-C, or SIGTERM), then
+exits quietly with status 0, and waits and asks again after a 429, a 503 or a
+network error. With --cursor-file it starts from
 the cursor in the file (when the file exists) and writes each new cursor
 there once the answer's events are printed; otherwise it starts from the
 subscription's committed cursor and prints the last cursor on stderr.
@@ -106,6 +107,9 @@ func runEventsPull(cmd *cobra.Command, id string, o *pullOptions) error {
 	client := &http.Client{Timeout: pull.MaxWait + 30*time.Second}
 	for {
 		a, err := pullOnce(ctx, client, base, id, o, cursor)
+		if ctx.Err() != nil {
+			return nil // Ctrl-C: the answer in flight is not printed, and its cursor not kept, so it comes again
+		}
 		if errors.Is(err, errRetry) && o.follow {
 			fmt.Fprintf(cmd.ErrOrStderr(), "hookstream: %v; asking again\n", err)
 			if !wait.Wait(ctx) {
@@ -114,9 +118,6 @@ func runEventsPull(cmd *cobra.Command, id string, o *pullOptions) error {
 			continue
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
 		wait.Reset()
