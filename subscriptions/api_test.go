@@ -115,7 +115,7 @@ func TestAPISubscriptionControls(t *testing.T) {
 		{"transform with an unknown variable", map[string]any{"transform": `{"text": payload.title}`}, "invalid subscription: invalid transform: line 1, column 10: "},
 		{"reserved header", map[string]any{"headers": map[string]string{"Webhook-Id": "x"}}, "invalid subscription: headers: Webhook-Id is set by hookstream"},
 		{"zero delay", map[string]any{"schedule": []string{"1s", "0s"}}, "invalid subscription: schedule: delay 2 (0s) is not above 0s and at most 24h"},
-		{"long timeout", map[string]any{"timeout": "2m"}, "invalid subscription: timeout: 2m0s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
+		{"long timeout", map[string]any{"timeout": "2m"}, "invalid subscription: timeout: 2m is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {

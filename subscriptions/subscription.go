@@ -394,11 +394,21 @@ func validateBatching(batchMax int, wait Duration) []error {
 	return errs
 }
 
-// Duration is a time.Duration written in JSON as Go writes it: "500ms",
-// "2s".
+// Duration is a time.Duration written as people write one: "500ms",
+// "30s", "5m", "1h30m" (not Go's "5m0s"), in JSON, the CLI and the
+// console.
 type Duration time.Duration
 
-func (d Duration) String() string { return time.Duration(d).String() }
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

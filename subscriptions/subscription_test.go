@@ -208,7 +208,7 @@ func TestScheduleAndTimeoutValidated(t *testing.T) {
 		{"too many delays", long, 0, "schedule: 21 delays, at most 20"},
 		{"zero delay", []Duration{Duration(time.Second), 0}, 0, "schedule: delay 2 (0s) is not above 0s and at most 24h"},
 		{"negative delay", []Duration{Duration(-time.Second)}, 0, "schedule: delay 1 (-1s) is not above 0s and at most 24h"},
-		{"delay too long", []Duration{Duration(25 * time.Hour)}, 0, "schedule: delay 1 (25h0m0s) is not above 0s and at most 24h"},
+		{"delay too long", []Duration{Duration(25 * time.Hour)}, 0, "schedule: delay 1 (25h) is not above 0s and at most 24h"},
 		{"timeout too long", nil, Duration(61 * time.Second), "timeout: 1m1s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
 		{"negative timeout", nil, Duration(-time.Second), "timeout: -1s is not between 0s (HOOKSTREAM_DELIVERY_TIMEOUT) and 60s"},
 	}
@@ -282,5 +282,24 @@ func TestKindValidated(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDurationWrittenAsPeopleWriteIt: a Duration reads and writes as
+// people write one (30s, 5m, 1h, 1h30m), not as Go does (5m0s), and its
+// text reads back to the same duration.
+func TestDurationWrittenAsPeopleWriteIt(t *testing.T) {
+	for _, want := range []string{"500ms", "30s", "1m30s", "5m", "1h", "1h30m", "24h", "0s"} {
+		d, err := time.ParseDuration(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Duration(d).String(); got != want {
+			t.Errorf("Duration(%v).String(): got %q, want %q", d, got, want)
+		}
+		var back Duration
+		if err := back.UnmarshalText([]byte(Duration(d).String())); err != nil || time.Duration(back) != d {
+			t.Errorf("%q read back: got %v, %v; want %v", want, time.Duration(back), err, d)
+		}
 	}
 }
