@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,12 @@ type composeService struct {
 	Command     []string       `yaml:"command"`
 	Environment map[string]any `yaml:"environment"`
 	Deploy      struct {
-		Replicas *int `yaml:"replicas"`
+		Replicas  *int `yaml:"replicas"`
+		Resources struct {
+			Limits struct {
+				Memory string `yaml:"memory"`
+			} `yaml:"limits"`
+		} `yaml:"resources"`
 	} `yaml:"deploy"`
 	Volumes   []string `yaml:"volumes"`
 	Ports     []string `yaml:"ports"`
@@ -69,8 +76,10 @@ func (s composeService) hookstream() bool {
 }
 
 // env returns the service's environment with ${VAR:-default} expanded to
-// its default, as `docker compose up` does with nothing set. A variable
-// without a default is an error: the file must work without a .env.
+// its default, as `docker compose up` does with nothing set, and each
+// ${VAR:?message} (a variable compose refuses to start without, printing
+// the message) to requiredValue, as a user who set it. A variable without
+// a default or a message is an error: the file must work without a .env.
 func (s composeService) env() (map[string]string, error) {
 	out := make(map[string]string, len(s.Environment))
 	for k, v := range s.Environment {
@@ -81,7 +90,10 @@ func (s composeService) env() (map[string]string, error) {
 		var missing []string
 		out[k] = interpolation.ReplaceAllStringFunc(raw, func(m string) string {
 			sub := interpolation.FindStringSubmatch(m)
-			if sub[2] == "" {
+			switch {
+			case strings.HasSuffix(sub[2], "?"):
+				return requiredValue
+			case sub[2] == "":
 				missing = append(missing, sub[1])
 			}
 			return sub[3]
@@ -93,7 +105,24 @@ func (s composeService) env() (map[string]string, error) {
 	return out, nil
 }
 
-var interpolation = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(:?-([^}]*))?\}`)
+// requiredValue stands for the value a user gives a ${VAR:?message}.
+const requiredValue = "3f6c0a9e5b1d4c7e8a2f9b0d1e3c5a7f"
+
+var interpolation = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(:?[-?])?([^}]*)\}`)
+
+// required returns the message of each ${VAR:?message} in the service's
+// environment, by variable.
+func (s composeService) required() map[string]string {
+	out := make(map[string]string)
+	for _, v := range s.Environment {
+		for _, sub := range interpolation.FindAllStringSubmatch(fmt.Sprint(v), -1) {
+			if sub[2] == ":?" {
+				out[sub[1]] = sub[3]
+			}
+		}
+	}
+	return out
+}
 
 func readCompose(t *testing.T) composeFile {
 	t.Helper()
@@ -704,4 +733,176 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	if code := p.stop(t, 20*time.Second); code != 0 {
 		t.Errorf("exit code after SIGTERM: got %d, want 0", code)
 	}
+}
+
+// TestComposeForNewcomers checks what a newcomer meets in the Compose
+// deployment and docs/deployment.md: no default admin token (compose
+// refuses to start without one and names the variable), the console on a
+// published admin port of a role that serves it, said in the docs with the
+// memory the stack needs (the sum of its limits, each hookstream role's at
+// least its bound in RELIABILITY.md), and the demo sink reachable with no
+// setting changed.
+func TestComposeForNewcomers(t *testing.T) {
+	c := readCompose(t)
+	doc, err := os.ReadFile("../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := []string{"ingest", "processor", "dispatcher"}
+
+	t.Run("admin token", func(t *testing.T) {
+		for _, role := range roles {
+			msg, ok := c.Services[role].required()["HOOKSTREAM_ADMIN_TOKEN"]
+			if !ok || !strings.Contains(msg, "HOOKSTREAM_ADMIN_TOKEN") {
+				t.Errorf("%s: HOOKSTREAM_ADMIN_TOKEN is not ${HOOKSTREAM_ADMIN_TOKEN:?message naming it} (message %q): compose must refuse to start without a token", role, msg)
+			}
+			if strings.Contains(fmt.Sprint(c.Services[role].Environment["HOOKSTREAM_ADMIN_TOKEN"]), "$(") {
+				t.Errorf("%s: the message holds $(, which compose reads as interpolation", role)
+			}
+		}
+	})
+
+	t.Run("console", func(t *testing.T) {
+		var published []string
+		for _, role := range roles {
+			s := c.Services[role]
+			env, _ := s.env()
+			_, adminPort, _ := net.SplitHostPort(env["HOOKSTREAM_ADMIN_ADDR"])
+			for _, p := range s.Ports {
+				parts := strings.Split(p, ":")
+				if len(parts) != 3 || parts[2] != adminPort {
+					continue
+				}
+				published = append(published, role)
+				if parts[0] != "127.0.0.1" {
+					t.Errorf("%s: admin port published as %q, want on 127.0.0.1 only", role, p)
+				}
+				if s.Deploy.Replicas != nil && *s.Deploy.Replicas != 1 {
+					t.Errorf("%s: admin port %q published on a fixed host port by %d replicas", role, p, *s.Deploy.Replicas)
+				}
+				url := "http://localhost:" + parts[1] + "/ui/"
+				if !strings.Contains(string(doc), url) {
+					t.Errorf("docs/deployment.md: no %s, where compose publishes the console (%s's admin listener)", url, role)
+				}
+			}
+		}
+		if len(published) != 1 {
+			t.Errorf("roles publishing their admin listener's port (%s): %q, want exactly one, the console's", "HOOKSTREAM_ADMIN_ADDR", published)
+		}
+	})
+
+	t.Run("memory", func(t *testing.T) {
+		bounds := reliabilityBounds(t)
+		var total int64
+		for _, name := range slices.Sorted(maps.Keys(c.Services)) {
+			s := c.Services[name]
+			if len(s.Profiles) > 0 || name == "topics" {
+				continue // started on demand, or done before the roles start
+			}
+			limit, err := memoryBytes(s.Deploy.Resources.Limits.Memory)
+			if err != nil {
+				t.Errorf("%s: deploy.resources.limits.memory %q: %v", name, s.Deploy.Resources.Limits.Memory, err)
+				continue
+			}
+			replicas := 1
+			if s.Deploy.Replicas != nil {
+				replicas = *s.Deploy.Replicas
+			}
+			total += int64(replicas) * limit
+			if bound, ok := bounds[name]; ok && limit < bound {
+				t.Errorf("%s: memory limit %d MiB, below its bound in RELIABILITY.md (%d MiB)", name, limit>>20, bound>>20)
+			}
+		}
+		for _, role := range roles {
+			if _, ok := bounds[role]; !ok {
+				t.Errorf("RELIABILITY.md: no bound for %s in Processes", role)
+			}
+		}
+		gib := strconv.FormatFloat(float64(total)/(1<<30), 'f', -1, 64)
+		if !strings.Contains(string(doc), gib+" GiB") {
+			t.Errorf("docs/deployment.md: the services' memory limits add up to %s GiB, which it does not say", gib)
+		}
+	})
+
+	t.Run("image", func(t *testing.T) {
+		// deployment.md runs the image alone with -p 8080:8080: its ingest
+		// listener must take connections from outside the container, which
+		// the embedded broker's loopback default would not.
+		raw, err := os.ReadFile(filepath.Join(dockerDir, "Dockerfile"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ""
+		if m := regexp.MustCompile(`(?m)^ENV HOOKSTREAM_HTTP_ADDR=(\S+)$`).FindSubmatch(raw); m != nil {
+			addr = string(m[1])
+		}
+		if !strings.HasPrefix(addr, ":") && !strings.HasPrefix(addr, "0.0.0.0:") {
+			t.Errorf("docker/Dockerfile: ENV HOOKSTREAM_HTTP_ADDR %q, want a listener on every interface, :8080", addr)
+		}
+		if !strings.Contains(string(doc), "docker run --rm -p 8080:8080") {
+			t.Errorf("docs/deployment.md: no docker run --rm -p 8080:8080, the image alone")
+		}
+	})
+
+	t.Run("demo sink", func(t *testing.T) {
+		sink, ok := c.Services["sink"]
+		if !ok || !slices.Contains(sink.Profiles, "demo") {
+			t.Fatalf("no sink service in the demo profile")
+		}
+		if !slices.Contains(sink.Command, "0.0.0.0:9000") {
+			t.Errorf("sink: command %q, want it listening on 0.0.0.0:9000 (http://sink:9000/)", sink.Command)
+		}
+		// http://sink:9000/ is plain http to a private address: the
+		// dispatcher must deliver there, and the CLI and the admin API
+		// (on every role) take the URL.
+		for _, name := range []string{"cli", "ingest", "processor", "dispatcher"} {
+			env, _ := c.Services[name].env()
+			cfg, err := config.Load(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if cfg.Delivery.RequireHTTPS {
+				t.Errorf("%s: HOOKSTREAM_DELIVERY_REQUIRE_HTTPS %q: http://sink:9000/ is refused", name, env["HOOKSTREAM_DELIVERY_REQUIRE_HTTPS"])
+			}
+			if name == "dispatcher" && !cfg.Delivery.AllowPrivate {
+				t.Errorf("dispatcher: HOOKSTREAM_DELIVERY_ALLOW_PRIVATE %q: the sink's private address is refused", env["HOOKSTREAM_DELIVERY_ALLOW_PRIVATE"])
+			}
+		}
+		if !strings.Contains(string(doc), "--profile demo") || !strings.Contains(string(doc), "http://sink:9000/") {
+			t.Errorf("docs/deployment.md: does not show the demo profile (--profile demo) and its subscriber http://sink:9000/")
+		}
+	})
+}
+
+// reliabilityBounds returns the peak resident set RELIABILITY.md's
+// Processes table allows each role.
+func reliabilityBounds(t *testing.T) map[string]int64 {
+	t.Helper()
+	raw, err := os.ReadFile("../../RELIABILITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]int64)
+	for _, m := range regexp.MustCompile(`(?m)^\| (ingest|processor|dispatcher) \| (\d+) MiB`).FindAllStringSubmatch(string(raw), -1) {
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		out[m[1]] = n << 20
+	}
+	return out
+}
+
+// memoryBytes parses a compose memory size: 512M, 1G, 1.5g, 448m.
+func memoryBytes(s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("no limit")
+	}
+	units := map[byte]float64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30}
+	num, unit := s, 1.0
+	if u, ok := units[strings.ToLower(s)[len(s)-1]]; ok {
+		num, unit = s[:len(s)-1], u
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, err
+	}
+	return int64(f * unit), nil
 }
