@@ -33,7 +33,8 @@ type Config struct {
 	// SourcesFile is the YAML file of sources, which package ingest reads.
 	// Default empty: every source accepted unverified.
 	SourcesFile string
-	// HTTPAddr is the ingest listener. Default :8080.
+	// HTTPAddr is the ingest listener. Default 127.0.0.1:8080 on the
+	// embedded broker, a development setup; :8080 with Brokers.
 	HTTPAddr string
 	// TrustedProxies are the networks of proxies in front of the ingest
 	// listener whose X-Forwarded-For names the client. Default none.
@@ -197,8 +198,14 @@ var settings = []setting{
 		func(c *Config, v string) error { c.DataDir = v; return nonEmpty(v) }},
 	{"HOOKSTREAM_CONFIG", "config", "", "YAML file with sources (empty: every source accepted unverified)", Server,
 		func(c *Config, v string) error { c.SourcesFile = v; return nil }},
-	{"HOOKSTREAM_HTTP_ADDR", "http-addr", ":8080", "ingest listener", Server,
-		func(c *Config, v string) error { c.HTTPAddr = v; return hostPort(v) }},
+	{"HOOKSTREAM_HTTP_ADDR", "http-addr", "", "ingest listener (default: 127.0.0.1:8080 on the embedded broker, this host only; :8080 with HOOKSTREAM_BROKERS)", Server,
+		func(c *Config, v string) error {
+			c.HTTPAddr = v
+			if v == "" {
+				return nil
+			}
+			return hostPort(v)
+		}},
 	{"HOOKSTREAM_TRUSTED_PROXIES", "trusted-proxies", "", "networks (CIDR, comma separated) of the proxies in front of the ingest and admin listeners: their X-Forwarded-For names the client, their X-Forwarded-Proto and X-Forwarded-Host what the console's browser addressed (default none: the connection's address is the client)", Server,
 		func(c *Config, v string) error {
 			c.TrustedProxies = nil
@@ -323,6 +330,12 @@ func Load(fs *pflag.FlagSet, lookup func(string) (string, bool)) (*Config, error
 		}
 		if err := s.set(c, strings.TrimSpace(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+		}
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = ":8080"
+		if c.Embedded() { // a development setup: webhooks from this host only
+			c.HTTPAddr = "127.0.0.1:8080"
 		}
 	}
 	if !privateSet {

@@ -23,7 +23,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: ":8080", AdminAddr: "127.0.0.1:8081",
+		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:8081",
 		TopicPrefix: "hookstream", Partitions: 12, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, DedupTTL: 168 * time.Hour,
 		// The breaker's 30s cooldown is capped at the first retry's delay.
 		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, BreakerCooldown: 5 * time.Second, MaxSubscriptions: 1000, ExprCPUShare: 0.25, Schedule: []time.Duration{
@@ -35,6 +35,32 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if !c.Embedded() || c.SeedBrokers()[0] != "127.0.0.1:9092" {
 		t.Errorf("SeedBrokers: got %v, want the embedded address", c.SeedBrokers())
+	}
+}
+
+// TestIngestListenerDefault: on the embedded broker, a development setup,
+// the ingest listener takes webhooks from this host only; with brokers,
+// from every interface; a listener set is kept either way.
+func TestIngestListenerDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"embedded", nil, "127.0.0.1:8080"},
+		{"brokers", map[string]string{"HOOKSTREAM_BROKERS": "k1:9092"}, ":8080"},
+		{"embedded, set", map[string]string{"HOOKSTREAM_HTTP_ADDR": "0.0.0.0:8080"}, "0.0.0.0:8080"},
+		{"brokers, set", map[string]string{"HOOKSTREAM_BROKERS": "k1:9092", "HOOKSTREAM_HTTP_ADDR": "127.0.0.1:9090"}, "127.0.0.1:9090"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(nil, lookupFrom(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.HTTPAddr != tc.want {
+				t.Errorf("HTTPAddr: got %q, want %q", c.HTTPAddr, tc.want)
+			}
+		})
 	}
 }
 

@@ -78,3 +78,19 @@ func TestVersionNamesTheBuild(t *testing.T) {
 		})
 	}
 }
+
+// TestRunHelpSaysHowToOpenIngest: run's help says that on the embedded
+// broker the ingest listener takes webhooks from this host only, and how
+// to take them from others.
+func TestRunHelpSaysHowToOpenIngest(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := lagReplayRun(t, nil, "run", "--help")
+	if code != 0 {
+		t.Fatalf("run --help: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"from this host only\n(127.0.0.1:8080)", "HOOKSTREAM_HTTP_ADDR=0.0.0.0:8080 (or --http-addr)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("run --help: got %q, want it to contain %q", stdout, want)
+		}
+	}
+}

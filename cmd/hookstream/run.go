@@ -5,13 +5,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,7 +56,10 @@ With no brokers configured (HOOKSTREAM_BROKERS empty) it first starts the
 embedded development broker on HOOKSTREAM_EMBEDDED_ADDR, persisted under
 HOOKSTREAM_DATA_DIR/kafka, so one command runs everything. While it runs,
 its address is in HOOKSTREAM_DATA_DIR/kafka.addr, where other hookstream
-commands on the same data directory find it without flags.
+commands on the same data directory find it without flags. On the embedded
+broker the ingest listener takes webhooks from this host only
+(127.0.0.1:8080); set HOOKSTREAM_HTTP_ADDR=0.0.0.0:8080 (or --http-addr) to
+take them from other hosts. With brokers it listens on :8080.
 
 Every setting is an environment variable and a flag; flags win.`,
 		Example: `  # everything, on the embedded broker
@@ -139,6 +145,11 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 		return err
 	}
 	log.Info("hookstream running", "roles", roles, "brokers", cfg.SeedBrokers(), "admin", cfg.AdminAddr)
+	if slices.Contains(roles, "ingest") && admin.LoopbackHost(cfg.HTTPAddr) {
+		_, port, _ := net.SplitHostPort(cfg.HTTPAddr) // validated by config.Load
+		log.Info("the ingest listener takes webhooks from this host only; set HOOKSTREAM_HTTP_ADDR=0.0.0.0:"+port+" to take them from others",
+			"addr", cfg.HTTPAddr)
+	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
@@ -164,7 +175,7 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		puller := pull.New(pull.Config{Names: n.Names, MaxRecordBytes: topics.MaxRecordBytes(n.cfg.MaxBody), Tracing: n.tr}, n.Client, n.registry, n.log, n.reg)
 		h.Route(http.MethodGet, pull.Path, puller.Events)
 		g.Go(func() error { return puller.Run(ctx) })
-		g.Go(func() error { return h.Run(ctx) })
+		g.Go(func() error { return inUse(h.Run(ctx), "ingest listener", "HOOKSTREAM_HTTP_ADDR", n.cfg.HTTPAddr) })
 	}
 	if slices.Contains(roles, "processor") {
 		p, err := n.startProcessor()
@@ -186,15 +197,24 @@ func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sour
 		return err
 	}
 	g.Go(func() error { return ui.Run(ctx) })
-	g.Go(func() error { return n.srv.Run(ctx) })
+	g.Go(func() error { return inUse(n.srv.Run(ctx), "admin listener", "HOOKSTREAM_ADMIN_ADDR", n.cfg.AdminAddr) })
 	return nil
+}
+
+// inUse is err, when it is a listener's address being taken, as a
+// sentence naming the listener and its variable and saying what to do.
+func inUse(err error, listener, env, addr string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf("another hookstream seems to be running already: the %s's address %s (%s) is in use; stop it, or give this one another address", listener, addr, env)
 }
 
 // startEmbedded starts the embedded development broker.
 func startEmbedded(cfg *config.Config, log *slog.Logger) (*topics.Embedded, error) {
 	broker, err := topics.StartEmbedded(cfg.DataDir, cfg.EmbeddedAddr, log)
 	if err != nil {
-		return nil, err
+		return nil, inUse(err, "embedded broker", "HOOKSTREAM_EMBEDDED_ADDR", cfg.EmbeddedAddr)
 	}
 	log.Warn("using the embedded development broker (single node, not for production); set HOOKSTREAM_BROKERS for a Kafka cluster",
 		"addr", broker.Addr(), "data", cfg.DataDir)

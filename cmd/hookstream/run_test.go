@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +135,46 @@ func TestProcessorAdvertisesItsAdminAddr(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSecondRunSaysOneIsRunning: a second `hookstream run` on the
+// addresses of one that runs stops at once, naming the listener whose
+// address is taken and its variable, and saying hookstream seems to be
+// running already; the first one logs that its ingest listener takes
+// webhooks from this host only, and how to open it.
+func TestSecondRunSaysOneIsRunning(t *testing.T) {
+	t.Parallel()
+	d := newEmbedded(t)
+	first := d.run(t, "first")
+	if want := "set HOOKSTREAM_HTTP_ADDR=0.0.0.0:"; !strings.Contains(first.output.String(), want) {
+		t.Errorf("first run's log: no line with %q:\n%s", want, first.output)
+	}
+	elsewhere := func(overrides map[string]string) map[string]string {
+		env := map[string]string{"HOOKSTREAM_BROKERS": d.brokerAddr, "HOOKSTREAM_DATA_DIR": t.TempDir(),
+			"HOOKSTREAM_HTTP_ADDR": kafkatest.FreeAddr(t), "HOOKSTREAM_ADMIN_ADDR": kafkatest.FreeAddr(t)}
+		maps.Copy(env, overrides)
+		return env
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"embedded broker", d.env(), "the embedded broker's address " + d.brokerAddr + " (HOOKSTREAM_EMBEDDED_ADDR) is in use"},
+		{"ingest", elsewhere(map[string]string{"HOOKSTREAM_HTTP_ADDR": d.httpAddr}), "the ingest listener's address " + d.httpAddr + " (HOOKSTREAM_HTTP_ADDR) is in use"},
+		{"admin", elsewhere(map[string]string{"HOOKSTREAM_ADMIN_ADDR": d.adminAddr}), "the admin listener's address " + d.adminAddr + " (HOOKSTREAM_ADMIN_ADDR) is in use"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := lagReplayRun(t, tc.env, "run", "--roles", "ingest")
+			if code == 0 {
+				t.Errorf("second run: exit 0, want non-zero")
+			}
+			for _, want := range []string{tc.want, "hookstream seems to be running already", "stop it, or give this one another address"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("second run: stderr %q, want it to contain %q", stderr, want)
+				}
+			}
+		})
+	}
+	first.mustBeAlive(t)
 }
