@@ -12,13 +12,14 @@ import (
 	"github.com/hookstream/hookstream/events"
 )
 
-// The events pages: a lookup box and a search by source, type and time
-// range (events.Service.Search, as GET /api/events and hookstream events
-// search), an event's story and its resends (events_story.go), and the
-// live tail (events_tail.go).
+// The events pages: a lookup box, the newest events newest first
+// (events.Service.Newest) until a search by source, type and time range
+// (events.Service.Search, as GET /api/events and hookstream events
+// search) lists its events oldest first, an event's story and its
+// resends (events_story.go), and the live tail (events_tail.go).
 //
-// Bound: a search page reads at most events.MaxRead (10,000) offsets of
-// the events topic and shows at most events.MaxLimit (100) events; the
+// Bound: the page reads at most events.MaxRead (10,000) offsets of the
+// events topic and shows at most events.MaxLimit (100) events; a search's
 // next page goes on from its cursor.
 
 // mountEvents serves the events pages.
@@ -38,12 +39,27 @@ type eventsForm struct {
 // eventsData is the events page.
 type eventsData struct {
 	Form eventsForm
+	// Newest are the newest events, newest first, until a search runs.
+	Newest []events.Result
 	// Searched says a search ran; Page is what it found.
 	Searched bool
 	Page     events.Page
 	// Next is the query of the next page, empty at the end.
 	Next  string
 	Error string
+}
+
+// newestEvents serves the page as it opens: the newest events, and the
+// search form ready for the last hour.
+func (u *Console) newestEvents(r *Request, data eventsData) error {
+	ctx, cancel := admin.Timeout(r.Context)
+	defer cancel()
+	newest, err := u.cfg.Events.Newest(ctx, events.MaxLimit)
+	if err != nil {
+		return err
+	}
+	data.Form.Since, data.Newest = "1h", newest
+	return r.Render(http.StatusOK, "events.html", "Events", "events", data)
 }
 
 // eventSearch serves the lookup box (?id= opens the event's story) and
@@ -58,8 +74,7 @@ func (u *Console) eventSearch(r *Request) error {
 	}
 	data := eventsData{Form: f}
 	if r.QueryParam("search") == "" && f.Cursor == "" {
-		data.Form.Since = "1h"
-		return r.Render(http.StatusOK, "events.html", "Events", "events", data)
+		return u.newestEvents(r, data)
 	}
 	q := events.Query{Source: f.Source, Type: f.Type, Cursor: f.Cursor, Limit: events.MaxLimit, MaxRead: events.MaxRead}
 	now := time.Now()
