@@ -28,7 +28,18 @@ func ValidateURL(raw string) error {
 	if strings.Contains(raw, "#") {
 		return errors.New("url: must not have a fragment")
 	}
+	if noScheme(u) {
+		return errors.New("url: no scheme: start it with https:// (or http://), as in https://example.com/hook")
+	}
 	return checkDeliveryURL(u)
+}
+
+// noScheme reports whether u was written without a scheme: a path
+// ("example.com/hook"), or a host and port that url.Parse takes for a
+// scheme ("example.com:8080/hook", "localhost:8080").
+func noScheme(u *url.URL) bool {
+	port := u.Opaque != "" && u.Opaque[0] >= '0' && u.Opaque[0] <= '9'
+	return u.Scheme == "" || strings.Contains(u.Scheme, ".") || port
 }
 
 var errHTTPSRequired = errors.New("url: must be https (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS)")
