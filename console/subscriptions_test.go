@@ -202,7 +202,7 @@ func TestSubscriptionTest(t *testing.T) {
 			`"data":{"id":"o-1","total":` + strconv.Itoa(total) + `,"note":"<script>x</script>"}}`
 	}
 	a := b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "envelope": {envelope(42)}})
-	if a.status != http.StatusOK || !strings.Contains(a.body, `<span class="badge ok">sent</span>`) {
+	if a.status != http.StatusOK || !strings.Contains(a.body, `<span class="badge ok">would send</span>`) {
 		t.Fatalf("test a matching envelope: got %d:\n%s", a.status, a.body)
 	}
 	for _, want := range []string{"&#34;order&#34;: &#34;o-1&#34;", "x-api-key: …", "webhook-signature: v1,"} {
@@ -214,7 +214,7 @@ func TestSubscriptionTest(t *testing.T) {
 		t.Errorf("test a matching envelope: a header value shown, or the payload not escaped")
 	}
 	a = b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "envelope": {envelope(3)}})
-	if a.status != http.StatusOK || !strings.Contains(a.body, `<span class="badge warn">not sent</span>`) {
+	if a.status != http.StatusOK || !strings.Contains(a.body, `<span class="badge warn">would not send</span>`) {
 		t.Errorf("test an envelope the filter refuses: got %d", a.status)
 	}
 	if a = b.post("/ui/subscriptions/sub_t/test", url.Values{"csrf": {csrf}, "envelope": {"{not json"}}); a.status != http.StatusBadRequest {
