@@ -96,7 +96,7 @@ func TestGroupsPageFoldsPartitions(t *testing.T) {
 	if strings.Contains(processor[1], "open") {
 		t.Errorf("the processor's partitions are open; want them folded")
 	}
-	if got, want := text(processor[2]), group+" · Empty · 0 members · lag 7 events"; got != want {
+	if got, want := text(processor[2]), group+" · Empty · 0 members · lag 7 events · Plan a replay of processor"; got != want {
 		t.Errorf("the processor's line: got %q, want %q", got, want)
 	}
 	inside := text(processor[3])
@@ -115,7 +115,7 @@ func TestGroupsPageFoldsPartitions(t *testing.T) {
 	page = b.get("/ui/groups")
 	for _, f := range fold.FindAllStringSubmatch(page.body, -1) {
 		if strings.Contains(f[2], group) {
-			if got, want := text(f[2]), group+" · Empty · 0 members · lag ≤ 54 offsets"; got != want {
+			if got, want := text(f[2]), group+" · Empty · 0 members · lag ≤ 54 offsets · Plan a replay of processor"; got != want {
 				t.Errorf("the processor's line past the bound: got %q, want %q", got, want)
 			}
 			if inside := text(f[3]); !strings.Contains(inside, ingest+" 1 0 48 ≤ 48 offsets none") {
