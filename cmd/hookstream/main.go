@@ -20,6 +20,10 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal asks the command to stop; the next one ends the
+	// process at once, should something keep it (a broker that does not
+	// answer is waited on up to the client's request timeout).
+	go func() { <-ctx.Done(); stop() }()
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()
 	if err != nil {
