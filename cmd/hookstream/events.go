@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -433,49 +431,6 @@ func runEventsGet(cmd *cobra.Command, output, id string) error {
 // adminGet asks the admin API of a running hookstream for path.
 func adminGet(ctx context.Context, cfg *config.Config, path string) ([]byte, error) {
 	return adminCall(ctx, cfg, http.MethodGet, path, nil)
-}
-
-// adminCall sends method path with body, JSON when not nil, to the admin
-// API of a running hookstream and returns its answer, an error unless it
-// is a 2xx.
-func adminCall(ctx context.Context, cfg *config.Config, method, path string, body any) ([]byte, error) {
-	addr := cfg.AdminAddr
-	if strings.HasPrefix(addr, ":") {
-		addr = "127.0.0.1" + addr
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if cfg.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("no admin API at %s: is `hookstream run` running? set --admin-addr (%v)", addr, errors.Unwrap(err))
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", addr, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Message, Error string }
-		_ = json.Unmarshal(raw, &e)
-		return nil, fmt.Errorf("admin API at %s: %s", addr, cmp.Or(e.Error, e.Message, resp.Status))
-	}
-	return raw, nil
 }
 
 func newEventsResendCommand() *cobra.Command {
