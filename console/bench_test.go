@@ -55,7 +55,7 @@ func BenchmarkOverview(b *testing.B) {
 		for _, want := range []string{
 			fmt.Sprintf(`<span class="big">%d</span> in the processor DLQ`, n/1000),
 			fmt.Sprintf(`<span class="big">%d</span> in the delivery DLQ`, (n+499)/1000),
-			`<span class="big">0</span> records behind`,
+			`<span class="big">0</span> events behind`,
 		} {
 			if !strings.Contains(body, want) {
 				b.Fatalf("overview: want %q in:\n%s", want, body)

@@ -42,8 +42,9 @@
 // per partition of the attempts topic (1,200,000 over the default 12),
 // and show at most 100 of them; its
 // Test reads at most 100,000 records of one events partition to find the
-// event named. The groups and replay pages read offsets and at most one
-// fetch per partition (groups.Lag, groups.PlanReplay); the dead-letter
+// event named. The groups and replay pages read offsets and count the
+// unread records, at most 1 MiB a partition and 8 MiB a page, counting
+// offsets past that (groups.Lag, groups.PlanReplay); the dead-letter
 // pages read each DLQ partition from 1,000 offsets before its end to the
 // end, show at most 100 letters per DLQ and redrive at most 500 (read
 // from where its preview's window began to the DLQ's end; when that end

@@ -22,10 +22,13 @@ type overviewData struct {
 	// rejected requests, and duplicates it answered, are not known here.
 	Receiver bool
 
-	ProcessorLag    int64
-	ProcessorLagErr string
-	Restoring       []int32
-	ProcessorHere   bool
+	// ProcessorLag is the processor group's lag as groups.Amount writes
+	// it: events, or "≤ N offsets" past the counting bound.
+	ProcessorLag     string
+	ProcessorLagUnit groups.Unit
+	ProcessorLagErr  string
+	Restoring        []int32
+	ProcessorHere    bool
 
 	ProcessorDLQ, DeliveryDLQ int64
 	// Counting, when the tallies had not read everything written before
@@ -111,12 +114,14 @@ func (u *Console) overview(r *Request) error {
 	if out.Instances, err = u.cfg.Instances.Discover(ctx, instances.SelfOf(u.srv)); err != nil {
 		out.InstancesErr = err.Error()
 	}
-	lag, err := groups.Lag(ctx, u.cfg.Cluster, "processor")
-	if err != nil {
+	lag, err := u.cfg.Groups.Lags(ctx, "processor")
+	switch {
+	case err != nil:
 		out.ProcessorLagErr = err.Error()
-	}
-	for _, g := range lag {
-		out.ProcessorLag += g.Total
+	case len(lag) == 1:
+		out.ProcessorLag, out.ProcessorLagUnit = lag[0].TotalText(), lag[0].Unit
+	default:
+		out.ProcessorLagErr = fmt.Sprintf("%d groups answered for the processor", len(lag))
 	}
 	return r.Render(http.StatusOK, "overview.html", "Overview", "overview", out)
 }

@@ -483,7 +483,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b := newTab(t, browser)
 		b.signIn(n)
 		b.open(n.base + "/ui/groups")
-		b.waitText(string(n.kafka.Names.ProcessorGroup()), string(n.kafka.Names.RetryGroup()), "Committed")
+		b.waitText(string(n.kafka.Names.ProcessorGroup()), string(n.kafka.Names.RetryGroup()), "Plan a replay of processor")
 		b.follow("Plan a replay of processor")
 		b.do("choose the target earliest", chromedp.Click("", named("radio", "earliest"), chromedp.NodeVisible))
 		b.press("Plan")
