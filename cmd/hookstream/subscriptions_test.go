@@ -35,7 +35,7 @@ func TestSubscriptionFlagsRefused(t *testing.T) {
 		{[]string{"subscriptions", "update", "sub_a", "--batch-wait", "-1s"},
 			"invalid subscription: batch_wait: -1s is not between 0s and 10s"},
 		{[]string{"subscriptions", "add", "--url", "https://a.example/hook", "--filter", `data.action = "opened"`},
-			"invalid subscription: invalid filter: line 1, column 13: Syntax error: token recognition error at: '= '"},
+			"invalid subscription: invalid filter: line 1, column 13: Syntax error: token recognition error at: '= '; a single = does not compare: write =="},
 		{[]string{"subscriptions", "update", "sub_a", "--filter", `data.action`},
 			"invalid subscription: invalid filter: line 1, column 1: a filter must be a bool, this one is a dyn: compare it, as in data.draft == true"},
 		{[]string{"subscriptions", "update", "sub_a", "--transform", `{"text": body.title}`},
