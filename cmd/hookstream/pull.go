@@ -182,6 +182,8 @@ func pullOnce(ctx context.Context, client *http.Client, base *url.URL, id string
 		return &a, nil
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return nil, fmt.Errorf("%w: %s: %s", errRetry, resp.Status, a.Error)
+	case resp.StatusCode == http.StatusUnauthorized:
+		return nil, fmt.Errorf("%s: %s: pass the subscription's pull token with --token (hookstream subscriptions get %s shows it)", resp.Status, a.Error, id)
 	case jerr != nil:
 		return nil, fmt.Errorf("%s: the answer is not JSON: %.200s", resp.Status, body)
 	}

@@ -149,8 +149,8 @@ func TestPullEndToEnd(t *testing.T) {
 
 	// A wrong token: the command fails with the endpoint's answer.
 	_, errOut, code := lagReplayRun(t, nil, "events", "pull", sub.ID, "--token", "whsec_wrong", "--url", "http://"+d.httpAddr)
-	if code == 0 || !strings.Contains(errOut, "401") {
-		t.Errorf("events pull with a wrong token: exit %d, stderr %q; want a failure naming 401", code, errOut)
+	if code == 0 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "subscriptions get "+sub.ID) {
+		t.Errorf("events pull with a wrong token: exit %d, stderr %q; want a failure naming 401 and where the pull token is shown", code, errOut)
 	}
 	if status, _, err := httpGet("http://" + d.httpAddr + "/subscriptions/" + sub.ID + "/events"); err != nil || status != http.StatusUnauthorized {
 		t.Errorf("GET without a token: %d %v, want 401", status, err)
