@@ -91,8 +91,10 @@ var documentedTakes = map[string][]string{
 	"https://finance.example.com/hooks/large-payments":                              {"payment of 2,500.00", "payment of exactly 1,000.00"},
 	// docs/alerts.md: hookstream's own operational events only.
 	"https://hooks.slack.com/services/T000/B000/XXXX": nil,
-	// docs/deployment.md: the Compose CLI's example takes everything.
+	// docs/deployment.md: the Compose CLI's example and the demo sink
+	// take everything.
 	"https://example.com/hook": sampleAll,
+	"http://sink:9000/":        sampleAll,
 }
 
 // TestDocumentedSubscriptionExamples runs `hookstream run` with the sample
