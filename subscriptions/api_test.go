@@ -279,3 +279,62 @@ func TestAPITest(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIShowsTheFieldsOfItsKind: a pull or topic subscription's JSON,
+// created, got or listed, has none of the fields of a delivery to a URL
+// (url, headers, ordered, max_in_flight, rate_limit, batch_max,
+// batch_wait, schedule, timeout): they do not apply to it; a webhook's
+// has them; the stored record keeps its defaults.
+func TestAPIShowsTheFieldsOfItsKind(t *testing.T) {
+	env := kafkatest.New(t, 1, 1<<20)
+	r := subscriptions.NewRegistry(env.ClusterOf(env.Client(t)), kafkatest.Logger(t))
+	srv := apiServer(t, env, r)
+	delivery := []string{"url", "headers", "ordered", "max_in_flight", "rate_limit", "batch_max", "batch_wait", "schedule", "timeout"}
+	for _, tc := range []struct {
+		kind        string
+		body        map[string]any
+		has, hasNot []string
+	}{
+		{"webhook", map[string]any{"url": "https://example.com/hook", "headers": map[string]string{"X-Team": "ci"}, "schedule": []string{"1s"}, "timeout": "5s",
+			"rate_limit": 2, "batch_max": 10, "batch_wait": "1s"}, append([]string{"secret"}, delivery...), []string{"pull_token", "topic"}},
+		{"pull", map[string]any{"pull": true}, []string{"pull", "pull_token", "enabled"}, append([]string{"secret", "topic"}, delivery...)},
+		{"topic", map[string]any{"topic": env.Names.Prefix + "-payments"}, []string{"topic", "enabled"}, append([]string{"secret", "pull_token"}, delivery...)},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			var created map[string]any
+			if status, msg := call(t, srv, "POST", "/api/subscriptions", tc.body, &created); status != http.StatusCreated {
+				t.Fatalf("create: got %d %q, want 201", status, msg)
+			}
+			id, _ := created["id"].(string)
+			var got map[string]any
+			call(t, srv, "GET", "/api/subscriptions/"+id, nil, &got)
+			var list []map[string]any
+			call(t, srv, "GET", "/api/subscriptions", nil, &list)
+			var listed map[string]any
+			for _, s := range list {
+				if s["id"] == id {
+					listed = s
+				}
+			}
+			for answer, fields := range map[string]map[string]any{"created": created, "got": got, "listed": listed} {
+				for _, f := range tc.has {
+					if _, ok := fields[f]; !ok {
+						t.Errorf("%s: no %q in %v", answer, f, fields)
+					}
+				}
+				for _, f := range tc.hasNot {
+					if v, ok := fields[f]; ok {
+						t.Errorf("%s: %q: %v, want no such field: it does not apply to a %s subscription", answer, f, v, tc.kind)
+					}
+				}
+			}
+			stored, err := r.Get(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.MaxInFlight < 1 || stored.BatchMax < 1 {
+				t.Errorf("stored: max_in_flight %d, batch_max %d; want the record as it was, with its defaults", stored.MaxInFlight, stored.BatchMax)
+			}
+		})
+	}
+}

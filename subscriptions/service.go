@@ -65,9 +65,18 @@ func (s *Service) Test(ctx context.Context, id, key string, envelope []byte) (Te
 // Shown is a subscription as the API and the CLI show it: a pull
 // subscription's secret is its pull token, and named so (pull_token,
 // previous_pull_token, previous_pull_token_until, never secret); a
-// webhook's is its secret.
+// webhook's is its secret. The fields of a delivery to a URL (url,
+// headers, ordered, max_in_flight, rate_limit, batch_max, batch_wait,
+// schedule, timeout) are a webhook's only: a pull or topic subscription
+// has none of them, whatever its record holds.
 type Shown struct {
 	Subscription
+	// Ordered, MaxInFlight and BatchMax show the Subscription's, which
+	// its record always writes, for a webhook; nil for the other kinds.
+	Ordered     *bool `json:"ordered,omitempty"`
+	MaxInFlight *int  `json:"max_in_flight,omitempty"`
+	BatchMax    *int  `json:"batch_max,omitempty"`
+
 	PullToken              string    `json:"pull_token,omitempty"`
 	PreviousPullToken      string    `json:"previous_pull_token,omitempty"`
 	PreviousPullTokenUntil time.Time `json:"previous_pull_token_until,omitzero"`
@@ -75,7 +84,11 @@ type Shown struct {
 
 // Show is s as the API and the CLI show it.
 func Show(s Subscription) Shown {
-	if s.Kind() != KindPull {
+	if s.Kind() == KindWebhook {
+		return Shown{Subscription: s, Ordered: &s.Ordered, MaxInFlight: &s.MaxInFlight, BatchMax: &s.BatchMax}
+	}
+	s.URL, s.Headers, s.RateLimit, s.BatchWait, s.Schedule, s.Timeout = "", nil, 0, 0, nil, 0
+	if s.Kind() == KindTopic {
 		return Shown{Subscription: s}
 	}
 	sh := Shown{PullToken: s.Secret, PreviousPullToken: s.PreviousSecret, PreviousPullTokenUntil: s.PreviousSecretUntil}
