@@ -216,24 +216,31 @@ func startEmbedded(cfg *config.Config, log *slog.Logger) (*topics.Embedded, erro
 	if err != nil {
 		return nil, inUse(err, "embedded broker", "HOOKSTREAM_EMBEDDED_ADDR", cfg.EmbeddedAddr)
 	}
-	log.Warn("using the embedded development broker (single node, not for production); set HOOKSTREAM_BROKERS for a Kafka cluster",
+	log.Info("using the embedded development broker (single node, not for production); set HOOKSTREAM_BROKERS for a Kafka cluster",
 		"addr", broker.Addr(), "data", cfg.DataDir)
 	return broker, nil
 }
 
-// warnUnsafe warns about each setting that weakens a guard.
+// warnUnsafe says which settings weaken a guard: warnings on a Kafka
+// cluster, and on the embedded development broker, where they are the
+// defaults a developer's machine runs with, information.
 func warnUnsafe(cfg *config.Config, log *slog.Logger) {
+	level := slog.LevelWarn
+	if cfg.Embedded() {
+		level = slog.LevelInfo
+	}
+	say := func(msg string) { log.Log(context.Background(), level, msg) }
 	if cfg.Delivery.AllowPrivate {
-		log.Warn("deliveries to loopback and private addresses are allowed (HOOKSTREAM_DELIVERY_ALLOW_PRIVATE)")
+		say("deliveries to loopback and private addresses are allowed (HOOKSTREAM_DELIVERY_ALLOW_PRIVATE)")
 	}
 	if cfg.SourcesFile == "" {
-		log.Warn("no HOOKSTREAM_CONFIG: every source is accepted without signature verification")
+		say("no HOOKSTREAM_CONFIG: every source is accepted without signature verification")
 	}
 	if cfg.SecretKey == nil {
-		log.Warn("subscriber secrets are stored unencrypted in the subscriptions topic; set HOOKSTREAM_SECRET_KEY (openssl rand -base64 32)")
+		say("subscriber secrets are stored unencrypted in the subscriptions topic; set HOOKSTREAM_SECRET_KEY (openssl rand -base64 32)")
 	}
 	if !cfg.Delivery.RequireHTTPS {
-		log.Warn("subscriber URLs may be plain http (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS=false)")
+		say("subscriber URLs may be plain http (HOOKSTREAM_DELIVERY_REQUIRE_HTTPS=false)")
 	}
 }
 

@@ -178,3 +178,26 @@ func TestSecondRunSaysOneIsRunning(t *testing.T) {
 	}
 	first.mustBeAlive(t)
 }
+
+// TestEmbeddedStartsWithoutWarnings: the quick start (the embedded broker
+// and the sample sources file) logs no warning: the development defaults
+// it runs with (loopback deliveries, plain http, secrets stored as
+// written) are said once at INFO, and are warnings on a Kafka cluster.
+func TestEmbeddedStartsWithoutWarnings(t *testing.T) {
+	t.Parallel()
+	d := newEmbedded(t)
+	d.extra = map[string]string{"HOOKSTREAM_CONFIG": "../../examples/sources.yaml"}
+	p := d.run(t, "hookstream run on the embedded broker")
+	stop(t, p)
+	log := p.output.String()
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			t.Errorf("log of the quick start: %s", l)
+		}
+	}
+	for _, want := range []string{"embedded development broker", "HOOKSTREAM_DELIVERY_ALLOW_PRIVATE", "HOOKSTREAM_DELIVERY_REQUIRE_HTTPS", "HOOKSTREAM_SECRET_KEY"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log of the quick start: nothing names %s:\n%s", want, log)
+		}
+	}
+}
