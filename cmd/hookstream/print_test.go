@@ -72,7 +72,7 @@ func TestCommandsTakeOnlyTheirFlags(t *testing.T) {
 		{[]string{"run"}, append([]string{"partitions", "replication-factor", "max-body", "admin-token", "log-format", "http-addr"}, cluster...), nil},
 		{[]string{"topics", "create"}, append([]string{"partitions", "replication-factor", "max-body"}, cluster...), []string{"admin-token", "log-format", "http-addr"}},
 		{[]string{"topics", "describe"}, cluster, []string{"partitions", "replication-factor", "admin-token", "log-format"}},
-		{[]string{"subscriptions", "list"}, cluster, []string{"partitions", "admin-token", "log-format"}},
+		{[]string{"subscriptions", "list"}, append([]string{"admin-addr", "admin-token"}, cluster...), []string{"partitions", "log-format"}},
 		{[]string{"lag"}, cluster, []string{"partitions", "replication-factor", "admin-token", "log-format", "max-body"}},
 		{[]string{"replay"}, cluster, []string{"partitions", "admin-token", "log-format"}},
 		{[]string{"dlq", "show"}, cluster, []string{"partitions", "admin-token", "log-format"}},
