@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -121,28 +123,77 @@ func (s Sources) loadSchemas(dir string) error {
 	return nil
 }
 
-// ParseSources parses a sources document and validates it. Errors name
-// the key at fault.
+// ParseSources parses a sources document and validates it. ${VAR}
+// references expand from lookup in keys and values, not in comments, each
+// into the scalar it is written in: a variable's value never adds
+// structure. Errors name the key at fault.
 func ParseSources(raw []byte, lookup func(string) (string, bool)) (Sources, error) {
-	var missing []string
-	expanded := envRef.ReplaceAllFunc(raw, func(m []byte) []byte {
-		name := string(envRef.FindSubmatch(m)[1])
-		v, ok := lookup(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return []byte(v)
-	})
-	if len(missing) > 0 {
-		return Sources{}, fmt.Errorf("HOOKSTREAM_CONFIG: environment variable %s is not set", strings.Join(missing, ", "))
+	// Each reference is first written as a plain word that YAML takes
+	// anywhere ${...} could stand (a flow mapping's braces included),
+	// then expanded in the scalars it ends up in.
+	ref, err := newEnvPlaceholder()
+	if err != nil {
+		return Sources{}, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(envRef.ReplaceAll(raw, []byte(ref.mark+"${1}"+ref.mark)), &doc); err != nil {
+		return Sources{}, fmt.Errorf("HOOKSTREAM_CONFIG: %w", err)
+	}
+	if missing := ref.expand(&doc, lookup); len(missing) > 0 {
+		slices.Sort(missing)
+		return Sources{}, fmt.Errorf("HOOKSTREAM_CONFIG: environment variable %s is not set", strings.Join(slices.Compact(missing), ", "))
 	}
 	var s Sources
+	if doc.Kind == 0 { // an empty document
+		return s, s.Validate()
+	}
+	expanded, err := yaml.Marshal(&doc)
+	if err != nil {
+		return Sources{}, fmt.Errorf("HOOKSTREAM_CONFIG: %w", err)
+	}
 	dec := yaml.NewDecoder(strings.NewReader(string(expanded)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
 		return Sources{}, fmt.Errorf("HOOKSTREAM_CONFIG: %w", err)
 	}
 	return s, s.Validate()
+}
+
+// envPlaceholder writes ${NAME} as mark+NAME+mark, mark a random word no
+// document holds by chance.
+type envPlaceholder struct {
+	mark string
+	re   *regexp.Regexp
+}
+
+func newEnvPlaceholder() (envPlaceholder, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return envPlaceholder{}, fmt.Errorf("HOOKSTREAM_CONFIG: %w", err)
+	}
+	mark := "hsenv" + hex.EncodeToString(b)
+	return envPlaceholder{mark: mark, re: regexp.MustCompile(mark + `([A-Za-z_][A-Za-z0-9_]*?)` + mark)}, nil
+}
+
+// expand replaces the placeholders of n's scalars with their variables'
+// values from lookup, and returns the variables not set.
+func (p envPlaceholder) expand(n *yaml.Node, lookup func(string) (string, bool)) (missing []string) {
+	for _, c := range n.Content {
+		missing = append(missing, p.expand(c, lookup)...)
+	}
+	if n.Kind != yaml.ScalarNode || !p.re.MatchString(n.Value) {
+		return missing
+	}
+	n.Value = p.re.ReplaceAllStringFunc(n.Value, func(m string) string {
+		name := p.re.FindStringSubmatch(m)[1]
+		v, ok := lookup(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	n.Tag = "" // resolved again from the value, as if written there
+	return missing
 }
 
 // Validate reports every problem of the sources at once, one a line, each

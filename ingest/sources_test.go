@@ -109,3 +109,27 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestSourcesExpandValuesOnly: ${VAR} expands in values, where it is
+// written as the value itself: a comment may name a variable that is not
+// set, and a value of a variable is that value whatever it holds (a secret
+// with a newline and a colon adds no key).
+func TestSourcesExpandValuesOnly(t *testing.T) {
+	doc := `
+# The secret comes from ${GITHUB_WEBHOOK_SECRET}; set it before starting.
+sources:
+  github:
+    verify: {scheme: github, secret: "${GH_SECRET}"}  # not ${ALSO_UNSET}
+`
+	secret := "a: b\n    allow_unknown_sources: true"
+	s, err := ParseSources([]byte(doc), lookupFrom(map[string]string{"GH_SECRET": secret}))
+	if err != nil {
+		t.Fatalf("a comment naming unset variables: %v", err)
+	}
+	if got := s.Sources["github"].Verify.Secret; got != secret {
+		t.Errorf("secret: got %q, want the variable's value %q", got, secret)
+	}
+	if s.AllowUnknown {
+		t.Error("a variable's value added a key: allow_unknown_sources is true")
+	}
+}
