@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -308,22 +309,34 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 }
 
 func newSubscriptionsListCommand(output *string) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
-		Short:   "List subscriptions (secrets and header values hidden)",
-		Example: "  hookstream subscriptions list --output json",
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runSubscriptionsList(cmd, *output) },
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List subscriptions with their health (secrets and header values hidden)",
+		Long: `List prints every subscription, oldest first, secrets and header values hidden,
+with its health as the running hookstream's dispatcher tells it: delivering,
+failing (its last attempts failed or its transform dead-lettered the events,
+with the reason: "401 Unauthorized"), circuit open, throttled or disabled.
+
+The subscriptions are read from the subscriptions topic; their health is asked
+of the admin API of a running hookstream (--admin-addr, with --admin-token
+when it has one). When none answers, or it runs no dispatcher, the health is
+unknown and one line on stderr says why.`,
+		Example: `  hookstream subscriptions list
+  hookstream subscriptions list --admin-addr 10.0.0.5:8081 --admin-token "$HOOKSTREAM_ADMIN_TOKEN" --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsList(cmd, *output) },
 	}
+	config.RegisterFlags(cmd.Flags(), config.Admin)
+	return cmd
 }
 
 // runSubscriptionsList prints every subscription, oldest first, secrets
-// and header values hidden.
+// and header values hidden, with its health.
 func runSubscriptionsList(cmd *cobra.Command, output string) error {
 	if err := checkOutput(output); err != nil {
 		return err
 	}
-	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
 		// A key that opens no secret would list none of their
 		// subscriptions: say so rather than print fewer.
 		if err := r.CheckKeys(ctx); err != nil {
@@ -338,10 +351,60 @@ func runSubscriptionsList(cmd *cobra.Command, output string) error {
 			out = append(out, s)
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
-		return printSubscriptions(cmd.OutOrStdout(), output, out, false)
+		var health map[string]subscriptions.Health
+		if len(out) > 0 {
+			health = healthOf(ctx, c.cfg, out, cmd.ErrOrStderr())
+		}
+		return printSubscriptionsHealth(cmd.OutOrStdout(), output, out, false, health)
 	})
 }
 
+// healthTimeout bounds the question of the subscriptions' health.
+const healthTimeout = 10 * time.Second
+
+// healthOf is the health of subs as the admin API of the running
+// hookstream (cfg.AdminAddr) tells it. A subscription it cannot tell of
+// is unknown (disabled when it is), and why is written to stderr, one
+// line a reason.
+func healthOf(ctx context.Context, cfg *config.Config, subs []subscriptions.Subscription, stderr io.Writer) map[string]subscriptions.Health {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	var told []struct {
+		ID     string               `json:"id"`
+		Health subscriptions.Health `json:"health"`
+	}
+	raw, err := adminGet(ctx, cfg, "/api/subscriptions")
+	if err == nil && json.Unmarshal(raw, &told) != nil {
+		err = fmt.Errorf("the admin API at %s answered something other than subscriptions: is --admin-addr hookstream's admin listener?", cfg.AdminAddr)
+	}
+	known := make(map[string]subscriptions.Health, len(told))
+	for _, v := range told {
+		known[v.ID] = v.Health
+	}
+	health := make(map[string]subscriptions.Health, len(subs))
+	var reasons []string
+	for _, s := range subs {
+		h, ok := known[s.ID]
+		switch {
+		case !ok && !s.Enabled:
+			h = subscriptions.Delivery{}.Health(s, false)
+		case !ok && err != nil:
+			h = subscriptions.Health{State: subscriptions.HealthUnknown, Reason: err.Error()}
+		case !ok:
+			h = subscriptions.Health{State: subscriptions.HealthUnknown, Reason: fmt.Sprintf("the instance at %s does not know it yet", cfg.AdminAddr)}
+		case h.State == subscriptions.HealthUnknown:
+			h.Reason = fmt.Sprintf("the instance at %s: %s", cfg.AdminAddr, h.Reason)
+		}
+		health[s.ID] = h
+		if h.State == subscriptions.HealthUnknown && !slices.Contains(reasons, h.Reason) {
+			reasons = append(reasons, h.Reason)
+		}
+	}
+	for _, r := range reasons {
+		fmt.Fprintf(stderr, "health unknown: %s\n", r)
+	}
+	return health
+}
 func newSubscriptionsGetCommand(output *string) *cobra.Command {
 	return &cobra.Command{
 		Use:     "get ID",
@@ -508,16 +571,33 @@ func verifyEndpoint(ctx context.Context, cfg *config.Config, r *subscriptions.Re
 	return nil
 }
 
+// listed is a subscription as the commands print it in JSON: with its
+// health where they tell it (list).
+type listed struct {
+	subscriptions.Shown
+	Health *subscriptions.Health `json:"health,omitempty"`
+}
+
+// printSubscriptions prints subs, their secrets only withSecret.
 func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscription, withSecret bool) error {
+	return printSubscriptionsHealth(w, output, subs, withSecret, nil)
+}
+
+// printSubscriptionsHealth prints subs, their secrets only withSecret,
+// and their health when health is not nil.
+func printSubscriptionsHealth(w io.Writer, output string, subs []subscriptions.Subscription, withSecret bool, health map[string]subscriptions.Health) error {
 	if !withSecret {
 		for i := range subs {
 			subs[i] = subs[i].Redacted()
 		}
 	}
 	if output == "json" {
-		shown := make([]subscriptions.Shown, len(subs))
+		shown := make([]listed, len(subs))
 		for i, s := range subs {
-			shown[i] = subscriptions.Show(s)
+			shown[i].Shown = subscriptions.Show(s)
+			if h, ok := health[s.ID]; ok {
+				shown[i].Health = &h
+			}
 		}
 		if len(subs) == 1 && withSecret {
 			return writeJSON(w, shown[0])
@@ -529,11 +609,18 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tURL/TOPIC\tENABLED\tORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET")
+	healthColumn := ""
+	if health != nil {
+		healthColumn = "HEALTH\t"
+	}
+	fmt.Fprintf(tw, "ID\tKIND\tURL/TOPIC\tENABLED\t%sORDERED\tBATCH\tSOURCES\tEVENT TYPES\tSECRET\n", healthColumn)
 	for _, s := range subs {
 		enabled := fmt.Sprint(s.Enabled)
 		if s.DisabledReason != "" {
 			enabled += " (" + s.DisabledReason + ")"
+		}
+		if health != nil {
+			enabled += "\t" + healthCell(health[s.ID])
 		}
 		batch := "1"
 		if s.BatchMax > 1 {
@@ -553,6 +640,15 @@ func printSubscriptions(w io.Writer, output string, subs []subscriptions.Subscri
 		return printControls(w, subs[0], withSecret)
 	}
 	return nil
+}
+
+// healthCell is h in list's HEALTH column: its state, and its reason but
+// a disabled one's (ENABLED says it) and an unknown one's (stderr says it).
+func healthCell(h subscriptions.Health) string {
+	if h.Reason == "" || h.State == subscriptions.HealthDisabled || h.State == subscriptions.HealthUnknown {
+		return h.State
+	}
+	return h.State + " (" + h.Reason + ")"
 }
 
 // target is where s's events go: its URL, or "topic NAME".

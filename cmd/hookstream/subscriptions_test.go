@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -211,8 +214,8 @@ func TestPullTokenCLI(t *testing.T) {
 	}
 	var listed []map[string]any
 	if err := json.Unmarshal([]byte(cli("subscriptions", "list", "--output", "json")), &listed); err != nil || len(listed) != 1 ||
-		listed[0]["pull_token"] != "whsec_…" || listed[0]["secret"] != nil {
-		t.Errorf("list --output json: %v %v, want the pull_token hidden and no secret", listed, err)
+		listed[0]["pull_token"] != "whsec_…" || listed[0]["secret"] != nil || listed[0]["max_in_flight"] != nil || listed[0]["ordered"] != nil {
+		t.Errorf("list --output json: %v %v, want the pull_token hidden, no secret, no max_in_flight nor ordered (they do not apply)", listed, err)
 	}
 	rotated := decode(cli("subscriptions", "rotate-secret", created.ID, "--output", "json"))
 	if !strings.HasPrefix(rotated.PullToken, "whsec_") || rotated.PullToken == created.PullToken || rotated.PreviousPullToken != created.PullToken || rotated.Secret != nil {
@@ -261,5 +264,71 @@ func TestTopicSubscriptionCLI(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "topic: "+name) {
 			t.Errorf("add --topic %s: exit %d, stderr %q; want it refused, naming the topic", name, code, errOut)
 		}
+	}
+}
+
+// TestSubscriptionsListShowsHealth: `subscriptions list` shows each
+// subscription's health as the running instance's dispatcher tells it: a
+// subscriber answering 401 makes its subscription failing, with "401
+// Unauthorized", in the table and with --output json. When no admin API
+// answers, list still lists, the health unknown (never delivering), and
+// says why in one line on stderr naming the address.
+func TestSubscriptionsListShowsHealth(t *testing.T) {
+	t.Parallel()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) }))
+	t.Cleanup(receiver.Close)
+	d := newEmbedded(t)
+	d.run(t, "hookstream run")
+	cli := func(args ...string) (stdout, stderr string) {
+		t.Helper()
+		out, errOut, code := lagReplayRun(t, d.env(), args...)
+		if code != 0 {
+			t.Fatalf("hookstream %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+		}
+		return out, errOut
+	}
+	type listed struct {
+		ID     string               `json:"id"`
+		Health subscriptions.Health `json:"health"`
+	}
+	listJSON := func(args ...string) (listed, string) {
+		t.Helper()
+		out, errOut := cli(append([]string{"subscriptions", "list", "--output", "json"}, args...)...)
+		var subs []listed
+		if err := json.Unmarshal([]byte(out), &subs); err != nil || len(subs) != 1 {
+			t.Fatalf("list --output json: %v in %q, want one subscription", err, out)
+		}
+		return subs[0], errOut
+	}
+
+	out, _ := cli("subscriptions", "add", "--url", receiver.URL+"/hook", "--schedule", "1h", "--output", "json")
+	var sub struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &sub); err != nil {
+		t.Fatalf("add: %v in %q", err, out)
+	}
+	for i := range subscriptions.FailingAfter {
+		d.mustAccept(t, fmt.Sprintf("health-%d", i), `{"type":"push"}`)
+	}
+	kafkatest.WaitFor(t, 60*time.Second, func() error {
+		out, errOut := cli("subscriptions", "list")
+		if !strings.Contains(out, "HEALTH") || !strings.Contains(tableRow(out, sub.ID), " failing (401 Unauthorized) ") || errOut != "" {
+			return fmt.Errorf("list: stdout %q, stderr %q; want a HEALTH column, %s failing (401 Unauthorized), nothing on stderr", out, errOut, sub.ID)
+		}
+		return nil
+	})
+	if got, errOut := listJSON(); got.Health.State != subscriptions.HealthFailing || got.Health.Reason != "401 Unauthorized" || got.Health.Since.IsZero() || errOut != "" {
+		t.Errorf("list --output json: health %+v, stderr %q; want failing, 401 Unauthorized, since when", got.Health, errOut)
+	}
+
+	away := kafkatest.FreeAddr(t) // no instance there
+	out, errOut := cli("subscriptions", "list", "--admin-addr", away)
+	if row := tableRow(out, sub.ID); !strings.Contains(row, " unknown") || strings.Contains(row, "delivering") {
+		t.Errorf("list with no admin API: row %q, want its health unknown", row)
+	}
+	if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "health unknown") || !strings.Contains(errOut, away) {
+		t.Errorf("list with no admin API: stderr %q, want one line saying the health is unknown, naming %s", errOut, away)
+	}
+	if got, _ := listJSON("--admin-addr", away); got.Health.State != subscriptions.HealthUnknown || !strings.Contains(got.Health.Reason, away) {
+		t.Errorf("list --output json with no admin API: health %+v, want unknown, why naming %s", got.Health, away)
 	}
 }
