@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,7 @@ func runEventsPull(cmd *cobra.Command, id string, o *pullOptions) error {
 	}
 	ctx := cmd.Context()
 	out := bufio.NewWriter(cmd.OutOrStdout())
+	var line bytes.Buffer
 	wait := backoff.New(500*time.Millisecond, 30*time.Second)
 	client := &http.Client{Timeout: pull.MaxWait + 30*time.Second}
 	for {
@@ -125,8 +127,14 @@ func runEventsPull(cmd *cobra.Command, id string, o *pullOptions) error {
 			fmt.Fprintln(cmd.ErrOrStderr(), "hookstream: the subscription was replayed: its events come again from where the replay put it")
 		}
 		for _, e := range a.Events {
-			out.Write(e)
-			out.WriteByte('\n')
+			// One line an event: a payload keeps the provider's
+			// indentation inside its envelope.
+			line.Reset()
+			if err := json.Compact(&line, e); err != nil {
+				return fmt.Errorf("an event of the answer is not JSON: %w", err)
+			}
+			line.WriteByte('\n')
+			out.Write(line.Bytes())
 		}
 		for _, e := range a.Errors {
 			fmt.Fprintf(cmd.ErrOrStderr(), "hookstream: event %s not served: %s\n", e.ID, e.Error)
