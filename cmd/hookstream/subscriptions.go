@@ -553,22 +553,39 @@ func runSubscriptionsRm(cmd *cobra.Command, id string) error {
 
 // verifyEndpoint sends s's URL a verification request signed with its
 // secret (generated here when not given) and fails unless the endpoint
-// echoes the challenge.
+// echoes the challenge. An endpoint answering 401 or 403 refused the
+// signature: the error says to pass the secret it verifies with.
 func verifyEndpoint(ctx context.Context, cfg *config.Config, r *subscriptions.Registry, s *subscriptions.Subscription) error {
 	if err := r.CheckURL(s.URL); err != nil {
 		return err
 	}
-	if s.Secret == "" {
+	generated := s.Secret == ""
+	if generated {
 		s.Secret = signature.NewSecret()
 	}
 	key, err := signature.DecodeSecret(s.Secret)
 	if err != nil {
 		return fmt.Errorf("--secret: %w", err)
 	}
-	if err := webhook.New(deliveryClientConfig(cfg)).Verify(ctx, s.URL, [][]byte{key}); err != nil {
+	err = webhook.New(deliveryClientConfig(cfg)).Verify(ctx, s.URL, [][]byte{key})
+	switch {
+	case err == nil:
+		return nil
+	case !refusedSignature(err):
 		return fmt.Errorf("--verify: %w; nothing written", err)
+	case generated:
+		return fmt.Errorf("--verify: %w: the endpoint refused the signature of a secret generated for it (no --secret given): pass the secret it verifies with as --secret whsec_...; nothing written", err)
+	default:
+		return fmt.Errorf("--verify: %w: the endpoint refused the signature of --secret: pass the secret it verifies with as --secret; nothing written", err)
 	}
-	return nil
+}
+
+// refusedSignature reports whether err, of webhook.Client.Verify, is an
+// answer 401 or 403: what an endpoint checking signatures answers one
+// made with another secret.
+func refusedSignature(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "answered status 401 ") || strings.Contains(msg, "answered status 403 ")
 }
 
 // listed is a subscription as the commands print it in JSON: with its

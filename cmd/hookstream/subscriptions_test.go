@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/signature"
 	"github.com/hookstream/hookstream/subscriptions"
 )
 
@@ -330,5 +331,37 @@ func TestSubscriptionsListShowsHealth(t *testing.T) {
 	}
 	if got, _ := listJSON("--admin-addr", away); got.Health.State != subscriptions.HealthUnknown || !strings.Contains(got.Health.Reason, away) {
 		t.Errorf("list --output json with no admin API: health %+v, want unknown, why naming %s", got.Health, away)
+	}
+}
+
+// TestSubscriptionsAddVerifyRefusedSignature: --verify to an endpoint that
+// refuses the signature (hookstream sink with its own secret answers 401)
+// says to pass the secret it verifies with as --secret, in one line, and
+// writes nothing.
+func TestSubscriptionsAddVerifyRefusedSignature(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS": "3", "HOOKSTREAM_DELIVERY_ALLOW_PRIVATE": "true"}
+	sinkAddr := kafkatest.FreeAddr(t)
+	sink := startProcess(t, "hookstream sink", nil, "sink", "--addr", sinkAddr, "--secret", signature.NewSecret())
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		sink.mustBeAlive(t)
+		if !strings.Contains(sink.output.String(), "sink listening") {
+			return fmt.Errorf("sink not listening yet")
+		}
+		return nil
+	})
+	for _, args := range [][]string{
+		{"subscriptions", "add", "--verify", "--url", "http://" + sinkAddr + "/"},
+		{"subscriptions", "add", "--verify", "--url", "http://" + sinkAddr + "/", "--secret", signature.NewSecret()},
+	} {
+		_, errOut, code := lagReplayRun(t, cliEnv, args...)
+		if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "pass the secret it verifies with as --secret") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line saying to pass --secret", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if out, errOut, code := lagReplayRun(t, cliEnv, "subscriptions", "list"); code != 0 || out != "no subscriptions\n" {
+		t.Errorf("subscriptions list: exit %d, stdout %q, stderr %q; want nothing written", code, out, errOut)
 	}
 }
