@@ -113,7 +113,7 @@ type subscriptionData struct {
 	Health   subscriptions.Health
 	Lag      int64
 	LagErr   string
-	Attempts []attempts.Attempt
+	Attempts []attemptRow
 	Status   string
 	Statuses []string
 	// NoAttempts is what the page says when no attempt is listed.
@@ -176,12 +176,91 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if out.Status != "" {
 		out.NoAttempts = "No attempts with status " + out.Status + " among the newest. Choose all to see every attempt."
 	}
-	out.Attempts, err = u.cfg.Subscriptions.Attempts(ctx,
+	listed, err := u.cfg.Subscriptions.Attempts(ctx,
 		attempts.Query{Subscription: id, Status: out.Status, Limit: maxAttemptsShown})
 	if err != nil {
 		return err
 	}
+	out.Attempts = attemptRows(listed, s.Ordered)
 	return r.Render(status, "subscription.html", s.ID, "subscriptions", out)
+}
+
+// attemptRow is an attempt as a subscription's page lists it: a real
+// attempt (delivered or failed) with its next step, the dispatcher's
+// decision after it (a retrying or dead_lettered record) folded in; or a
+// decision listed without its attempt.
+type attemptRow struct {
+	attempts.Attempt
+	// Result is what came of it: "delivered", "failed", "failed ·
+	// dead-lettered", "failed · retry in place", "failed · retry at"
+	// (RetryAt), or "dead-lettered" for an event dead-lettered with no
+	// attempt (its transform failed).
+	Result  string
+	RetryAt time.Time
+	// Measured: the row holds the real attempt, and its latency.
+	Measured bool
+}
+
+// RetryClock is the time of day of the retry, as the page shows it.
+func (a attemptRow) RetryClock() string { return a.RetryAt.UTC().Format("15:04:05") }
+
+// decision reports whether a is the dispatcher's decision after a failed
+// attempt rather than an attempt.
+func decision(a attempts.Attempt) bool {
+	return a.Outcome == topics.OutcomeRetrying || a.Outcome == topics.OutcomeDeadLettered
+}
+
+// decide folds decision d into the row of the failed attempt it follows.
+func (a *attemptRow) decide(d attempts.Attempt) {
+	switch {
+	case d.Outcome == topics.OutcomeRetrying && d.DueAt != nil:
+		a.Result, a.RetryAt = "failed · retry at", *d.DueAt
+	case d.Outcome == topics.OutcomeRetrying:
+		a.Result = "failed · retrying"
+	case d.Attempt == 0:
+		a.Result = "dead-lettered"
+	default:
+		a.Result = "failed · dead-lettered"
+	}
+}
+
+// attemptRows lists attempts (newest first, as attempts.List answers)
+// one row each: the decision after a failed attempt, the same event's of
+// the same number, folds into the attempt's row; one whose attempt is
+// not listed is a row of its own. A failed attempt of an ordered
+// subscription with no decision was retried in place.
+func attemptRows(list []attempts.Attempt, ordered bool) []attemptRow {
+	type key struct {
+		event  string
+		n      int
+		resend bool
+	}
+	rows := make([]attemptRow, 0, len(list))
+	pending := make(map[key]int) // the row waiting for its other half
+	for _, a := range list {
+		k := key{a.EventID, a.Attempt, a.Resend}
+		if i, ok := pending[k]; ok && rows[i].Measured == decision(a) {
+			delete(pending, k)
+			if decision(a) {
+				rows[i].decide(a)
+			} else {
+				rows[i].Attempt, rows[i].Measured = a, true
+			}
+			continue
+		}
+		row := attemptRow{Attempt: a, Result: a.Outcome, Measured: !decision(a)}
+		switch {
+		case decision(a):
+			row.decide(a)
+		case a.Outcome == topics.OutcomeFailed && ordered:
+			row.Result = "failed · retry in place"
+		}
+		if a.Outcome != topics.OutcomeDelivered {
+			pending[k] = len(rows)
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // subscriptionForm is the form of a subscription, new or edited, as

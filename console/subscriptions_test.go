@@ -252,3 +252,55 @@ func TestTopicSubscriptionPages(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionAttemptsOneRowEach: a subscription's page lists each
+// real attempt once, with its next step folded in: a failed attempt the
+// dispatcher retries reads "failed · retry at HH:MM:SS", one it
+// dead-lettered "failed · dead-lettered", a delivered one "delivered";
+// never a failed row and a retrying row for the same attempt.
+func TestSubscriptionAttemptsOneRowEach(t *testing.T) {
+	h := serve(t, options{token: token})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := subscriptions.Subscription{ID: "sub_r", URL: "https://example.com/hook"}
+	if err := h.registry.Create(ctx, &s, ""); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	due := at.Add(30 * time.Second)
+	names := h.env.Names
+	if err := h.cl.ProduceSync(ctx,
+		(&topics.Attempt{Subscription: "sub_r", EventID: "shop:1", N: 1, Outcome: topics.OutcomeFailed, Status: 503, Latency: 12 * time.Millisecond, At: at}).Record(names.DeliveryAttempts),
+		(&topics.Attempt{Subscription: "sub_r", EventID: "shop:1", N: 1, Outcome: topics.OutcomeRetrying, Status: 503, At: at.Add(time.Millisecond), DueAt: due}).Record(names.DeliveryAttempts),
+		(&topics.Attempt{Subscription: "sub_r", EventID: "shop:1", N: 2, Outcome: topics.OutcomeFailed, Status: 503, At: due}).Record(names.DeliveryAttempts),
+		(&topics.Attempt{Subscription: "sub_r", EventID: "shop:1", N: 2, Outcome: topics.OutcomeDeadLettered, Status: 503, At: due.Add(time.Millisecond)}).Record(names.DeliveryAttempts),
+		(&topics.Attempt{Subscription: "sub_r", EventID: "shop:2", N: 1, Outcome: topics.OutcomeDelivered, Status: 200, At: due.Add(time.Second)}).Record(names.DeliveryAttempts),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b := h.browser(t)
+	b.signIn()
+	page := b.get("/ui/subscriptions/sub_r")
+	start := strings.Index(page.body, `aria-labelledby="attempts-h"`)
+	end := strings.Index(page.body[max(start, 0):], "</table>")
+	if start < 0 || end < 0 {
+		t.Fatalf("no attempts table:\n%s", page.body)
+	}
+	var rows []string
+	for _, tr := range strings.Split(page.body[start:start+end], "<tr>")[2:] { // past the head
+		rows = append(rows, text(tr))
+	}
+	want := []string{
+		"shop:2 1 delivered 200",
+		"shop:1 2 failed · dead-lettered 503",
+		"shop:1 1 failed · retry at " + due.Format("15:04:05") + " 503 12.0 ms",
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("attempts: got %d rows %q, want %d, one per attempt", len(rows), rows, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(rows[i], w) {
+			t.Errorf("attempt row %d: got %q, want it to read %q", i+1, rows[i], w)
+		}
+	}
+}
