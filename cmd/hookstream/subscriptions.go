@@ -639,15 +639,16 @@ func printSubscriptionsHealth(w io.Writer, output string, subs []subscriptions.S
 		if health != nil {
 			enabled += "\t" + healthCell(health[s.ID])
 		}
-		batch := "1"
-		if s.BatchMax > 1 {
-			batch = fmt.Sprintf("%d, wait %v", s.BatchMax, s.BatchWait)
+		// Only a webhook has ordering, batching and a secret: a pull
+		// subscription's token has a line of its own.
+		ordered, batch, secret := "-", "-", "-"
+		if s.Kind() == subscriptions.KindWebhook {
+			ordered, batch, secret = fmt.Sprint(s.Ordered), "1", s.Secret
+			if s.BatchMax > 1 {
+				batch = fmt.Sprintf("%d, wait %v", s.BatchMax, s.BatchWait)
+			}
 		}
-		secret := s.Secret
-		if s.Kind() == subscriptions.KindPull {
-			secret = "-" // its pull token has a line of its own
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", s.ID, s.Kind(), target(s), enabled, s.Ordered, batch,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Kind(), target(s), enabled, ordered, batch,
 			orAll(s.Sources), orAll(s.EventTypes), secret)
 	}
 	if err := tw.Flush(); err != nil {

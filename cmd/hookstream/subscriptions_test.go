@@ -259,6 +259,10 @@ func TestTopicSubscriptionCLI(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "topic "+target) {
 			t.Errorf("%s: exit %d, output %q (stderr %q), want it to show topic %s", strings.Join(args, " "), code, out, errOut, target)
 		}
+		// Ordering, batching and a secret do not apply to a topic subscription.
+		if row, want := tableRow(out, s.ID), " - - stripe * -"; !strings.HasSuffix(row, want) {
+			t.Errorf("%s: row %q, want it to end %q", strings.Join(args, " "), row, want)
+		}
 	}
 	for _, name := range []string{string(env.Names.Events), "__consumer_offsets", target} {
 		_, errOut, code := lagReplayRun(t, cliEnv, "subscriptions", "add", "--topic", name)
