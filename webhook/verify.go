@@ -72,7 +72,7 @@ func (c *Client) Verify(parent context.Context, rawURL string, keys [][]byte) er
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return fmt.Errorf("verify %s: answered %s, want 2xx echoing the challenge", target, statusText(resp.StatusCode))
+		return &RefusedError{Target: target, Status: resp.StatusCode}
 	}
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, verifyMaxAnswer))
 	if err != nil {
@@ -95,4 +95,15 @@ func echoes(answer []byte, challenge string) bool {
 		got = obj.Challenge
 	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte(challenge)) == 1
+}
+
+// RefusedError is Verify's error for an endpoint that answered its
+// challenge with a status other than 2xx.
+type RefusedError struct {
+	Target string
+	Status int
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("verify %s: answered %s, want 2xx echoing the challenge", e.Target, statusText(e.Status))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -584,8 +585,8 @@ func verifyEndpoint(ctx context.Context, cfg *config.Config, r *subscriptions.Re
 // answer 401 or 403: what an endpoint checking signatures answers one
 // made with another secret.
 func refusedSignature(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "answered status 401 ") || strings.Contains(msg, "answered status 403 ")
+	var refused *webhook.RefusedError
+	return errors.As(err, &refused) && (refused.Status == http.StatusUnauthorized || refused.Status == http.StatusForbidden)
 }
 
 // listed is a subscription as the commands print it in JSON: with its
