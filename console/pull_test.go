@@ -67,3 +67,23 @@ func TestPullSubscriptionPages(t *testing.T) {
 		t.Errorf("saved: %+v, want the sources changed, still pull with its token", got.Redacted())
 	}
 }
+
+// TestPullSubscriptionEventsBehind: a pull subscription's page and the
+// list say how many events its consumers have still to pull, transaction
+// markers left out, counted from where a pull reads (the log start, as
+// it has no cursor yet).
+func TestPullSubscriptionEventsBehind(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	csrf := b.signIn()
+	if a := b.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "id": {"sub_behind"}, "pull": {"on"}}); a.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", a.status, a.body)
+	}
+	transact(t, h.env, string(h.env.Names.Events), 0, 4, 3, 100) // 12 events in 16 offsets
+	if page := text(b.get("/ui/subscriptions/sub_behind").body); !strings.Contains(page, "Lag 12 events behind") {
+		t.Errorf("detail: want %q in %s", "Lag 12 events behind", page)
+	}
+	if list := b.get("/ui/subscriptions").body; !strings.Contains(list, `<td class="num" data-label="Lag">12</td>`) {
+		t.Errorf("list: want a lag of 12 in %s", list)
+	}
+}

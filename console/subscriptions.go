@@ -49,8 +49,9 @@ type subscriptionRow struct {
 	attempts.Totals
 	Kind   string
 	Health subscriptions.Health
-	Lag    int64
-	HasLag bool
+	// Lag is the subscription's lag as groups.Amount writes it, empty
+	// when unknown.
+	Lag string
 }
 
 type subscriptionListData struct {
@@ -84,23 +85,22 @@ func (u *Console) subscriptionList(r *Request) error {
 	}
 	state, known := u.dispatcherState(ctx)
 	out.CircuitsKnown = known
-	lags := make(map[string]int64)
+	lags := make(map[string]string)
 	if len(subs) > 0 {
-		all, err := groups.Lag(ctx, u.cfg.Cluster, "")
+		all, err := u.cfg.Groups.Lags(ctx, "")
 		if err != nil {
 			out.LagErr = err.Error()
 		}
 		for _, g := range all {
 			if id, ok := groups.SubscriptionID(u.cfg.Cluster.Names, topics.Group(g.Group)); ok {
-				lags[id] = g.Total
+				lags[id] = g.TotalText()
 			}
 		}
 	}
 	for _, id := range sortedIDs(subs) {
 		s := subs[id]
-		lag, ok := lags[id]
 		out.Rows = append(out.Rows, subscriptionRow{Subscription: s.Redacted(), Totals: u.cfg.Attempts.Totals(id),
-			Kind: s.Kind(), Health: state.Health(s, known), Lag: lag, HasLag: ok})
+			Kind: s.Kind(), Health: state.Health(s, known), Lag: lags[id]})
 	}
 	return r.Render(http.StatusOK, "subscriptions.html", "Subscriptions", "subscriptions", out)
 }
@@ -111,7 +111,7 @@ type subscriptionData struct {
 	Kind     string
 	Totals   attempts.Totals
 	Health   subscriptions.Health
-	Lag      int64
+	Lag      groups.GroupLag
 	LagErr   string
 	Attempts []attemptRow
 	Status   string
@@ -162,12 +162,13 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	if !slices.Contains(attemptStatuses, out.Status) {
 		out.Status = ""
 	}
-	lag, err := groups.Lag(ctx, u.cfg.Cluster, "sub:"+id)
-	if err != nil {
+	switch lag, err := u.cfg.Groups.Lags(ctx, "sub:"+id); {
+	case err != nil:
 		out.LagErr = err.Error()
-	}
-	for _, g := range lag {
-		out.Lag += g.Total
+	case len(lag) == 1:
+		out.Lag = lag[0]
+	default:
+		out.LagErr = fmt.Sprintf("%d groups answered for the subscription", len(lag))
 	}
 	out.NoAttempts = "No delivery attempts yet: events matching this subscription are delivered as they arrive."
 	if s.Kind() == subscriptions.KindPull {
