@@ -2,56 +2,14 @@ package console_test
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"html"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookstream/hookstream/internal/kafkatest"
 )
-
-// transact writes n transactions of k records of size random bytes to
-// partition of topic, as the processor writes, and waits until the last
-// stable offset is past them.
-func transact(t *testing.T, env *kafkatest.Env, topic string, partition int32, n, k, size int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	txn := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(fmt.Sprintf("%s-test-txn-%d", env.Names.Prefix, partition)))
-	for i := range n {
-		if err := txn.BeginTransaction(); err != nil {
-			t.Fatalf("begin transaction: %v", err)
-		}
-		for j := range k {
-			value := make([]byte, size)
-			rand.Read(value)
-			if err := txn.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: partition, Key: fmt.Appendf(nil, "t%d-%d", i, j), Value: value}).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-		}
-		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			t.Fatalf("end transaction: %v", err)
-		}
-	}
-	want := int64(n * (k + 1))
-	kafkatest.WaitFor(t, 10*time.Second, func() error {
-		listed, err := env.Admin(t).ListCommittedOffsets(ctx, topic)
-		if err != nil {
-			return err
-		}
-		if o, _ := listed.Lookup(topic, partition); o.Offset != want {
-			return fmt.Errorf("last stable offset %d, want %d", o.Offset, want)
-		}
-		return nil
-	})
-}
 
 var tags = regexp.MustCompile(`<[^>]*>`)
 
@@ -68,8 +26,8 @@ func TestGroupsPageFoldsPartitions(t *testing.T) {
 	h := serve(t, options{token: token})
 	names := h.env.Names
 	ingest, group := string(names.Ingest), string(names.ProcessorGroup())
-	transact(t, h.env, ingest, 0, 5, 3, 100)     // records 0-2 marker 3, ..., 16-18 marker 19
-	transact(t, h.env, ingest, 1, 24, 1, 60<<10) // 1.4 MiB: past what lag reads to count
+	h.env.Transact(t, names.Ingest, 0, 5, 3, 100)     // records 0-2 marker 3, ..., 16-18 marker 19
+	h.env.Transact(t, names.Ingest, 1, 24, 1, 60<<10) // 1.4 MiB: past what lag reads to count
 	var at kadm.Offsets
 	at.Add(kadm.Offset{Topic: ingest, Partition: 0, At: 11, LeaderEpoch: -1})
 	at.Add(kadm.Offset{Topic: ingest, Partition: 1, At: 46, LeaderEpoch: -1}) // the last record (46), its marker at 47

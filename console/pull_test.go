@@ -79,7 +79,7 @@ func TestPullSubscriptionEventsBehind(t *testing.T) {
 	if a := b.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "id": {"sub_behind"}, "pull": {"on"}}); a.status != http.StatusCreated {
 		t.Fatalf("create: got %d %s", a.status, a.body)
 	}
-	transact(t, h.env, string(h.env.Names.Events), 0, 4, 3, 100) // 12 events in 16 offsets
+	h.env.Transact(t, h.env.Names.Events, 0, 4, 3, 100) // 12 events in 16 offsets
 	if page := text(b.get("/ui/subscriptions/sub_behind").body); !strings.Contains(page, "Lag 12 events behind") {
 		t.Errorf("detail: want %q in %s", "Lag 12 events behind", page)
 	}

@@ -1,19 +1,14 @@
 package groups
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/subscriptions"
-	"github.com/hookstream/hookstream/topics"
 )
 
 // apiLag is a group's lag as a client of GET /api/groups/{group} reads
@@ -37,43 +32,6 @@ type apiPlan struct {
 		Unit      string `json:"unit"`
 	} `json:"moves"`
 	Text string `json:"text"`
-}
-
-// transactions writes n transactions of k records each, of size bytes
-// of value, to partition of topic, as the processor writes the events
-// topic: each ends with a commit marker taking an offset.
-func transactions(t *testing.T, env *kafkatest.Env, topic topics.Topic, partition int32, n, k, size int) {
-	t.Helper()
-	txn := producer(t, env, kgo.TransactionalID(env.Names.Prefix+"-test-txn"), kgo.ProducerBatchMaxBytes(int32(2*size+1024)))
-	value := make([]byte, size)
-	rand.Read(value) // as incompressible as the bound is in fetched bytes
-	for i := range n {
-		if err := txn.BeginTransaction(); err != nil {
-			t.Fatalf("begin transaction: %v", err)
-		}
-		for j := range k {
-			r := &kgo.Record{Topic: string(topic), Partition: partition, Key: fmt.Appendf(nil, "t%d-%d", i, j), Value: value}
-			if err := txn.ProduceSync(testContext(t), r).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-		}
-		if err := txn.EndTransaction(testContext(t), kgo.TryCommit); err != nil {
-			t.Fatalf("end transaction: %v", err)
-		}
-	}
-	// The markers of the last transaction may be written after EndTxn
-	// answers: the last stable offset reaches the end once they are.
-	want := int64(n * (k + 1))
-	kafkatest.WaitFor(t, 10*time.Second, func() error {
-		listed, err := env.Admin(t).ListCommittedOffsets(testContext(t), string(topic))
-		if err != nil {
-			return err
-		}
-		if o, _ := listed.Lookup(string(topic), partition); o.Offset != want {
-			return fmt.Errorf("last stable offset %d, want %d", o.Offset, want)
-		}
-		return nil
-	})
 }
 
 // getJSON calls the API and decodes its 200 answer into v.
@@ -101,7 +59,7 @@ func TestLagCountsEvents(t *testing.T) {
 	if err := a.registry.Create(testContext(t), &sub, "earliest"); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
-	transactions(t, env, names.Events, 0, 5, 3, 10) // records 0-2 marker 3, ..., 16-18 marker 19
+	env.Transact(t, names.Events, 0, 5, 3, 10) // records 0-2 marker 3, ..., 16-18 marker 19
 	// As franz-go commits after the third transaction's last record.
 	commit(t, env.Admin(t), names.SubscriptionGroup(sub.ID), names.Events, map[int32]int64{0: 11})
 
@@ -138,7 +96,7 @@ func TestLagPastTheBoundInOffsets(t *testing.T) {
 	_, call := serveGroups(t, env)
 	// 24 transactions of one 60 KiB record: 1.4 MiB, past the bound of
 	// a partition's reading.
-	transactions(t, env, names.Ingest, 0, 24, 1, 60<<10)
+	env.Transact(t, names.Ingest, 0, 24, 1, 60<<10)
 	commit(t, env.Admin(t), names.ProcessorGroup(), names.Ingest, map[int32]int64{0: 0})
 
 	var lag apiLag

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -287,43 +286,6 @@ func TestLagReplayFlagErrors(t *testing.T) {
 	}
 }
 
-// transactions writes n transactions of k records of size random bytes
-// (incompressible) to partition of topic, as the processor writes: each
-// ends with a commit marker taking an offset. It waits until the last
-// stable offset is past them.
-func transactions(t *testing.T, env *kafkatest.Env, topic string, partition int32, n, k, size int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	txn := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(fmt.Sprintf("%s-test-txn-%d", env.Names.Prefix, partition)))
-	for i := range n {
-		if err := txn.BeginTransaction(); err != nil {
-			t.Fatalf("begin transaction: %v", err)
-		}
-		for j := range k {
-			value := make([]byte, size)
-			cryptorand.Read(value)
-			if err := txn.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: partition, Key: fmt.Appendf(nil, "t%d-%d", i, j), Value: value}).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-		}
-		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			t.Fatalf("end transaction: %v", err)
-		}
-	}
-	want := int64(n * (k + 1))
-	kafkatest.WaitFor(t, 10*time.Second, func() error {
-		listed, err := env.Admin(t).ListCommittedOffsets(ctx, topic)
-		if err != nil {
-			return err
-		}
-		if o, _ := listed.Lookup(topic, partition); o.Offset != want {
-			return fmt.Errorf("last stable offset %d, want %d", o.Offset, want)
-		}
-		return nil
-	})
-}
-
 // TestLagCountsEventsCLI: lag counts the events left to read on a topic
 // written in transactions, not the offsets their commit markers take
 // too; past what it reads to count, it shows offsets, as an upper bound;
@@ -333,8 +295,8 @@ func TestLagCountsEventsCLI(t *testing.T) {
 	env := kafkatest.New(t, 2, 1<<20)
 	names := env.Names
 	ingest, group := string(names.Ingest), string(names.ProcessorGroup())
-	transactions(t, env, ingest, 0, 5, 3, 100)     // records 0-2 marker 3, ..., 16-18 marker 19
-	transactions(t, env, ingest, 1, 24, 1, 60<<10) // 1.4 MiB: past what lag reads to count
+	env.Transact(t, names.Ingest, 0, 5, 3, 100)     // records 0-2 marker 3, ..., 16-18 marker 19
+	env.Transact(t, names.Ingest, 1, 24, 1, 60<<10) // 1.4 MiB: past what lag reads to count
 	var start kadm.Offsets
 	start.Add(kadm.Offset{Topic: ingest, Partition: 0, At: 11, LeaderEpoch: -1})
 	start.Add(kadm.Offset{Topic: ingest, Partition: 1, At: 0, LeaderEpoch: -1})

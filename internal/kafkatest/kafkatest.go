@@ -208,6 +208,36 @@ func (e *Env) WaitStable(t testing.TB, topic topics.Topic) {
 	})
 }
 
+// Transact writes n transactions of k records of size random
+// (incompressible) bytes each to partition of topic, as the processor
+// writes: each transaction ends with a commit marker taking an offset, so
+// the partition grows by n×(k+1) offsets for n×k records. It waits until
+// they are settled (WaitStable).
+func (e *Env) Transact(t testing.TB, topic topics.Topic, partition int32, n, k, size int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	txn := e.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(int32(2*size+1024)),
+		kgo.TransactionalID(fmt.Sprintf("%s-test-txn-%s-%d", e.Names.Prefix, topic, partition)))
+	for i := range n {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatalf("begin transaction: %v", err)
+		}
+		for j := range k {
+			value := make([]byte, size)
+			rand.Read(value)
+			r := &kgo.Record{Topic: string(topic), Partition: partition, Key: fmt.Appendf(nil, "t%d-%d", i, j), Value: value}
+			if err := txn.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("end transaction: %v", err)
+		}
+	}
+	e.WaitStable(t, topic)
+}
+
 // ReplayProcessor resets the processor group, stopped, to the start of
 // the ingest topic, as `hookstream replay --group processor --to-earliest`.
 func (e *Env) ReplayProcessor(t testing.TB) {
