@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,14 +21,16 @@ import (
 // subscription's attempts, and its test.
 func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/subscriptions", s.listSubscriptions)
-	g.POST("/subscriptions", s.createSubscription)
-	g.GET("/subscriptions/:id", s.getSubscription)
-	g.PATCH("/subscriptions/:id", s.patchSubscription)
-	g.DELETE("/subscriptions/:id", s.deleteSubscription)
-	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret)
-	g.GET("/subscriptions/:id/attempts", s.listAttempts)
-	g.POST("/subscriptions/:id/test", s.testSubscription)
+	g.GET("/subscriptions", s.listSubscriptions, admin.Readers...)
+	g.POST("/subscriptions", s.createSubscription, admin.Admins...).Changes("subscription.create")
+	g.GET("/subscriptions/:id", s.getSubscription, admin.Readers...)
+	// Operators may enable and disable (patchSubscription).
+	g.PATCH("/subscriptions/:id", s.patchSubscription, admin.Operators...).Changes("subscription.update")
+	g.DELETE("/subscriptions/:id", s.deleteSubscription, admin.Admins...).Changes("subscription.delete")
+	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret, admin.Admins...).Changes("subscription.rotate")
+	// An attempt's error quotes the subscriber's answer.
+	g.GET("/subscriptions/:id/attempts", s.listAttempts, admin.Operators...)
+	g.POST("/subscriptions/:id/test", s.testSubscription, admin.Operators...)
 }
 
 // subscriptionView is a subscription as the API lists it: secrets and
@@ -124,7 +127,9 @@ func (s *Service) createSubscription(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if err := s.Create(ctx, &sub, from); err != nil {
+	err = s.Create(ctx, &sub, from)
+	admin.SetTarget(c, sub.ID)
+	if err != nil {
 		return admin.Error(err)
 	}
 	return c.JSON(http.StatusCreated, Show(sub)) // the secret, once
@@ -137,6 +142,11 @@ func (s *Service) patchSubscription(c *echo.Context) error {
 	}
 	if in.ID != nil || in.From != nil || in.Pull != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id, from and pull cannot be changed")
+	}
+	if toggle := slices.Equal(admin.Fields(c), []string{"enabled"}) && in.Enabled != nil; toggle {
+		admin.SetAction(c, map[bool]string{true: "subscription.enable", false: "subscription.disable"}[*in.Enabled])
+	} else if admin.Caller(c).Role != admin.Admin {
+		return echo.NewHTTPError(http.StatusForbidden, "PATCH /api/subscriptions/:id of fields other than enabled needs role admin")
 	}
 	return s.update(c, func(sub *Subscription) { in.Apply(sub) }, false)
 }
