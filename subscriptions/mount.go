@@ -143,9 +143,13 @@ func (s *Service) patchSubscription(c *echo.Context) error {
 	if in.ID != nil || in.From != nil || in.Pull != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id, from and pull cannot be changed")
 	}
-	if toggle := slices.Equal(admin.Fields(c), []string{"enabled"}) && in.Enabled != nil; toggle {
-		admin.SetAction(c, map[bool]string{true: "subscription.enable", false: "subscription.disable"}[*in.Enabled])
-	} else if admin.Caller(c).Role != admin.Admin {
+	// Enabling and disabling is an operator's; any other change an admin's.
+	switch {
+	case in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"}) && *in.Enabled:
+		admin.SetAction(c, "subscription.enable")
+	case in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"}):
+		admin.SetAction(c, "subscription.disable")
+	case admin.Caller(c).Role != admin.Admin:
 		return echo.NewHTTPError(http.StatusForbidden, "PATCH /api/subscriptions/:id of fields other than enabled needs role admin")
 	}
 	return s.update(c, func(sub *Subscription) { in.Apply(sub) }, false)

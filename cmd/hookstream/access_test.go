@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookstream/hookstream/config"
+	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/tracing"
+)
+
+// accessToken is HOOKSTREAM_ADMIN_TOKEN of the access tests.
+const accessToken = "bootstrap-token-of-the-access-tests"
+
+// accessNode is a hookstream running no role in this process, only what
+// every instance runs (the admin API with every service mounted, the
+// console, the tallies, the tokens), on the test's broker.
+type accessNode struct {
+	n    *node
+	base string // http://<admin address>
+	addr string
+}
+
+func startAccessNode(t *testing.T) *accessNode {
+	t.Helper()
+	env := kafkatest.New(t, 1, 1<<20)
+	addr := kafkatest.FreeAddr(t)
+	vars := map[string]string{
+		"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS": "1", "HOOKSTREAM_ADMIN_ADDR": addr, "HOOKSTREAM_ADMIN_TOKEN": accessToken,
+	}
+	cfg, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	security, err := subscriptionSecurity(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := newNode(ctx, cfg, nil, security, tracing.Tracing{}, kafkatest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	if err := n.start(gctx, g, ingest.Sources{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := g.Wait(); err != nil {
+			t.Errorf("node: %v", err)
+		}
+		n.close()
+	})
+	a := &accessNode{n: n, base: "http://" + addr, addr: addr}
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		resp, err := http.Get(a.base + "/readyz")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			raw, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("/readyz: %d %s", resp.StatusCode, raw)
+		}
+		return nil
+	})
+	return a
+}
+
+// call sends method path with body (JSON when not empty) and the bearer
+// token tok (none when empty).
+func (a *accessNode) call(t *testing.T, tok, method, path, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
+}
+
+// token makes a token of role (and team) with the bootstrap token and
+// returns its secret.
+func (a *accessNode) token(t *testing.T, name, role, team string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"name": name, "role": role, "team": team})
+	status, raw := a.call(t, accessToken, http.MethodPost, "/api/tokens", string(body))
+	var c struct{ Token string }
+	if status != http.StatusCreated || json.Unmarshal(raw, &c) != nil {
+		t.Fatalf("POST /api/tokens %s: got %d %s, want 201", body, status, raw)
+	}
+	return c.Token
+}
+
+// routeCase is one route of the admin API, a request that reaches its
+// handler, and the status each role is answered.
+type routeCase struct {
+	route string // METHOD /api/path as mounted
+	path  string // the request's path, when not the route's
+	body  string
+	// The statuses of admin (the bootstrap token and an admin token
+	// alike), operator, viewer and team tokens.
+	admin, operator, viewer, team int
+}
+
+const (
+	ok        = http.StatusOK
+	bad       = http.StatusBadRequest
+	forbidden = http.StatusForbidden
+	missing   = http.StatusNotFound
+)
+
+// routeTable is every route of the admin API and who may call it. A route
+// mounted without a row here fails TestEveryRouteDeclaresItsRoles: adding
+// a route means deciding, and writing down, who may call it.
+var routeTable = []routeCase{
+	{route: "GET /api/debug/pprof/", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/debug/pprof/:name", path: "/api/debug/pprof/goroutine?debug=1", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/debug/pprof/cmdline", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/debug/pprof/profile", path: "/api/debug/pprof/profile?seconds=1", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/debug/pprof/symbol", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/debug/pprof/trace", path: "/api/debug/pprof/trace?seconds=0.1", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+
+	{route: "GET /api/tokens", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "POST /api/tokens", body: `{"name":"Not A Name","role":"viewer"}`, admin: bad, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "DELETE /api/tokens/:id", path: "/api/tokens/tok_none", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
+
+	{route: "GET /api/subscriptions", admin: ok, operator: ok, viewer: ok, team: forbidden},
+	{route: "POST /api/subscriptions", body: `{}`, admin: bad, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/subscriptions/:id", path: "/api/subscriptions/none", admin: missing, operator: missing, viewer: missing, team: forbidden},
+	{route: "PATCH /api/subscriptions/:id", path: "/api/subscriptions/none", body: `{"enabled":false}`, admin: missing, operator: missing, viewer: forbidden, team: forbidden},
+	{route: "PATCH /api/subscriptions/:id", path: "/api/subscriptions/none", body: `{"url":"https://example.com/hook"}`, admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "DELETE /api/subscriptions/:id", path: "/api/subscriptions/none", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "POST /api/subscriptions/:id/rotate-secret", path: "/api/subscriptions/none/rotate-secret", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/subscriptions/:id/attempts", path: "/api/subscriptions/none/attempts", admin: missing, operator: missing, viewer: forbidden, team: forbidden},
+	{route: "POST /api/subscriptions/:id/test", path: "/api/subscriptions/none/test", body: `{"event":"github:1"}`, admin: missing, operator: missing, viewer: forbidden, team: forbidden},
+
+	{route: "GET /api/dlq", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
+	{route: "POST /api/dlq/redrive", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
+
+	{route: "GET /api/stats", admin: ok, operator: ok, viewer: ok, team: forbidden},
+	{route: "GET /api/groups", admin: ok, operator: ok, viewer: ok, team: forbidden},
+	{route: "GET /api/groups/:group", path: "/api/groups/nosuchgroup", admin: bad, operator: bad, viewer: bad, team: forbidden},
+	{route: "POST /api/replay/plan", body: `{}`, admin: bad, operator: bad, viewer: bad, team: forbidden},
+	{route: "POST /api/replay/execute", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
+	{route: "GET /api/instances", admin: ok, operator: ok, viewer: ok, team: forbidden},
+
+	{route: "GET /api/events", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
+	{route: "GET /api/events/*", path: "/api/events/", admin: bad, operator: bad, viewer: bad, team: forbidden},
+	{route: "POST /api/events/*", path: "/api/events/github:1/resend", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
+}
+
+// TestEveryRouteDeclaresItsRoles asks every route of the admin API as
+// every role, and without a valid token, and checks the status written
+// down for each; every mounted route must have a row.
+func TestEveryRouteDeclaresItsRoles(t *testing.T) {
+	a := startAccessNode(t)
+	tokens := map[string]string{
+		"bootstrap": accessToken,
+		"admin":     a.token(t, "root", "admin", ""),
+		"operator":  a.token(t, "oncall", "operator", ""),
+		"viewer":    a.token(t, "dashboards", "viewer", ""),
+		"team":      a.token(t, "payments-ci", "team", "payments"),
+		"unknown":   "hst_" + strings.Repeat("A", 43),
+		"none":      "",
+	}
+
+	var mounted []string
+	for _, r := range a.n.srv.Routes() {
+		mounted = append(mounted, r.Method+" "+r.Path)
+	}
+	var tabled []string
+	for _, c := range routeTable {
+		if !slices.Contains(tabled, c.route) {
+			tabled = append(tabled, c.route)
+		}
+	}
+	for _, r := range mounted {
+		if !slices.Contains(tabled, r) {
+			t.Errorf("route %s is mounted but not in routeTable: decide which roles may call it and write it down", r)
+		}
+	}
+	for _, r := range tabled {
+		if !slices.Contains(mounted, r) {
+			t.Errorf("route %s is in routeTable but not mounted", r)
+		}
+	}
+
+	for _, c := range routeTable {
+		method, path, _ := strings.Cut(c.route, " ")
+		if c.path != "" {
+			path = c.path
+		}
+		want := map[string]int{"bootstrap": c.admin, "admin": c.admin, "operator": c.operator, "viewer": c.viewer, "team": c.team,
+			"unknown": http.StatusUnauthorized, "none": http.StatusUnauthorized}
+		for _, role := range []string{"bootstrap", "admin", "operator", "viewer", "team", "unknown", "none"} {
+			status, raw := a.call(t, tokens[role], method, path, c.body)
+			if status != want[role] {
+				t.Errorf("%s %s %s as %s: got %d %s, want %d", method, path, c.body, role, status, raw, want[role])
+			}
+			if status == forbidden && !bytes.Contains(raw, []byte("needs role")) {
+				t.Errorf("%s %s as %s: 403 %s does not say which role it needs", method, path, role, raw)
+			}
+		}
+	}
+}
+
+// TestViewerSeesNoSecrets: what a viewer or an operator reads of
+// subscriptions holds no secret, header value or pull token.
+func TestViewerSeesNoSecrets(t *testing.T) {
+	a := startAccessNode(t)
+	const (
+		secret = "whsec_c2VjcmV0LW9mLXRoZS12aWV3ZXItdGVzdA=="
+		header = "Bearer downstream-credential-of-the-test"
+	)
+	status, raw := a.call(t, accessToken, http.MethodPost, "/api/subscriptions",
+		`{"url":"https://example.com/hook","secret":"`+secret+`","headers":{"Authorization":"`+header+`"}}`)
+	var hook struct{ ID string }
+	if status != http.StatusCreated || json.Unmarshal(raw, &hook) != nil {
+		t.Fatalf("POST /api/subscriptions: got %d %s, want 201", status, raw)
+	}
+	status, raw = a.call(t, accessToken, http.MethodPost, "/api/subscriptions", `{"pull":true}`)
+	var pull struct {
+		ID        string
+		PullToken string `json:"pull_token"`
+	}
+	if status != http.StatusCreated || json.Unmarshal(raw, &pull) != nil || pull.PullToken == "" {
+		t.Fatalf("POST /api/subscriptions (pull): got %d %s, want 201 with a pull token", status, raw)
+	}
+	for _, role := range []string{"viewer", "operator"} {
+		tok := a.token(t, role+"-reader", role, "")
+		for _, path := range []string{"/api/subscriptions", "/api/subscriptions/" + hook.ID, "/api/subscriptions/" + pull.ID} {
+			status, raw := a.call(t, tok, http.MethodGet, path, "")
+			if status != http.StatusOK {
+				t.Fatalf("GET %s as %s: got %d %s, want 200", path, role, status, raw)
+			}
+			for _, s := range []string{secret, header, pull.PullToken} {
+				if bytes.Contains(raw, []byte(s)) {
+					t.Errorf("GET %s as %s shows %q: %s", path, role, s, raw)
+				}
+			}
+		}
+	}
+}
