@@ -152,6 +152,7 @@ var routeTable = []routeCase{
 	{route: "GET /api/tokens", admin: ok, operator: forbidden, viewer: forbidden, team: forbidden},
 	{route: "POST /api/tokens", body: `{"name":"Not A Name","role":"viewer"}`, admin: bad, operator: forbidden, viewer: forbidden, team: forbidden},
 	{route: "DELETE /api/tokens/:id", path: "/api/tokens/tok_none", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
+	{route: "GET /api/audit", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
 
 	{route: "GET /api/subscriptions", admin: ok, operator: ok, viewer: ok, team: forbidden},
 	{route: "POST /api/subscriptions", body: `{}`, admin: bad, operator: forbidden, viewer: forbidden, team: forbidden},
@@ -268,5 +269,60 @@ func TestViewerSeesNoSecrets(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// cli runs hookstream with args against the node's admin API as the
+// holder of tok.
+func (a *accessNode) cli(t *testing.T, tok string, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	root.SetArgs(append(args, "--admin-addr", a.addr, "--admin-token", tok))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// TestTokensAndAuditCommands: tokens add, list and revoke, and audit,
+// through the admin API of a running hookstream.
+func TestTokensAndAuditCommands(t *testing.T) {
+	a := startAccessNode(t)
+	out, err := a.cli(t, accessToken, "tokens", "add", "--name", "oncall", "--role", "operator", "--expires", "24h", "--output", "json")
+	var c struct {
+		ID, Name, Role, Token string
+		ExpiresAt         time.Time `json:"expires_at"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &c) != nil || c.Role != "operator" || !strings.HasPrefix(c.Token, "hst_") || c.ExpiresAt.IsZero() {
+		t.Fatalf("tokens add: got %q (%v), want the operator token as JSON with its expiry", out, err)
+	}
+	out, err = a.cli(t, accessToken, "tokens", "add", "--name", "payments-ci", "--role", "team", "--team", "payments")
+	if err != nil || !strings.Contains(out, "role team, team payments") || !strings.Contains(out, "hst_") {
+		t.Errorf("tokens add (table): got %q (%v), want the team token", out, err)
+	}
+
+	out, err = a.cli(t, accessToken, "tokens", "list")
+	if err != nil || !strings.Contains(out, c.ID) || !strings.Contains(out, "oncall") || !strings.Contains(out, "payments") || strings.Contains(out, "hst_") {
+		t.Errorf("tokens list: got %q (%v), want both tokens and no token's secret", out, err)
+	}
+	if _, err := a.cli(t, c.Token, "tokens", "list"); err == nil || !strings.Contains(err.Error(), "needs role admin") {
+		t.Errorf("tokens list as an operator: got %v, want a refusal naming the role admin", err)
+	}
+
+	// The operator reads the trail.
+	out, err = a.cli(t, c.Token, "audit", "--action", "token.*", "--output", "json")
+	if err != nil || strings.Count(out, `"action":"token.create"`) != 2 || strings.Contains(out, "hst_") {
+		t.Errorf("audit --action token.*: got %q (%v), want the two token.create records", out, err)
+	}
+	if out, err := a.cli(t, accessToken, "tokens", "revoke", c.ID); err != nil || !strings.Contains(out, "revoked") {
+		t.Errorf("tokens revoke: got %q (%v)", out, err)
+	}
+	if _, err := a.cli(t, c.Token, "audit"); err == nil || !strings.Contains(err.Error(), "missing or invalid bearer token") {
+		t.Errorf("audit with the revoked token: got %v, want a refusal", err)
+	}
+	out, err = a.cli(t, accessToken, "audit", "--since", "1h", "--target", c.ID)
+	if err != nil || !strings.Contains(out, "token.revoke") || !strings.Contains(out, "HOOKSTREAM_ADMIN_TOKEN") || !strings.HasPrefix(out, "TIME") {
+		t.Errorf("audit --target: got %q (%v), want the revocation by the bootstrap admin in a table", out, err)
 	}
 }

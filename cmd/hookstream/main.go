@@ -38,7 +38,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand(), newEventsCommand(), newInstancesCommand(), newTokensCommand())
+	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand(), newEventsCommand(), newInstancesCommand(), newTokensCommand(), newAuditCommand())
 	return root
 }
 

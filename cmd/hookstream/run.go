@@ -24,6 +24,7 @@ import (
 	"github.com/hookstream/hookstream/access"
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/audit"
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/console"
 	"github.com/hookstream/hookstream/deadletter"
@@ -382,6 +383,7 @@ func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Led
 	subs := subscriptions.New(n.registry, n.tally, deliveryClientConfig(n.cfg).UserAgent)
 	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
 	n.access.Mount(n.srv)
+	audit.New(n.Cluster, n.log, n.reg).Mount(n.srv)
 	subs.Mount(n.srv)
 	dlq.Mount(n.srv)
 	stats.New(n.counts, n.tally, grps, receiver).Mount(n.srv)
