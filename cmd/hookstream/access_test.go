@@ -292,7 +292,7 @@ func TestTokensAndAuditCommands(t *testing.T) {
 	out, err := a.cli(t, accessToken, "tokens", "add", "--name", "oncall", "--role", "operator", "--expires", "24h", "--output", "json")
 	var c struct {
 		ID, Name, Role, Token string
-		ExpiresAt         time.Time `json:"expires_at"`
+		ExpiresAt             time.Time `json:"expires_at"`
 	}
 	if err != nil || json.Unmarshal([]byte(out), &c) != nil || c.Role != "operator" || !strings.HasPrefix(c.Token, "hst_") || c.ExpiresAt.IsZero() {
 		t.Fatalf("tokens add: got %q (%v), want the operator token as JSON with its expiry", out, err)
