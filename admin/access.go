@@ -62,6 +62,9 @@ type Identity struct {
 	Team    string `json:"team,omitempty"`
 }
 
+// In reports whether id's role is one of roles.
+func (id Identity) In(roles []Role) bool { return slices.Contains(roles, id.Role) }
+
 // The identities that are no access token.
 var (
 	bootstrap = Identity{TokenID: "bootstrap", Name: "HOOKSTREAM_ADMIN_TOKEN", Role: Admin}
@@ -237,7 +240,7 @@ func (s *Server) authorize(route *Route) echo.MiddlewareFunc {
 	refusal := fmt.Sprintf("%s %s needs role %s", route.Method, route.Path, strings.Join(need, " or "))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
-			if !slices.Contains(route.May, Caller(c).Role) {
+			if !Caller(c).In(route.May) {
 				err := echo.NewHTTPError(http.StatusForbidden, refusal)
 				s.record(c, ActionRefused, route.Method+" "+c.Request().URL.Path, err)
 				return err

@@ -1,6 +1,7 @@
 // Package audit owns the audit trail, <prefix>.audit: one record
 // (admin.Record) for every change made through the admin API and every
-// request it refused, written before the answer leaves, read back by
+// request it refused, written before the request ends (its handler has
+// answered), read back by
 // GET /api/audit and hookstream audit with a cursor. The topic has one
 // partition, so the trail is one ordered log and its offset the cursor;
 // it is kept HOOKSTREAM_AUDIT_RETENTION (90 days by default).
@@ -78,7 +79,8 @@ func New(c topics.Cluster, log *slog.Logger, reg prometheus.Registerer) *Service
 const writeTimeout = 5 * time.Second
 
 // Record writes r to the trail, bounded (bound), and waits for the
-// write: the answer to a change leaves once its record is kept. A refusal
+// write: a request that changed something ends once its record is
+// kept. A refusal
 // past MaxRefusalsPerSecond is counted instead. A record that cannot be
 // written is logged: the change it records is made.
 func (s *Service) Record(ctx context.Context, r admin.Record) {

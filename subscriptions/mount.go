@@ -44,9 +44,17 @@ type subscriptionView struct {
 	attempts.Totals
 }
 
-// view is the API form of sub, its totals read once the tally caught up.
-func (s *Service) view(sub Subscription) subscriptionView {
-	return subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID)}
+// view is the API form of sub, its totals read once the tally caught up;
+// for a caller who may not read bodies (a viewer), without the error of
+// its last failure, which quotes the subscriber's answer.
+func (s *Service) view(c *echo.Context, sub Subscription) subscriptionView {
+	v := subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID)}
+	if v.LastFailure != nil && !admin.Caller(c).In(admin.Operators) {
+		f := *v.LastFailure
+		f.Error = ""
+		v.LastFailure = &f
+	}
+	return v
 }
 
 // catchUp waits until the tally has read every attempt written so far.
@@ -69,7 +77,7 @@ func (s *Service) listSubscriptions(c *echo.Context) error {
 	}
 	out := make([]subscriptionView, 0, len(subs))
 	for _, sub := range subs {
-		out = append(out, s.view(sub))
+		out = append(out, s.view(c, sub))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -84,7 +92,7 @@ func (s *Service) getSubscription(c *echo.Context) error {
 	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.view(sub))
+	return c.JSON(http.StatusOK, s.view(c, sub))
 }
 
 // subscriptionInput is the writable JSON of a subscription.

@@ -17,6 +17,7 @@ import (
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/ingest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
 )
 
@@ -256,6 +257,14 @@ func TestViewerSeesNoSecrets(t *testing.T) {
 	if status != http.StatusCreated || json.Unmarshal(raw, &pull) != nil || pull.PullToken == "" {
 		t.Fatalf("POST /api/subscriptions (pull): got %d %s, want 201 with a pull token", status, raw)
 	}
+	// A failed attempt whose error quotes the subscriber's answer: an
+	// answer body, which operators read and viewers do not.
+	const answer = "answer-body-of-the-subscriber"
+	failed := topics.Attempt{Subscription: hook.ID, EventID: "github:1", N: 1, Outcome: topics.OutcomeFailed, Status: 500,
+		Error: `status 500: "` + answer + `"`, At: time.Now()}
+	if err := a.n.Client.ProduceSync(context.Background(), failed.Record(a.n.Names.DeliveryAttempts)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	for _, role := range []string{"viewer", "operator"} {
 		tok := a.token(t, role+"-reader", role, "")
 		for _, path := range []string{"/api/subscriptions", "/api/subscriptions/" + hook.ID, "/api/subscriptions/" + pull.ID} {
@@ -267,6 +276,9 @@ func TestViewerSeesNoSecrets(t *testing.T) {
 				if bytes.Contains(raw, []byte(s)) {
 					t.Errorf("GET %s as %s shows %q: %s", path, role, s, raw)
 				}
+			}
+			if got, want := bytes.Contains(raw, []byte(answer)), role == "operator"; path == "/api/subscriptions/"+hook.ID && got != want {
+				t.Errorf("GET %s as %s shows the answer body its last failure quotes: got %v, want %v: %s", path, role, got, want, raw)
 			}
 		}
 	}
