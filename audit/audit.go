@@ -1,8 +1,8 @@
 // Package audit owns the audit trail, <prefix>.audit: one record
 // (admin.Record) for every change made through the admin API and every
 // request it refused, written before the request ends (its handler has
-// answered), read back by
-// GET /api/audit and hookstream audit with a cursor. The topic has one
+// answered), read back by GET /api/audit and hookstream audit with a
+// cursor. The topic has one
 // partition, so the trail is one ordered log and its offset the cursor;
 // it is kept HOOKSTREAM_AUDIT_RETENTION (90 days by default).
 //
