@@ -176,7 +176,7 @@ var routeTable = []routeCase{
 	{route: "GET /api/instances", admin: ok, operator: ok, viewer: ok, team: forbidden},
 
 	{route: "GET /api/events", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
-	{route: "GET /api/events/*", path: "/api/events/", admin: bad, operator: bad, viewer: bad, team: forbidden},
+	{route: "GET /api/events/*", path: "/api/events/", admin: bad, operator: bad, viewer: forbidden, team: forbidden},
 	{route: "POST /api/events/*", path: "/api/events/github:1/resend", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
 }
 
