@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -46,20 +45,17 @@ var (
 	ErrConflict = admin.Refused("tokens changed concurrently; try again")
 )
 
-// validName is a token's name and a team's: what DESIGN allows in both.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
 // Validate reports every field of t that cannot be a token's.
 func (t Token) Validate() error {
 	var errs []error
-	if !validName.MatchString(t.Name) {
+	if !admin.ValidName(t.Name) {
 		errs = append(errs, fmt.Errorf("%w: name: %.70q is not 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalid, t.Name))
 	}
 	if !slices.Contains(admin.Roles, t.Role) {
 		errs = append(errs, fmt.Errorf("%w: role: %.20q is not admin, operator, viewer or team", ErrInvalid, t.Role))
 	}
 	switch {
-	case t.Role == admin.Team && !validName.MatchString(t.Team):
+	case t.Role == admin.Team && !admin.ValidName(t.Team):
 		errs = append(errs, fmt.Errorf("%w: team: a team token needs a team of 1 to 63 of a-z, 0-9 and '-' (got %.70q)", ErrInvalid, t.Team))
 	case t.Role != admin.Team && t.Team != "":
 		errs = append(errs, fmt.Errorf("%w: team: only a team token has a team", ErrInvalid))

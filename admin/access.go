@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +51,20 @@ var (
 	Operators = []Role{Admin, Operator}
 	// Readers: reads without secrets, header values or bodies.
 	Readers = []Role{Admin, Operator, Viewer}
+
+	// The same with team tokens, for the routes whose handlers confine a
+	// team token to its team's subscriptions.
+	AdminsAndTeams    = []Role{Admin, Team}
+	OperatorsAndTeams = []Role{Admin, Operator, Team}
+	ReadersAndTeams   = []Role{Admin, Operator, Viewer, Team}
 )
+
+// validName is the form of token names and team names.
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidName reports whether name may be a token's or a team's name: 1 to
+// 63 of a-z, 0-9 and '-', starting with a letter or digit.
+func ValidName(name string) bool { return validName.MatchString(name) }
 
 // Identity is who made a request: the token it carried.
 type Identity struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,20 +19,40 @@ import (
 
 // Mount serves the subscription endpoints on srv's /api: list, create,
 // get, patch, delete, rotate a secret, each with its delivery totals, a
-// subscription's attempts, and its test.
+// subscription's attempts, and its test. A team token is confined to its
+// team's subscriptions (mine): another's is not found, as an unknown one.
 func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/subscriptions", s.listSubscriptions, admin.Readers...)
-	g.POST("/subscriptions", s.createSubscription, admin.Admins...).Changes("subscription.create")
-	g.GET("/subscriptions/:id", s.getSubscription, admin.Readers...)
+	g.GET("/subscriptions", s.listSubscriptions, admin.ReadersAndTeams...)
+	g.POST("/subscriptions", s.createSubscription, admin.AdminsAndTeams...).Changes("subscription.create")
+	g.GET("/subscriptions/:id", s.getSubscription, admin.ReadersAndTeams...)
 	// Operators may enable and disable (patchSubscription).
-	g.PATCH("/subscriptions/:id", s.patchSubscription, admin.Operators...).Changes("subscription.update")
-	g.DELETE("/subscriptions/:id", s.deleteSubscription, admin.Admins...).Changes("subscription.delete")
-	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret, admin.Admins...).Changes("subscription.rotate")
+	g.PATCH("/subscriptions/:id", s.patchSubscription, admin.OperatorsAndTeams...).Changes("subscription.update")
+	g.DELETE("/subscriptions/:id", s.deleteSubscription, admin.AdminsAndTeams...).Changes("subscription.delete")
+	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret, admin.AdminsAndTeams...).Changes("subscription.rotate")
 	// An attempt's error quotes the subscriber's answer.
-	g.GET("/subscriptions/:id/attempts", s.listAttempts, admin.Operators...)
-	g.POST("/subscriptions/:id/test", s.testSubscription, admin.Operators...)
+	g.GET("/subscriptions/:id/attempts", s.listAttempts, admin.OperatorsAndTeams...)
+	g.POST("/subscriptions/:id/test", s.testSubscription, admin.OperatorsAndTeams...)
 }
+
+// mine reports whether the caller of c may see and manage sub: any caller
+// but a team token, and a team token its team's.
+func mine(c *echo.Context, sub Subscription) bool {
+	id := admin.Caller(c)
+	return id.Role != admin.Team || sub.Team == id.Team
+}
+
+// getMine is Get, a subscription not mine not found.
+func (s *Service) getMine(ctx context.Context, c *echo.Context, id string) (Subscription, error) {
+	sub, err := s.Get(ctx, id)
+	if err == nil && !mine(c, sub) {
+		return Subscription{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return sub, err
+}
+
+// errOtherTeam refuses a team token a subscription of another team.
+var errOtherTeam = echo.NewHTTPError(http.StatusForbidden, "a team token manages its own team's subscriptions only: team must be its team")
 
 // subscriptionView is a subscription as the API lists it: secrets and
 // header values redacted (only the answers to the POSTs that create it
@@ -49,7 +70,7 @@ type subscriptionView struct {
 // its last failure, which quotes the subscriber's answer.
 func (s *Service) view(c *echo.Context, sub Subscription) subscriptionView {
 	v := subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID)}
-	if v.LastFailure != nil && !admin.Caller(c).In(admin.Operators) {
+	if v.LastFailure != nil && !admin.Caller(c).In(admin.OperatorsAndTeams) {
 		f := *v.LastFailure
 		f.Error = ""
 		v.LastFailure = &f
@@ -77,7 +98,9 @@ func (s *Service) listSubscriptions(c *echo.Context) error {
 	}
 	out := make([]subscriptionView, 0, len(subs))
 	for _, sub := range subs {
-		out = append(out, s.view(c, sub))
+		if mine(c, sub) {
+			out = append(out, s.view(c, sub))
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -85,7 +108,7 @@ func (s *Service) listSubscriptions(c *echo.Context) error {
 func (s *Service) getSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	sub, err := s.Get(ctx, c.Param("id"))
+	sub, err := s.getMine(ctx, c, c.Param("id"))
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -129,6 +152,12 @@ func (s *Service) createSubscription(c *echo.Context) error {
 		sub.ID = *in.ID
 	}
 	in.Apply(&sub)
+	if caller := admin.Caller(c); caller.Role == admin.Team {
+		if in.Team != nil && *in.Team != caller.Team {
+			return errOtherTeam
+		}
+		sub.Team = caller.Team
+	}
 	from := ""
 	if in.From != nil {
 		from = *in.From
@@ -157,7 +186,7 @@ func (s *Service) patchSubscription(c *echo.Context) error {
 		admin.SetAction(c, "subscription.enable")
 	case in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"}):
 		admin.SetAction(c, "subscription.disable")
-	case admin.Caller(c).Role != admin.Admin:
+	case admin.Caller(c).Role == admin.Operator:
 		return echo.NewHTTPError(http.StatusForbidden, "PATCH /api/subscriptions/:id of fields other than enabled needs role admin")
 	}
 	return s.update(c, func(sub *Subscription) { in.Apply(sub) }, false)
@@ -179,8 +208,15 @@ func (s *Service) rotateSecret(c *echo.Context) error {
 func (s *Service) update(c *echo.Context, edit func(*Subscription), withSecret bool) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	sub, err := s.Update(ctx, c.Param("id"), func(sub *Subscription) error {
+	id := c.Param("id")
+	sub, err := s.Update(ctx, id, func(sub *Subscription) error {
+		if !mine(c, *sub) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
 		edit(sub)
+		if !mine(c, *sub) {
+			return errOtherTeam
+		}
 		return nil
 	})
 	if err != nil {
@@ -195,6 +231,9 @@ func (s *Service) update(c *echo.Context, edit func(*Subscription), withSecret b
 func (s *Service) deleteSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
+	if _, err := s.getMine(ctx, c, c.Param("id")); err != nil {
+		return admin.Error(err)
+	}
 	if err := s.Delete(ctx, c.Param("id")); err != nil {
 		return admin.Error(err)
 	}
@@ -219,7 +258,7 @@ func (s *Service) listAttempts(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if _, err := s.Get(ctx, q.Subscription); err != nil {
+	if _, err := s.getMine(ctx, c, q.Subscription); err != nil {
 		return admin.Error(err)
 	}
 	out, err := s.Attempts(ctx, q)
@@ -246,6 +285,9 @@ func (s *Service) testSubscription(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
+	if _, err := s.getMine(ctx, c, c.Param("id")); err != nil {
+		return admin.Error(err)
+	}
 	t, err := s.Test(ctx, c.Param("id"), in.Event, in.Envelope)
 	if errors.Is(err, topics.ErrEventNotFound) {
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())

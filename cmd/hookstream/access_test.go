@@ -155,15 +155,15 @@ var routeTable = []routeCase{
 	{route: "DELETE /api/tokens/:id", path: "/api/tokens/tok_none", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
 	{route: "GET /api/audit", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
 
-	{route: "GET /api/subscriptions", admin: ok, operator: ok, viewer: ok, team: forbidden},
-	{route: "POST /api/subscriptions", body: `{}`, admin: bad, operator: forbidden, viewer: forbidden, team: forbidden},
-	{route: "GET /api/subscriptions/:id", path: "/api/subscriptions/none", admin: missing, operator: missing, viewer: missing, team: forbidden},
-	{route: "PATCH /api/subscriptions/:id", path: "/api/subscriptions/none", body: `{"enabled":false}`, admin: missing, operator: missing, viewer: forbidden, team: forbidden},
-	{route: "PATCH /api/subscriptions/:id", path: "/api/subscriptions/none", body: `{"url":"https://example.com/hook"}`, admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
-	{route: "DELETE /api/subscriptions/:id", path: "/api/subscriptions/none", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
-	{route: "POST /api/subscriptions/:id/rotate-secret", path: "/api/subscriptions/none/rotate-secret", admin: missing, operator: forbidden, viewer: forbidden, team: forbidden},
-	{route: "GET /api/subscriptions/:id/attempts", path: "/api/subscriptions/none/attempts", admin: missing, operator: missing, viewer: forbidden, team: forbidden},
-	{route: "POST /api/subscriptions/:id/test", path: "/api/subscriptions/none/test", body: `{"event":"github:1"}`, admin: missing, operator: missing, viewer: forbidden, team: forbidden},
+	{route: "GET /api/subscriptions", admin: ok, operator: ok, viewer: ok, team: ok},
+	{route: "POST /api/subscriptions", body: `{}`, admin: bad, operator: forbidden, viewer: forbidden, team: bad},
+	{route: "GET /api/subscriptions/:id", path: "/api/subscriptions/none", admin: missing, operator: missing, viewer: missing, team: missing},
+	{route: "PATCH /api/subscriptions/:id", path: "/api/subscriptions/none", body: `{"enabled":false}`, admin: missing, operator: missing, viewer: forbidden, team: missing},
+	{route: "PATCH /api/subscriptions/:id", path: "/api/subscriptions/none", body: `{"url":"https://example.com/hook"}`, admin: missing, operator: forbidden, viewer: forbidden, team: missing},
+	{route: "DELETE /api/subscriptions/:id", path: "/api/subscriptions/none", admin: missing, operator: forbidden, viewer: forbidden, team: missing},
+	{route: "POST /api/subscriptions/:id/rotate-secret", path: "/api/subscriptions/none/rotate-secret", admin: missing, operator: forbidden, viewer: forbidden, team: missing},
+	{route: "GET /api/subscriptions/:id/attempts", path: "/api/subscriptions/none/attempts", admin: missing, operator: missing, viewer: forbidden, team: missing},
+	{route: "POST /api/subscriptions/:id/test", path: "/api/subscriptions/none/test", body: `{"event":"github:1"}`, admin: missing, operator: missing, viewer: forbidden, team: missing},
 
 	{route: "GET /api/dlq", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
 	{route: "POST /api/dlq/redrive", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
@@ -336,5 +336,86 @@ func TestTokensAndAuditCommands(t *testing.T) {
 	out, err = a.cli(t, accessToken, "audit", "--since", "1h", "--target", c.ID)
 	if err != nil || !strings.Contains(out, "token.revoke") || !strings.Contains(out, "HOOKSTREAM_ADMIN_TOKEN") || !strings.HasPrefix(out, "TIME") {
 		t.Errorf("audit --target: got %q (%v), want the revocation by the bootstrap admin in a table", out, err)
+	}
+}
+
+// TestTeamTokenManagesOnlyItsSubscriptions: a team token lists, reads,
+// changes, rotates, tests and deletes only its team's subscriptions; it
+// creates subscriptions owned by its team and cannot give one to another
+// team; another team's subscription is not found, as an unknown one.
+func TestTeamTokenManagesOnlyItsSubscriptions(t *testing.T) {
+	a := startAccessNode(t)
+	payments := a.token(t, "payments-ci", "team", "payments")
+	search := a.token(t, "search-ci", "team", "search")
+	create := func(tok, body string) map[string]any {
+		t.Helper()
+		status, raw := a.call(t, tok, http.MethodPost, "/api/subscriptions", body)
+		var sub map[string]any
+		if status != http.StatusCreated || json.Unmarshal(raw, &sub) != nil {
+			t.Fatalf("POST /api/subscriptions %s: got %d %s, want 201", body, status, raw)
+		}
+		return sub
+	}
+	own := create(payments, `{"url":"https://example.com/payments"}`)
+	if own["team"] != "payments" || own["secret"] == nil {
+		t.Errorf("created by a team token: got %v, want team payments and its secret shown once", own)
+	}
+	theirs := create(search, `{"url":"https://example.com/search"}`)
+	unowned := create(accessToken, `{"url":"https://example.com/ops"}`)
+	if status, raw := a.call(t, payments, http.MethodPost, "/api/subscriptions", `{"url":"https://example.com/x","team":"search"}`); status != http.StatusForbidden {
+		t.Errorf("a team token creating for another team: got %d %s, want 403", status, raw)
+	}
+
+	status, raw := a.call(t, payments, http.MethodGet, "/api/subscriptions", "")
+	var list []struct{ ID, Team string }
+	if status != http.StatusOK || json.Unmarshal(raw, &list) != nil || len(list) != 1 || list[0].ID != own["id"] {
+		t.Errorf("list as payments: got %d %s, want only %s", status, raw, own["id"])
+	}
+	status, raw = a.call(t, accessToken, http.MethodGet, "/api/subscriptions", "")
+	if status != http.StatusOK || json.Unmarshal(raw, &list) != nil || len(list) != 3 {
+		t.Errorf("list as the admin: got %d %s, want all 3", status, raw)
+	}
+
+	id := own["id"].(string)
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/api/subscriptions/" + id, ""},
+		{http.MethodPatch, "/api/subscriptions/" + id, `{"description":"ours","enabled":false}`},
+		{http.MethodPost, "/api/subscriptions/" + id + "/rotate-secret", ""},
+		{http.MethodGet, "/api/subscriptions/" + id + "/attempts", ""},
+	} {
+		if status, raw := a.call(t, payments, c.method, c.path, c.body); status != http.StatusOK {
+			t.Errorf("%s %s as its team: got %d %s, want 200", c.method, c.path, status, raw)
+		}
+	}
+	if status, raw := a.call(t, payments, http.MethodPatch, "/api/subscriptions/"+id, `{"team":"search"}`); status != http.StatusForbidden {
+		t.Errorf("moving its subscription to another team: got %d %s, want 403", status, raw)
+	}
+	for _, other := range []string{theirs["id"].(string), unowned["id"].(string)} {
+		for _, c := range []struct{ method, path, body string }{
+			{http.MethodGet, "/api/subscriptions/" + other, ""},
+			{http.MethodPatch, "/api/subscriptions/" + other, `{"enabled":false}`},
+			{http.MethodDelete, "/api/subscriptions/" + other, ""},
+			{http.MethodPost, "/api/subscriptions/" + other + "/rotate-secret", ""},
+			{http.MethodGet, "/api/subscriptions/" + other + "/attempts", ""},
+			{http.MethodPost, "/api/subscriptions/" + other + "/test", `{"event":"github:1"}`},
+		} {
+			status, raw := a.call(t, payments, c.method, c.path, c.body)
+			if want := `{"error":"subscription not found: ` + other + `"}`; status != http.StatusNotFound || strings.TrimSpace(string(raw)) != want {
+				t.Errorf("%s %s as another team: got %d %s, want 404 %s", c.method, c.path, status, raw, want)
+			}
+		}
+	}
+	if status, raw := a.call(t, payments, http.MethodDelete, "/api/subscriptions/"+id, ""); status != http.StatusNoContent {
+		t.Errorf("deleting its own: got %d %s, want 204", status, raw)
+	}
+	// An admin gives a subscription to a team, which then sees it.
+	if status, raw := a.call(t, accessToken, http.MethodPatch, "/api/subscriptions/"+unowned["id"].(string), `{"team":"payments"}`); status != http.StatusOK {
+		t.Fatalf("an admin giving a subscription to a team: got %d %s, want 200", status, raw)
+	}
+	if status, raw := a.call(t, payments, http.MethodGet, "/api/subscriptions/"+unowned["id"].(string), ""); status != http.StatusOK {
+		t.Errorf("reading the subscription given to its team: got %d %s, want 200", status, raw)
+	}
+	if status, raw := a.call(t, accessToken, http.MethodPatch, "/api/subscriptions/"+unowned["id"].(string), `{"team":"Not A Team"}`); status != http.StatusBadRequest {
+		t.Errorf("an invalid team: got %d %s, want 400", status, raw)
 	}
 }
