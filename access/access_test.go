@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hookstream/hookstream/access"
 	"github.com/hookstream/hookstream/admin"
+	"github.com/hookstream/hookstream/internal/apitest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 )
 
@@ -55,32 +55,7 @@ func startInstance(t *testing.T, env *kafkatest.Env, cfg access.Config) instance
 // token tok (none when empty), and returns the status and the answer.
 func (in instance) call(t *testing.T, tok, method, path, body string) (int, []byte) {
 	t.Helper()
-	return in.callHeader(t, "Bearer "+tok, method, path, body)
-}
-
-func (in instance) callHeader(t *testing.T, authorization, method, path, body string) (int, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, in.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	resp, err := in.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	return apitest.Call(t, in.URL, apitest.Bearer(tok), method, path, body)
 }
 
 // created is the answer to POST /api/tokens.
@@ -152,7 +127,7 @@ func TestTokensAuthenticateByRole(t *testing.T) {
 	want := `{"error":"missing or invalid bearer token"}`
 	for _, header := range []string{"", "Bearer", "Bearer ", "Basic " + adm.Secret, "bearer " + adm.Secret, "Bearer " + adm.Secret + "x",
 		"Bearer hst_" + strings.Repeat("A", 43), "Bearer " + strings.Repeat("x", 10_000), "Bearer " + adm.Secret + " " + adm.Secret} {
-		status, raw := in.callHeader(t, header, http.MethodGet, "/api/tokens", "")
+		status, raw := apitest.Call(t, in.URL, header, http.MethodGet, "/api/tokens", "")
 		if status != http.StatusUnauthorized || strings.TrimSpace(string(raw)) != want {
 			t.Errorf("Authorization %.40q: got %d %s, want 401 %s", header, status, raw, want)
 		}

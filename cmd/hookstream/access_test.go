@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/ingest"
+	"github.com/hookstream/hookstream/internal/apitest"
 	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/topics"
 	"github.com/hookstream/hookstream/tracing"
@@ -85,27 +86,7 @@ func startAccessNode(t *testing.T) *accessNode {
 // token tok (none when empty).
 func (a *accessNode) call(t *testing.T, tok, method, path, body string) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, a.base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	return apitest.Call(t, a.base, apitest.Bearer(tok), method, path, body)
 }
 
 // token makes a token of role (and team) with the bootstrap token and
