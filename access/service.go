@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookstream/hookstream/admin"
@@ -203,10 +202,8 @@ func (s *Service) write(ctx context.Context, build func() (*kgo.Record, error)) 
 
 // lost is err as ErrConflict when a concurrent write fenced it.
 func lost(err error) error {
-	for _, fenced := range []error{kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.TransactionAbortable, kerr.ConcurrentTransactions, kerr.InvalidTxnState} {
-		if errors.Is(err, fenced) {
-			return fmt.Errorf("%w (%v)", ErrConflict, err)
-		}
+	if topics.Fenced(err) {
+		return fmt.Errorf("%w (%v)", ErrConflict, err)
 	}
 	return err
 }

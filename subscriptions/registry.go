@@ -652,7 +652,7 @@ func (r *Registry) write(ctx context.Context, build func(map[string]Subscription
 	backoff := 20 * time.Millisecond
 	for try := 1; ; try++ {
 		err := r.writeOnce(ctx, build)
-		if !lostRace(err) {
+		if !topics.Fenced(err) {
 			return err
 		}
 		if try == writeTries {
@@ -665,14 +665,6 @@ func (r *Registry) write(ctx context.Context, build func(map[string]Subscription
 		}
 		backoff *= 2
 	}
-}
-
-// lostRace reports whether a write failed because a concurrent write
-// fenced it.
-func lostRace(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.ConcurrentTransactions) ||
-		errors.Is(err, kerr.InvalidTxnState)
 }
 
 func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscription) ([]*kgo.Record, error)) error {
