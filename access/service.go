@@ -335,6 +335,8 @@ func (s *Service) apply(rec *kgo.Record) error {
 	switch _, known := s.tokens[id]; {
 	case t.ID != id:
 		return fmt.Errorf("the token's id %.70q is not the record's key", t.ID)
+	case s.byDigest[d] != "" && s.byDigest[d] != id:
+		return fmt.Errorf("the digest is token %s's", s.byDigest[d])
 	case !known && len(s.tokens) >= s.max:
 		return fmt.Errorf("past the limit of %d tokens (HOOKSTREAM_MAX_TOKENS)", s.max)
 	}
