@@ -400,3 +400,36 @@ func TestTeamTokenManagesOnlyItsSubscriptions(t *testing.T) {
 		t.Errorf("an invalid team: got %d %s, want 400", status, raw)
 	}
 }
+
+// TestAuditFollow: audit --follow prints records written after it
+// started, until interrupted.
+func TestAuditFollow(t *testing.T) {
+	a := startAccessNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	root := newRootCommand()
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"audit", "--follow", "--action", "token.*", "--output", "json", "--admin-addr", a.addr, "--admin-token", accessToken})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	a.token(t, "first", "viewer", "")
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if n := strings.Count(out.String(), `"action":"token.create"`); n != 1 {
+			return fmt.Errorf("followed %d token.create records, want 1: %s", n, out.String())
+		}
+		return nil
+	})
+	a.token(t, "second", "viewer", "")
+	kafkatest.WaitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(out.String(), `"name":"HOOKSTREAM_ADMIN_TOKEN"`) || strings.Count(out.String(), `"action":"token.create"`) != 2 {
+			return fmt.Errorf("followed: %s, want both token.create records", out.String())
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("audit --follow, interrupted: %v", err)
+	}
+}

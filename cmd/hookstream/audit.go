@@ -84,6 +84,9 @@ func runAudit(cmd *cobra.Command, o auditOptions) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), connectTimeout)
 		raw, err := adminGet(ctx, cfg, "/api/audit?"+q.Encode())
 		cancel()
+		if cmd.Context().Err() != nil {
+			return nil // interrupted
+		}
 		if err != nil {
 			return err
 		}
