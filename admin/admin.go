@@ -1,11 +1,15 @@
 // Package admin is the operators' listener: /healthz, /readyz with the
 // detail of every component's readiness, /metrics, and /api, guarded by a
 // bearer token or, without one, served to local clients only (Host,
-// Origin, content type). It is a mount point: each component mounts its
-// own routes, on the guarded /api group (API), under /ui for the web
-// console, which signs browsers in itself (UI), or, for callers that
-// authenticate themselves such as another instance forwarding a story
-// query, under /peer (Peer); admin maps every route's errors to
+// Origin, content type). Every /api route names the roles that may call
+// it where it is mounted, and one authorizer checks them (access.go); the
+// tokens themselves are package access's (Authenticate), and the records
+// of changes and refusals package audit's (Audit). It is a mount point:
+// each component mounts its own routes, on the guarded /api group (API),
+// under /ui for the web console, which signs browsers in itself (UI), or,
+// for callers that authenticate themselves such as another instance
+// forwarding a story query, under /peer (Peer); admin maps every route's
+// errors to
 // {"error": "..."} and holds the plumbing they share (Timeout, Error). It
 // owns the HTTP surface only, and imports none of the components:
 // components report their state through the checks they register and the
