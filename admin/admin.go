@@ -9,9 +9,8 @@
 // under /ui for the web console, which signs browsers in itself (UI), or,
 // for callers that authenticate themselves such as another instance
 // forwarding a story query, under /peer (Peer); admin maps every route's
-// errors to
-// {"error": "..."} and holds the plumbing they share (Timeout, Error). It
-// owns the HTTP surface only, and imports none of the components:
+// errors to {"error": "..."} and holds the plumbing they share (Timeout,
+// Error). It owns the HTTP surface only, and imports none of the components:
 // components report their state through the checks they register and the
 // routes they mount.
 package admin
