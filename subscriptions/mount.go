@@ -180,11 +180,13 @@ func (s *Service) patchSubscription(c *echo.Context) error {
 	if in.ID != nil || in.From != nil || in.Pull != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id, from and pull cannot be changed")
 	}
-	// Enabling and disabling is an operator's; any other change an admin's.
+	// Enabling and disabling is an operator's; any other change an admin's
+	// (or, of its own subscriptions, a team's).
+	toggle := in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"})
 	switch {
-	case in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"}) && *in.Enabled:
+	case toggle && *in.Enabled:
 		admin.SetAction(c, "subscription.enable")
-	case in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"}):
+	case toggle:
 		admin.SetAction(c, "subscription.disable")
 	case admin.Caller(c).Role == admin.Operator:
 		return echo.NewHTTPError(http.StatusForbidden, "PATCH /api/subscriptions/:id of fields other than enabled needs role admin")
