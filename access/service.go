@@ -66,8 +66,10 @@ func New(cfg Config, c topics.Cluster, log *slog.Logger, reg prometheus.Register
 }
 
 // Authenticate returns the identity of the holder of secret; false when
-// no token has it, or it expired. Unknown, revoked and expired tokens
-// are refused alike.
+// no token has it, or it expired, and for every token until the service
+// has read the tokens the topic held when it started (a token read before
+// its revocation is not accepted in between). Unknown, revoked and
+// expired tokens are refused alike.
 //
 // The lookup is a map keyed by the SHA-256 digest of the presented
 // secret, and that is no oracle: how long it takes depends on the digest
@@ -81,7 +83,7 @@ func (s *Service) Authenticate(secret string) (admin.Identity, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id, ok := s.byDigest[d]
-	if !ok {
+	if !ok || !s.loaded {
 		return admin.Identity{}, false
 	}
 	t, now := s.tokens[id], s.now()

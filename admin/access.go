@@ -89,7 +89,7 @@ var (
 // for one that is unknown, revoked or expired alike (package access).
 type Authenticator func(token string) (Identity, bool)
 
-// Authenticate makes a the judge of the tokens that are not
+// Authenticate makes a the judge of every token but
 // HOOKSTREAM_ADMIN_TOKEN. Call it before Run.
 func (s *Server) Authenticate(a Authenticator) { s.authenticator = a }
 
@@ -108,7 +108,7 @@ type Record struct {
 }
 
 // ActionRefused is the action of a refused request: 401 (no valid
-// token, a cross-site request) or 403 (a role without the right).
+// token) or 403 (a cross-site request, a role without the right).
 const ActionRefused = "auth.refused"
 
 // Recorder keeps records (package audit). It is called on the request's
