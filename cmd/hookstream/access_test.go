@@ -389,6 +389,18 @@ func TestTeamTokenManagesOnlyItsSubscriptions(t *testing.T) {
 	if status, raw := a.call(t, payments, http.MethodDelete, "/api/subscriptions/"+id, ""); status != http.StatusNoContent {
 		t.Errorf("deleting its own: got %d %s, want 204", status, raw)
 	}
+	// The CLI, which writes the topic itself, gives a subscription to a team.
+	root := newRootCommand()
+	root.SetOut(io.Discard)
+	root.SetArgs([]string{"subscriptions", "add", "--url", "https://example.com/cli", "--team", "payments",
+		"--brokers", strings.Join(a.n.cfg.Brokers, ","), "--topic-prefix", a.n.cfg.TopicPrefix})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("subscriptions add --team: %v", err)
+	}
+	status, raw = a.call(t, payments, http.MethodGet, "/api/subscriptions", "")
+	if status != http.StatusOK || json.Unmarshal(raw, &list) != nil || len(list) != 1 || list[0].Team != "payments" {
+		t.Errorf("list as payments after subscriptions add --team payments: got %d %s, want that one", status, raw)
+	}
 	// An admin gives a subscription to a team, which then sees it.
 	if status, raw := a.call(t, accessToken, http.MethodPatch, "/api/subscriptions/"+unowned["id"].(string), `{"team":"payments"}`); status != http.StatusOK {
 		t.Fatalf("an admin giving a subscription to a team: got %d %s, want 200", status, raw)
