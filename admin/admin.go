@@ -1,29 +1,35 @@
 // Package admin is the operators' listener: /healthz, /readyz with the
 // detail of every component's readiness, /metrics, and /api, guarded by a
 // bearer token or, without one, served to local clients only (Host,
-// Origin, content type). It is a mount point: each component mounts its
-// own routes, on the guarded /api group (API), under /ui for the web
-// console, which signs browsers in itself (UI), or, for callers that
-// authenticate themselves such as another instance forwarding a story
-// query, under /peer (Peer); admin maps every route's errors to
-// {"error": "..."} and holds the plumbing they share (Timeout, Error). It
-// owns the HTTP surface only, and imports none of the components:
+// Origin, content type). Every /api route names the roles that may call
+// it where it is mounted, and one authorizer checks them (access.go); the
+// tokens themselves are package access's (Authenticate), and the records
+// of changes and refusals package audit's (Audit). It is a mount point:
+// each component mounts its own routes, on the guarded /api group (API),
+// under /ui for the web console, which signs browsers in itself (UI), or,
+// for callers that authenticate themselves such as another instance
+// forwarding a story query, under /peer (Peer); admin maps every route's
+// errors to {"error": "..."} and holds the plumbing they share (Timeout,
+// Error). It owns the HTTP surface only, and imports none of the components:
 // components report their state through the checks they register and the
 // routes they mount.
 package admin
 
 import (
+	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,9 +72,14 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	echo *echo.Echo
-	api  *echo.Group
+	api  *API
 	ui   *echo.Group
 	peer *echo.Group
+
+	// Set while mounting, before Run (access.go).
+	authenticator Authenticator
+	recorder      Recorder
+	routes        []*Route
 
 	mu     sync.Mutex
 	checks map[string]Check
@@ -82,19 +93,20 @@ func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
-	s.api = e.Group("/api", s.guard)
-	// Profiles, behind the guard like the rest of /api.
-	s.api.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	s.api = &API{s: s, g: e.Group(APIPrefix, s.guard)}
+	// Profiles, behind the guard like the rest of /api; admins only: a
+	// heap profile holds what the process holds.
+	s.api.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)), Admins...)
 	// pprof.Index finds a named profile (heap, allocs, goroutine, ...) only
 	// under /debug/pprof/, not under /api: each is served by name.
 	s.api.GET("/debug/pprof/:name", func(c *echo.Context) error {
 		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
 		return nil
-	})
-	s.api.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
-	s.api.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
-	s.api.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
-	s.api.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+	}, Admins...)
+	s.api.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)), Admins...)
+	s.api.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), Admins...)
+	s.api.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)), Admins...)
+	s.api.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), Admins...)
 	s.peer = e.Group(PeerPrefix)
 	s.ui = e.Group(UIPrefix)
 	s.echo = e
@@ -108,8 +120,12 @@ func (s *Server) AddCheck(name string, check Check) {
 	s.checks[name] = check
 }
 
-// API is the guarded /api group where components mount routes.
-func (s *Server) API() *echo.Group { return s.api }
+// APIPrefix is the path of the API.
+const APIPrefix = "/api"
+
+// API is the guarded /api group where components mount routes, each
+// naming the roles that may call it.
+func (s *Server) API() *API { return s.api }
 
 // PeerPrefix is the path of the Peer group.
 const PeerPrefix = "/peer"
@@ -147,13 +163,23 @@ func DecodeJSONStrict(c *echo.Context, v any, limit int64) error {
 	return decodeJSON(c, v, limit, true)
 }
 
+// decodeJSON decodes the body into v and leaves the names of its
+// top-level fields for the audit trail (Fields).
 func decodeJSON(c *echo.Context, v any, limit int64, strict bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if strict {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "invalid JSON: "+err.Error())
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		c.Set(fieldsKey, slices.Sorted(maps.Keys(fields)))
 	}
 	return nil
 }
@@ -235,40 +261,33 @@ var (
 	errNotJSON   = echo.NewHTTPError(http.StatusUnsupportedMediaType, "request body must be application/json")
 )
 
-// guard keeps web pages from driving /api. With a token, the bearer token
-// is required: a browser cannot attach it to a cross-site request without
-// a CORS preflight, which this API never approves, so any host name may be
-// served. Without one, only what a local client sends is served
-// (RefuseCrossSite). Either way a body must be application/json, which no
-// HTML form or preflight-free request can send.
+// guard keeps web pages from driving /api and finds the caller. With a
+// token, a bearer token is required (authenticate): a browser cannot
+// attach it to a cross-site request without a CORS preflight, which this
+// API never approves, so any host name may be served. Without one, only
+// what a local client sends is served (RefuseCrossSite), as an admin.
+// Either way a body must be application/json, which no HTML form or
+// preflight-free request can send. A refusal is recorded (Audit); each
+// route then checks the caller's role (authorize).
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
-	want := []byte(s.cfg.Token)
 	return func(c *echo.Context) error {
+		setRequestID(c)
 		r := c.Request()
 		var err error
-		if len(want) > 0 {
-			err = bearer(c, want)
-		} else {
-			err = s.RefuseCrossSite(r)
-		}
-		if err == nil {
-			err = jsonBody(r)
+		if s.cfg.Token != "" {
+			err = s.authenticate(c)
+		} else if err = s.RefuseCrossSite(r); err == nil {
+			c.Set(identityKey, local)
 		}
 		if err != nil {
+			s.record(c, ActionRefused, r.Method+" "+r.URL.Path, err)
+			return err
+		}
+		if err := jsonBody(r); err != nil {
 			return err
 		}
 		return next(c)
 	}
-}
-
-// bearer requires the token as a bearer credential.
-func bearer(c *echo.Context, want []byte) error {
-	got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="hookstream"`)
-		return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token")
-	}
-	return nil
 }
 
 // RefuseCrossSite refuses a request a web page of another site or origin

@@ -67,10 +67,10 @@ func TestErrorStatus(t *testing.T) {
 func TestAnswersAreNotHTMLEscaped(t *testing.T) {
 	const msg = "invalid filter: line 1, column 11: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} & more"
 	srv := admin.New(admin.Config{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-	srv.API().GET("/refused", func(*echo.Context) error { return admin.Error(admin.Of(admin.Invalid("invalid"), errors.New(msg))) })
+	srv.API().GET("/refused", func(*echo.Context) error { return admin.Error(admin.Of(admin.Invalid("invalid"), errors.New(msg))) }, admin.Readers...)
 	srv.API().GET("/answer", func(c *echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"filter": `data.a < 1 && data.b > 2`})
-	})
+	}, admin.Readers...)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	for path, want := range map[string]string{

@@ -45,8 +45,15 @@ type Config struct {
 	// listener to forward story queries. Default empty: AdminAddr, a
 	// listener on every interface reached at the address the broker sees.
 	AdminAdvertisedAddr string
-	// AdminToken is the bearer token of /api/*. Default empty; required off loopback.
+	// AdminToken is the bearer token of /api/*, always an admin (the
+	// bootstrap of access tokens). Default empty; required off loopback.
 	AdminToken string
+	// MaxTokens is how many access tokens may exist; creating one more is
+	// refused. Default 10000.
+	MaxTokens int
+	// AuditRetention is how long the audit trail is kept. Default
+	// topics.DefaultAuditRetention, 90 days (2160h).
+	AuditRetention time.Duration
 	// TraceURL is the link template of an event's trace, an http(s) URL
 	// containing {trace_id} (tracing.Link). Default empty: no link.
 	TraceURL string
@@ -224,6 +231,17 @@ var settings = []setting{
 		func(c *Config, v string) error { c.AdminAdvertisedAddr = v; return advertised(v) }},
 	{"HOOKSTREAM_ADMIN_TOKEN", "admin-token", "", "bearer token for /api/* (required when the admin address is not loopback)", Admin,
 		func(c *Config, v string) error { c.AdminToken = v; return nil }},
+	{"HOOKSTREAM_MAX_TOKENS", "max-tokens", "10000", "most access tokens that may exist; creating one more is refused (every instance holds each in memory)", Server,
+		func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1_000_000 {
+				return fmt.Errorf("invalid token limit %q (want 1 to 1000000)", v)
+			}
+			c.MaxTokens = n
+			return nil
+		}},
+	{"HOOKSTREAM_AUDIT_RETENTION", "audit-retention", durations(topics.DefaultAuditRetention), "how long the audit trail (<prefix>.audit) keeps every change and refused request", Topology,
+		func(c *Config, v string) (err error) { c.AuditRetention, err = positiveDuration(v); return err }},
 	{"HOOKSTREAM_TRACE_URL", "trace-url", "", "link to an event's trace that events get and the console show, a URL containing {trace_id} (e.g. http://localhost:16686/trace/{trace_id})", Server,
 		func(c *Config, v string) error { c.TraceURL = v; return tracing.CheckTraceURL(v) }},
 	{"HOOKSTREAM_MAX_BODY", "max-body", "1MiB", "largest webhook body; larger ones get 413", Topology,

@@ -23,7 +23,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:8081",
+		EmbeddedAddr: "127.0.0.1:9092", DataDir: "./data", HTTPAddr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:8081", MaxTokens: 10000, AuditRetention: 90 * 24 * time.Hour,
 		TopicPrefix: "hookstream", Partitions: 12, MaxBody: 1 << 20, AckTimeout: 5 * time.Second, DedupTTL: 168 * time.Hour,
 		// The breaker's 30s cooldown is capped at the first retry's delay.
 		Delivery: Delivery{Timeout: 15 * time.Second, AllowPrivate: true, BreakerCooldown: 5 * time.Second, MaxSubscriptions: 1000, ExprCPUShare: 0.25, Schedule: []time.Duration{

@@ -15,8 +15,8 @@ import (
 // POST /api/dlq/redrive redrives a selection of them.
 func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/dlq", s.listDLQ)
-	g.POST("/dlq/redrive", s.redrive)
+	g.GET("/dlq", s.listDLQ, admin.Operators...)
+	g.POST("/dlq/redrive", s.redrive, admin.Operators...).Changes("dlq.redrive")
 }
 
 // dlqQuery is the selection of /api/dlq and /api/dlq/redrive.
@@ -78,6 +78,7 @@ func (s *Service) redrive(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	admin.SetTarget(c, string(kind))
 	if !q.All && q.Since == "" && q.Key == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "select letters with since, key, or all: true")
 	}

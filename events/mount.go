@@ -21,8 +21,9 @@ func (s *Service) Mount(srv *admin.Server) {
 	if s.stories != nil {
 		s.stories.Mount(srv)
 	}
-	srv.API().GET("/events", s.search)
-	srv.API().POST("/events/*", s.resend)
+	// Envelopes are payloads.
+	srv.API().GET("/events", s.search, admin.Operators...)
+	srv.API().POST("/events/*", s.resend, admin.Operators...).Changes("event.resend")
 }
 
 // resendSuffix ends the path of a resend.
@@ -36,6 +37,7 @@ func (s *Service) resend(c *echo.Context) error {
 	if !ok || key == "" {
 		return echo.NewHTTPError(http.StatusNotFound, "want POST /api/events/<source>:<event-id>/resend")
 	}
+	admin.SetTarget(c, key)
 	var req ResendRequest
 	if err := admin.DecodeJSONStrict(c, &req, 4<<10); err != nil {
 		return err

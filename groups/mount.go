@@ -12,10 +12,10 @@ import (
 // POST /api/replay/plan and POST /api/replay/execute on srv.
 func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/groups", s.list)
-	g.GET("/groups/:group", s.one)
-	g.POST("/replay/plan", s.plan)
-	g.POST("/replay/execute", s.execute)
+	g.GET("/groups", s.list, admin.Readers...)
+	g.GET("/groups/:group", s.one, admin.Readers...)
+	g.POST("/replay/plan", s.plan, admin.Readers...) // a dry run
+	g.POST("/replay/execute", s.execute, admin.Operators...).Changes("replay.execute")
 }
 
 // ReplayRequest is the body of POST /api/replay/plan and
@@ -74,6 +74,7 @@ func (s *Service) replay(c *echo.Context, execute bool) error {
 	if req.Group == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "group: required (processor, retry, sub:<id> or a full group name)")
 	}
+	admin.SetTarget(c, req.Group)
 	t, err := ParseTarget(req.Target, req.Value)
 	if err != nil {
 		return admin.Error(err)

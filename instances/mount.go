@@ -28,5 +28,5 @@ func (s *Service) Mount(srv *admin.Server) {
 			return admin.Error(err)
 		}
 		return c.JSON(http.StatusOK, list)
-	})
+	}, admin.Readers...)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Mount serves GET /api/stats on srv: the Summary.
-func (s *Service) Mount(srv *admin.Server) { srv.API().GET("/stats", s.stats) }
+func (s *Service) Mount(srv *admin.Server) { srv.API().GET("/stats", s.stats, admin.Readers...) }
 
 func (s *Service) stats(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)

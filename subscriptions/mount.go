@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,19 +20,41 @@ import (
 // Mount serves the subscription endpoints on srv's /api: list, create,
 // get, patch, delete, rotate a secret, each with its delivery totals and
 // its health as srv's dispatcher tells it, a subscription's attempts, and
-// its test.
+// its test. A team token is confined to its team's subscriptions (mine):
+// another's is not found, as an unknown one.
 func (s *Service) Mount(srv *admin.Server) {
 	s.readiness = srv.Readiness
 	g := srv.API()
-	g.GET("/subscriptions", s.listSubscriptions)
-	g.POST("/subscriptions", s.createSubscription)
-	g.GET("/subscriptions/:id", s.getSubscription)
-	g.PATCH("/subscriptions/:id", s.patchSubscription)
-	g.DELETE("/subscriptions/:id", s.deleteSubscription)
-	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret)
-	g.GET("/subscriptions/:id/attempts", s.listAttempts)
-	g.POST("/subscriptions/:id/test", s.testSubscription)
+	g.GET("/subscriptions", s.listSubscriptions, admin.ReadersAndTeams...)
+	g.POST("/subscriptions", s.createSubscription, admin.AdminsAndTeams...).Changes("subscription.create")
+	g.GET("/subscriptions/:id", s.getSubscription, admin.ReadersAndTeams...)
+	// Operators may enable and disable (patchSubscription).
+	g.PATCH("/subscriptions/:id", s.patchSubscription, admin.OperatorsAndTeams...).Changes("subscription.update")
+	g.DELETE("/subscriptions/:id", s.deleteSubscription, admin.AdminsAndTeams...).Changes("subscription.delete")
+	g.POST("/subscriptions/:id/rotate-secret", s.rotateSecret, admin.AdminsAndTeams...).Changes("subscription.rotate")
+	// An attempt's error quotes the subscriber's answer.
+	g.GET("/subscriptions/:id/attempts", s.listAttempts, admin.OperatorsAndTeams...)
+	g.POST("/subscriptions/:id/test", s.testSubscription, admin.OperatorsAndTeams...)
 }
+
+// mine reports whether the caller of c may see and manage sub: any caller
+// but a team token, and a team token its team's.
+func mine(c *echo.Context, sub Subscription) bool {
+	id := admin.Caller(c)
+	return id.Role != admin.Team || sub.Team == id.Team
+}
+
+// getMine is Get, a subscription not mine not found.
+func (s *Service) getMine(ctx context.Context, c *echo.Context, id string) (Subscription, error) {
+	sub, err := s.Get(ctx, id)
+	if err == nil && !mine(c, sub) {
+		return Subscription{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return sub, err
+}
+
+// errOtherTeam refuses a team token a subscription of another team.
+var errOtherTeam = echo.NewHTTPError(http.StatusForbidden, "a team token manages its own team's subscriptions only: team must be its team")
 
 // subscriptionView is a subscription as the API lists it: secrets and
 // header values redacted (only the answers to the POSTs that create it
@@ -45,9 +69,17 @@ type subscriptionView struct {
 }
 
 // view is the API form of sub, its totals read once the tally caught up,
-// its health as d tells it (known: this instance runs a dispatcher).
-func (s *Service) view(sub Subscription, d Delivery, known bool) subscriptionView {
-	return subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID), Health: d.Health(sub, known)}
+// its health as d tells it (known: this instance runs a dispatcher); for
+// a caller who may not read bodies (a viewer), without the error of its
+// last failure, which quotes the subscriber's answer.
+func (s *Service) view(c *echo.Context, sub Subscription, d Delivery, known bool) subscriptionView {
+	v := subscriptionView{Shown: Show(sub.Redacted()), Kind: sub.Kind(), Totals: s.attempts.Totals(sub.ID), Health: d.Health(sub, known)}
+	if v.LastFailure != nil && !admin.Caller(c).In(admin.OperatorsAndTeams) {
+		f := *v.LastFailure
+		f.Error = ""
+		v.LastFailure = &f
+	}
+	return v
 }
 
 // delivery is what this instance's dispatcher says of the subscriptions.
@@ -78,7 +110,9 @@ func (s *Service) listSubscriptions(c *echo.Context) error {
 	d, known := s.delivery(ctx)
 	out := make([]subscriptionView, 0, len(subs))
 	for _, sub := range subs {
-		out = append(out, s.view(sub, d, known))
+		if mine(c, sub) {
+			out = append(out, s.view(c, sub, d, known))
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -86,7 +120,7 @@ func (s *Service) listSubscriptions(c *echo.Context) error {
 func (s *Service) getSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	sub, err := s.Get(ctx, c.Param("id"))
+	sub, err := s.getMine(ctx, c, c.Param("id"))
 	if err != nil {
 		return admin.Error(err)
 	}
@@ -94,7 +128,7 @@ func (s *Service) getSubscription(c *echo.Context) error {
 		return err
 	}
 	d, known := s.delivery(ctx)
-	return c.JSON(http.StatusOK, s.view(sub, d, known))
+	return c.JSON(http.StatusOK, s.view(c, sub, d, known))
 }
 
 // subscriptionInput is the writable JSON of a subscription.
@@ -131,13 +165,21 @@ func (s *Service) createSubscription(c *echo.Context) error {
 		sub.ID = *in.ID
 	}
 	in.Apply(&sub)
+	if caller := admin.Caller(c); caller.Role == admin.Team {
+		if in.Team != nil && *in.Team != caller.Team {
+			return errOtherTeam
+		}
+		sub.Team = caller.Team
+	}
 	from := ""
 	if in.From != nil {
 		from = *in.From
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if err := s.Create(ctx, &sub, from); err != nil {
+	err = s.Create(ctx, &sub, from)
+	admin.SetTarget(c, sub.ID)
+	if err != nil {
 		return admin.Error(err)
 	}
 	return c.JSON(http.StatusCreated, Show(sub)) // the secret, once
@@ -150,6 +192,17 @@ func (s *Service) patchSubscription(c *echo.Context) error {
 	}
 	if in.ID != nil || in.From != nil || in.Pull != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id, from and pull cannot be changed")
+	}
+	// Enabling and disabling is an operator's; any other change an admin's
+	// (or, of its own subscriptions, a team's).
+	toggle := in.Enabled != nil && slices.Equal(admin.Fields(c), []string{"enabled"})
+	switch {
+	case toggle && *in.Enabled:
+		admin.SetAction(c, "subscription.enable")
+	case toggle:
+		admin.SetAction(c, "subscription.disable")
+	case admin.Caller(c).Role == admin.Operator:
+		return echo.NewHTTPError(http.StatusForbidden, "PATCH /api/subscriptions/:id of fields other than enabled needs role admin")
 	}
 	return s.update(c, func(sub *Subscription) { in.Apply(sub) }, false)
 }
@@ -170,8 +223,15 @@ func (s *Service) rotateSecret(c *echo.Context) error {
 func (s *Service) update(c *echo.Context, edit func(*Subscription), withSecret bool) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	sub, err := s.Update(ctx, c.Param("id"), func(sub *Subscription) error {
+	id := c.Param("id")
+	sub, err := s.Update(ctx, id, func(sub *Subscription) error {
+		if !mine(c, *sub) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
 		edit(sub)
+		if !mine(c, *sub) {
+			return errOtherTeam
+		}
 		return nil
 	})
 	if err != nil {
@@ -186,6 +246,9 @@ func (s *Service) update(c *echo.Context, edit func(*Subscription), withSecret b
 func (s *Service) deleteSubscription(c *echo.Context) error {
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
+	if _, err := s.getMine(ctx, c, c.Param("id")); err != nil {
+		return admin.Error(err)
+	}
 	if err := s.Delete(ctx, c.Param("id")); err != nil {
 		return admin.Error(err)
 	}
@@ -210,7 +273,7 @@ func (s *Service) listAttempts(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	if _, err := s.Get(ctx, q.Subscription); err != nil {
+	if _, err := s.getMine(ctx, c, q.Subscription); err != nil {
 		return admin.Error(err)
 	}
 	out, err := s.Attempts(ctx, q)
@@ -237,6 +300,9 @@ func (s *Service) testSubscription(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
+	if _, err := s.getMine(ctx, c, c.Param("id")); err != nil {
+		return admin.Error(err)
+	}
 	t, err := s.Test(ctx, c.Param("id"), in.Event, in.Envelope)
 	if errors.Is(err, topics.ErrEventNotFound) {
 		return echo.NewHTTPError(http.StatusNotFound, err.Error())

@@ -62,7 +62,7 @@ type Registry struct {
 	// replicas of the topics created for topic subscriptions.
 	replicas int16
 	// skips skips the records that are not subscriptions.
-	skips *skipper
+	skips *topics.Skipper
 
 	mu      sync.Mutex
 	watched *snapshot     // nil while no Watch has loaded
@@ -79,8 +79,8 @@ type snapshot struct {
 // NewRegistry reads end offsets with c's shared client and reads and
 // writes with clients of c's own.
 func NewRegistry(c topics.Cluster, log *slog.Logger) *Registry {
-	r := &Registry{c: c, log: log, now: time.Now, moved: make(chan struct{}), skips: newSkipper(log)}
-	r.skips.skipped.WithLabelValues(string(c.Names.Subscriptions))
+	r := &Registry{c: c, log: log, now: time.Now, moved: make(chan struct{}), skips: topics.NewSkipper(log)}
+	r.skips.Count(c.Names.Subscriptions)
 	return r
 }
 
@@ -88,7 +88,7 @@ func NewRegistry(c topics.Cluster, log *slog.Logger) *Registry {
 // registry counts the records of the subscriptions topic it skipped
 // (hookstream_registry_records_skipped_total). Call it before using r.
 func (r *Registry) Instrument(reg prometheus.Registerer) *Registry {
-	reg.MustRegister(r.skips.skipped)
+	r.skips.MustRegister(reg)
 	return r
 }
 
@@ -139,7 +139,7 @@ func (r *Registry) CheckURL(url string) error {
 
 // List reads every committed subscription, secrets decrypted. A record
 // that is not a subscription, or whose secrets do not open, is skipped
-// (see skipper and open).
+// (see topics.Skipper and open).
 func (r *Registry) List(ctx context.Context) (map[string]Subscription, error) {
 	stored, err := r.read(ctx)
 	if err != nil {
@@ -167,7 +167,7 @@ func (r *Registry) openReporting(stored map[string]Subscription, report bool) (s
 		s, current, err := r.sec.Keys.openSecrets(stored[id])
 		if err != nil {
 			if report {
-				r.skips.refuse(string(r.c.Names.Subscriptions), id, err)
+				r.skips.Refuse(string(r.c.Names.Subscriptions), id, err)
 			}
 			skipped = append(skipped, err)
 			continue
@@ -277,7 +277,7 @@ func (r *Registry) read(ctx context.Context) (map[string]Subscription, error) {
 			return nil, fmt.Errorf("subscriptions: read: %w", err)
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			r.skips.apply(rec, func(rec *kgo.Record) error { return apply(subs, rec) })
+			r.skips.Apply(rec, func(rec *kgo.Record) error { return apply(subs, rec) })
 			if rec.Offset+1 >= want[rec.Partition] {
 				delete(want, rec.Partition)
 			}
@@ -299,7 +299,7 @@ func readOpts(topic string) []kgo.Opt {
 
 // apply folds one subscriptions record into subs: a tombstone deletes, a
 // value must be a subscription under its own id. It refuses a record that
-// is not, which its readers skip (see skipper).
+// is not, which its readers skip (see topics.Skipper).
 func apply(subs map[string]Subscription, rec *kgo.Record) error {
 	id := string(rec.Key)
 	if rec.Value == nil {
@@ -652,7 +652,7 @@ func (r *Registry) write(ctx context.Context, build func(map[string]Subscription
 	backoff := 20 * time.Millisecond
 	for try := 1; ; try++ {
 		err := r.writeOnce(ctx, build)
-		if !lostRace(err) {
+		if !topics.Fenced(err) {
 			return err
 		}
 		if try == writeTries {
@@ -665,14 +665,6 @@ func (r *Registry) write(ctx context.Context, build func(map[string]Subscription
 		}
 		backoff *= 2
 	}
-}
-
-// lostRace reports whether a write failed because a concurrent write
-// fenced it.
-func lostRace(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.ConcurrentTransactions) ||
-		errors.Is(err, kerr.InvalidTxnState)
 }
 
 func (r *Registry) writeOnce(ctx context.Context, build func(map[string]Subscription) ([]*kgo.Record, error)) error {
@@ -809,7 +801,7 @@ func (r *Registry) Watch(ctx context.Context, fn func(map[string]Subscription)) 
 				delete(loading, rec.Partition)
 				changed = true
 			}
-			if r.skips.apply(rec, func(rec *kgo.Record) error { return apply(stored, rec) }) {
+			if r.skips.Apply(rec, func(rec *kgo.Record) error { return apply(stored, rec) }) {
 				changed = true
 			}
 		})

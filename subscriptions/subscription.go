@@ -50,6 +50,9 @@ type Subscription struct {
 	// subscription's is its pull token; a topic subscription has none.
 	Secret      string `json:"secret,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Team is the team whose team tokens manage the subscription; empty:
+	// admins and operators only.
+	Team string `json:"team,omitempty"`
 	// Sources and EventTypes filter events by glob; empty means all.
 	Sources    []string `json:"sources,omitempty"`
 	EventTypes []string `json:"event_types,omitempty"`
@@ -184,6 +187,9 @@ func (s *Subscription) validate(exprs bool) error {
 		errs = append(errs, fmt.Errorf("id: %q is not a valid id", s.ID))
 	}
 	errs = append(errs, s.validateKind()...)
+	if s.Team != "" && !admin.ValidName(s.Team) {
+		errs = append(errs, fmt.Errorf("team: %.70q is not 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", s.Team))
+	}
 	for _, g := range s.Sources {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
 			errs = append(errs, fmt.Errorf("sources: invalid glob %q", g))
@@ -501,6 +507,7 @@ type Patch struct {
 	Topic       *string   `json:"topic"`
 	Secret      *string   `json:"secret"`
 	Description *string   `json:"description"`
+	Team        *string   `json:"team"`
 	Sources     *[]string `json:"sources"`
 	EventTypes  *[]string `json:"event_types"`
 	Enabled     *bool     `json:"enabled"`
@@ -546,6 +553,7 @@ func (p Patch) Apply(s *Subscription) {
 	set(&s.Topic, p.Topic)
 	set(&s.Secret, p.Secret)
 	set(&s.Description, p.Description)
+	set(&s.Team, p.Team)
 	set(&s.Sources, p.Sources)
 	set(&s.EventTypes, p.EventTypes)
 	set(&s.Enabled, p.Enabled)

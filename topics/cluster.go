@@ -1,9 +1,11 @@
 package topics
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -25,3 +27,13 @@ func (c Cluster) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
 
 // Admin is an admin client over the shared client.
 func (c Cluster) Admin() *kadm.Client { return kadm.NewClient(c.Client) }
+
+// Fenced reports whether a transactional write failed because a later
+// writer under the same transactional id fenced it: the read-modify-writes
+// of the subscriptions and access topics lost their race and may be tried
+// again on the new state.
+func Fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.ConcurrentTransactions) ||
+		errors.Is(err, kerr.InvalidTxnState)
+}

@@ -71,11 +71,20 @@ func Specs(n Names, partitions int32, maxBody int64) []Spec {
 		// Attempts are read with their event's partition, so they share
 		// its number; kept as long as an event id is remembered (SetRetention).
 		{Topic: n.DeliveryAttempts, Partitions: partitions, Configs: del(7 * day), CoPartitioned: true},
+		{Topic: n.Access, Partitions: 1, Configs: compact},
+		// One partition: the trail is one ordered log, its offset the
+		// cursor of a reader; kept HOOKSTREAM_AUDIT_RETENTION (SetRetention).
+		{Topic: n.Audit, Partitions: 1, Configs: del(DefaultAuditRetention)},
 	}
 }
 
+// DefaultAuditRetention is how long the audit trail is kept by default,
+// the default of HOOKSTREAM_AUDIT_RETENTION.
+const DefaultAuditRetention = 90 * day
+
 // SetRetention sets the retention of topic in specs: the delivery attempts
-// are kept HOOKSTREAM_DEDUP_TTL.
+// are kept HOOKSTREAM_DEDUP_TTL, the audit trail
+// HOOKSTREAM_AUDIT_RETENTION.
 func SetRetention(specs []Spec, topic Topic, retention time.Duration) {
 	for _, s := range specs {
 		if s.Topic == topic {

@@ -31,6 +31,8 @@ type Names struct {
 	// DeliveryAttempts holds every delivery attempt, keyed by event and
 	// co-partitioned with Ingest and Events.
 	DeliveryAttempts Topic
+	Access           Topic // access tokens as digests, compacted
+	Audit            Topic // the audit trail: every change and refusal
 }
 
 // NewNames derives every name from prefix.
@@ -45,6 +47,8 @@ func NewNames(prefix string) Names {
 		DeliveryRetry:    Topic(prefix + ".delivery-retry"),
 		DeliveryDLQ:      Topic(prefix + ".delivery-dlq"),
 		DeliveryAttempts: Topic(prefix + ".delivery-attempts"),
+		Access:           Topic(prefix + ".access"),
+		Audit:            Topic(prefix + ".audit"),
 	}
 }
 
@@ -100,6 +104,11 @@ func (n Names) Reserved(name string) bool {
 // subscriptions topic shares: each write fences the one before, so
 // read-modify-writes never interleave.
 func (n Names) SubscriptionsWriter() string { return n.Prefix + "-subscriptions-writer" }
+
+// AccessWriter is the transactional id every writer of the access topic
+// shares: each write fences the one before, so read-check-writes (the
+// token limit) never interleave.
+func (n Names) AccessWriter() string { return n.Prefix + "-access-writer" }
 
 // Record header keys.
 const (

@@ -136,6 +136,7 @@ func ensureTopics(ctx context.Context, cfg *config.Config, cl *kgo.Client, log *
 	names := topics.NewNames(cfg.TopicPrefix)
 	specs := topics.Specs(names, cfg.Partitions, cfg.MaxBody)
 	topics.SetRetention(specs, names.DeliveryAttempts, cfg.DedupTTL)
+	topics.SetRetention(specs, names.Audit, cfg.AuditRetention)
 	res, err := topics.Ensure(ctx, cl, specs, cfg.ReplicationFactor)
 	if err != nil {
 		return fmt.Errorf("%w (brokers %s)", err, strings.Join(cfg.SeedBrokers(), ","))

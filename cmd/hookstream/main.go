@@ -41,7 +41,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand(), newEventsCommand(), newInstancesCommand())
+	root.AddCommand(newRunCommand(), newTopicsCommand(), newSubscriptionsCommand(), newSinkCommand(), newBenchCommand(), newLagCommand(), newReplayCommand(), newDLQCommand(), newEventsCommand(), newInstancesCommand(), newTokensCommand(), newAuditCommand())
 	refuseUnknown(root)
 	return root
 }

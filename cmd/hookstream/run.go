@@ -24,8 +24,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookstream/hookstream/access"
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/audit"
 	"github.com/hookstream/hookstream/config"
 	"github.com/hookstream/hookstream/console"
 	"github.com/hookstream/hookstream/deadletter"
@@ -162,6 +164,7 @@ func run(ctx context.Context, cfg *config.Config, sources ingest.Sources, roles 
 func (n *node) start(ctx context.Context, g *errgroup.Group, sources ingest.Sources, roles []string) error {
 	g.Go(func() error { return n.tally.Run(ctx) })
 	g.Go(func() error { return n.counts.Run(ctx) })
+	g.Go(func() error { return n.access.Run(ctx) })
 	var (
 		receiver func() map[string]stats.Answers // this instance's receiver's answers, when it runs one
 		ledger   events.Ledger                   // this instance's processor's, when it runs one
@@ -257,6 +260,7 @@ type node struct {
 	srv      *admin.Server
 	tally    *attempts.Tally
 	counts   *stats.Tally
+	access   *access.Service
 	// producers are the roles' producers, closed in reverse order before
 	// the admin client.
 	producers []*kgo.Client
@@ -294,6 +298,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 		cfg: cfg, log: log, reg: reg, tr: tr, Cluster: c, registry: registry, srv: srv,
 		tally:  attempts.NewTally(c, log),
 		counts: stats.NewTally(c, log),
+		access: access.New(access.Config{MaxTokens: cfg.MaxTokens}, c, log, reg),
 	}, nil
 }
 
@@ -404,6 +409,8 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
 	subs := subscriptions.New(n.registry, n.tally, deliveryClientConfig(n.cfg).UserAgent)
 	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
+	n.access.Mount(n.srv)
+	audit.New(n.Cluster, n.log, n.reg).Mount(n.srv)
 	subs.Mount(n.srv)
 	dlq.Mount(n.srv)
 	stats.New(n.counts, n.tally, grps, receiver).Mount(n.srv)

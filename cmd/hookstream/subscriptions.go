@@ -25,6 +25,7 @@ import (
 // subscriptionFlags are the writable fields of a subscription.
 type subscriptionFlags struct {
 	url, secret, description string
+	team                     string
 	topic                    string
 	sources, eventTypes      []string
 	ordered                  bool
@@ -44,6 +45,7 @@ func (f *subscriptionFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.topic, "topic", "", "instead of a URL: Kafka topic the events are written to, exactly once (created when missing; read it read_committed)")
 	fs.StringVar(&f.secret, "secret", "", "signing secret, whsec_ + base64 (generated when not given)")
 	fs.StringVar(&f.description, "description", "", "what the subscription is for")
+	fs.StringVar(&f.team, "team", "", "the team whose team tokens manage it (\"\": admins and operators only)")
 	fs.StringArrayVar(&f.sources, "source", nil, "deliver only events of these sources (glob, repeatable)")
 	fs.StringArrayVar(&f.eventTypes, "event-type", nil, "deliver only events of these types (glob, repeatable)")
 	fs.BoolVar(&f.ordered, "ordered", false, "deliver one event at a time per partition, retrying in place")
@@ -80,6 +82,7 @@ func (f *subscriptionFlags) patch(cmd *cobra.Command) (subscriptions.Patch, erro
 		{"topic", func() { p.Topic = &f.topic }},
 		{"secret", func() { p.Secret = &f.secret }},
 		{"description", func() { p.Description = &f.description }},
+		{"team", func() { p.Team = &f.team }},
 		{"source", func() { p.Sources = &f.sources }},
 		{"event-type", func() { p.EventTypes = &f.eventTypes }},
 		{"ordered", func() { p.Ordered = &f.ordered }},

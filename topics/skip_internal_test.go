@@ -1,4 +1,4 @@
-package subscriptions
+package topics
 
 import (
 	"errors"
@@ -14,15 +14,15 @@ import (
 // however often it is met, and the ids remembered for that stay within
 // maxRefused however many distinct ones a writer produces.
 func TestRefusedIDsBounded(t *testing.T) {
-	s := newSkipper(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := NewSkipper(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	err := errors.New("sealed secret does not open")
-	s.refuse("t", "sub_same", err)
-	s.refuse("t", "sub_same", err)
+	s.Refuse("t", "sub_same", err)
+	s.Refuse("t", "sub_same", err)
 	if got := testutil.ToFloat64(s.skipped.WithLabelValues("t")); got != 1 {
 		t.Errorf("one id refused twice: counted %v, want 1", got)
 	}
 	for i := range maxRefused + 5 {
-		s.refuse("t", fmt.Sprintf("sub_%06d", i), err)
+		s.Refuse("t", fmt.Sprintf("sub_%06d", i), err)
 		if n := len(s.refused); n > maxRefused {
 			t.Fatalf("after %d ids: %d remembered, want at most %d", i+1, n, maxRefused)
 		}

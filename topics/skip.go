@@ -1,6 +1,7 @@
-package subscriptions
+package topics
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,14 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// skipper applies the records of a compacted topic of hookstream's own
-// (the subscriptions topic; the access topic is to be read the same way)
-// and skips each one that does not decode: any client with produce rights
+// Skipper applies the records of a compacted topic of hookstream's own
+// (the subscriptions topic, the access topic) and skips each one that
+// does not decode: any client with produce rights
 // on the topic can write one, and it must stop no reader. A skipped record
 // is counted in hookstream_registry_records_skipped_total{topic} and
 // logged the first time the skipper meets it, however often the topic is
 // read again (each List reads it from the start, and so does each Watch).
-type skipper struct {
+type Skipper struct {
 	log     *slog.Logger
 	skipped *prometheus.CounterVec
 
@@ -39,21 +40,41 @@ type partition struct {
 	id    int32
 }
 
-func newSkipper(log *slog.Logger) *skipper {
-	return &skipper{
+// NewSkipper builds a skipper that logs on log. It does no I/O.
+func NewSkipper(log *slog.Logger) *Skipper {
+	return &Skipper{
 		log: log,
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookstream_registry_records_skipped_total",
-			Help: "Records of hookstream's compacted topics (subscriptions) skipped because they do not decode, each counted once.",
+			Help: "Records of hookstream's compacted topics (subscriptions, access) skipped because they do not decode, each counted once.",
 		}, []string{"topic"}),
 		met:     make(map[partition]int64),
 		refused: make(map[string]bool),
 	}
 }
 
-// refuse skips the record of id on topic, which decoded but cannot be
+// MustRegister registers the skipper's counter on reg, or adopts the one
+// another skipper registered there: every skipper of a process counts in
+// one hookstream_registry_records_skipped_total. Call it before using s.
+func (s *Skipper) MustRegister(reg prometheus.Registerer) {
+	err := reg.Register(s.skipped)
+	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			s.skipped, err = existing, nil
+		}
+	}
+	if err != nil {
+		panic(err) // as prometheus.MustRegister does
+	}
+}
+
+// Count starts the count of topic at zero, so that it is exported before
+// any record is skipped.
+func (s *Skipper) Count(topic Topic) { s.skipped.WithLabelValues(string(topic)) }
+
+// Refuse skips the record of id on topic, which decoded but cannot be
 // used: logged and counted the first time.
-func (s *skipper) refuse(topic, id string, err error) {
+func (s *Skipper) Refuse(topic, id string, err error) {
 	s.mu.Lock()
 	first := !s.refused[id]
 	if first {
@@ -69,9 +90,9 @@ func (s *skipper) refuse(topic, id string, err error) {
 	}
 }
 
-// apply applies rec with fn, but a transaction marker, and reports
+// Apply applies rec with fn, but a transaction marker, and reports
 // whether fn took it. A record fn refuses is skipped.
-func (s *skipper) apply(rec *kgo.Record, fn func(*kgo.Record) error) bool {
+func (s *Skipper) Apply(rec *kgo.Record, fn func(*kgo.Record) error) bool {
 	if rec.Attrs.IsControl() {
 		return false
 	}

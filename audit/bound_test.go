@@ -1,0 +1,42 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hookstream/hookstream/admin"
+)
+
+// TestRecordBounded: however long a target, and however many and long
+// the fields a body names, a record stays within MaxRecordBytes, and
+// what was cut says so.
+func TestRecordBounded(t *testing.T) {
+	fields := make([]string, 10_000)
+	for i := range fields {
+		fields[i] = fmt.Sprintf("%0300d", i)
+	}
+	r := bound(admin.Record{
+		Actor:  admin.Identity{TokenID: "tok_1", Name: strings.Repeat("n", 63), Role: admin.Operator, Team: strings.Repeat("t", 63)},
+		Action: "auth.refused", Target: "GET /api/" + strings.Repeat("x", 1<<20), RequestID: strings.Repeat("r", 24),
+		RemoteAddr: strings.Repeat("f", 1000), Status: 401, Fields: fields,
+	})
+	v, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) > MaxRecordBytes {
+		t.Errorf("record: %d bytes, want at most %d", len(v), MaxRecordBytes)
+	}
+	if !strings.HasSuffix(r.Target, truncated) || len(r.Target) > maxTarget+len(truncated) {
+		t.Errorf("target: %d bytes ending %q, want at most %d ending %q", len(r.Target), r.Target[len(r.Target)-20:], maxTarget, truncated)
+	}
+	if last := r.Fields[len(r.Fields)-1]; len(r.Fields) != maxFields+1 || last != fmt.Sprintf("(and %d more)", len(fields)-maxFields) {
+		t.Errorf("fields: got %d ending %q, want %d and a count of the rest", len(r.Fields), last, maxFields+1)
+	}
+	short := bound(admin.Record{Target: "sub_1", Fields: []string{"url"}})
+	if short.Target != "sub_1" || len(short.Fields) != 1 {
+		t.Errorf("a short record: got %+v, want it as it was", short)
+	}
+}
