@@ -239,7 +239,7 @@ func TestTopicSubscriptionPages(t *testing.T) {
 	}
 	b := h.browser(t)
 	b.signIn()
-	if list := b.get("/ui/subscriptions"); !strings.Contains(list.body, "topic <code>"+target+"</code>") {
+	if list := b.get("/ui/subscriptions"); !strings.Contains(list.body, `topic <code class="clip" title="`+target+`">`+target+"</code>") {
 		t.Errorf("list: want the topic %s shown:\n%s", target, list.body)
 	}
 	page := b.get("/ui/subscriptions/sub_t")
