@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -96,6 +95,8 @@ func (s *Server) Authenticate(a Authenticator) { s.authenticator = a }
 // Record is what the audit trail keeps of one request: a change made
 // through the API, or a refusal. It never holds a secret, a header value,
 // a token or a body: Fields names what a change set, not to what.
+// RemoteAddr is the client's: the connection's address, or behind a
+// trusted proxy the one its X-Forwarded-For names (ClientIP).
 type Record struct {
 	At         time.Time `json:"at"`
 	Actor      Identity  `json:"actor"`
@@ -295,19 +296,14 @@ func (s *Server) record(c *echo.Context, action, target string, err error) {
 	if s.recorder == nil {
 		return
 	}
-	r := c.Request()
-	remote := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		remote = host
-	}
 	rec := Record{
 		At: time.Now().UTC(), Actor: Caller(c), Action: action, Target: target,
-		RequestID: requestID(c), RemoteAddr: remote, Status: statusOf(c, err),
+		RequestID: requestID(c), RemoteAddr: c.RealIP(), Status: statusOf(c, err),
 	}
 	if action != ActionRefused {
 		rec.Fields = Fields(c)
 	}
-	s.recorder(r.Context(), rec)
+	s.recorder(c.Request().Context(), rec)
 }
 
 // statusOf is the status a request answered err is answered with.

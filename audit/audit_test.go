@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,11 +37,18 @@ type node struct {
 
 func startNode(t *testing.T) node {
 	t.Helper()
+	return startNodeBehind(t, nil)
+}
+
+// startNodeBehind is startNode behind the proxies of networks
+// (HOOKSTREAM_TRUSTED_PROXIES).
+func startNodeBehind(t *testing.T, proxies []netip.Prefix) node {
+	t.Helper()
 	env := kafkatest.New(t, 1, 1<<20)
 	log := kafkatest.Logger(t)
 	reg := prometheus.NewRegistry()
 	c := env.ClusterOf(env.Client(t))
-	srv := admin.New(admin.Config{Token: bootstrapToken}, reg, log)
+	srv := admin.New(admin.Config{Token: bootstrapToken, TrustedProxies: proxies}, reg, log)
 	tokens := access.New(access.Config{}, c, log, reg)
 	tokens.Mount(srv)
 	tally := attempts.NewTally(c, log)
@@ -213,5 +222,58 @@ func TestRefusalsBounded(t *testing.T) {
 	}
 	if int(dropped)+recorded != sent {
 		t.Errorf("refusals: %d recorded and %v counted as dropped, want %d in all", recorded, dropped, sent)
+	}
+}
+
+// TestRemoteAddressBehindAProxy: a request through a proxy of
+// HOOKSTREAM_TRUSTED_PROXIES is recorded with the client's address its
+// X-Forwarded-For names (the nearest outside the trusted networks: what
+// the proxy saw, not what the client wrote before it); a request from any
+// other peer with the connection's address, whatever the header says.
+func TestRemoteAddressBehindAProxy(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		proxies []netip.Prefix
+		want    string
+	}{
+		{"from a trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.7"},
+		{"from an untrusted peer", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "127.0.0.1"},
+		{"with no trusted proxy", nil, "127.0.0.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := startNodeBehind(t, c.proxies)
+			send := func(tok, body string) int {
+				t.Helper()
+				req, err := http.NewRequest(http.MethodPost, n.URL+"/api/tokens", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+tok)
+				// A client's own claim first, then what the proxy saw.
+				req.Header.Set("X-Forwarded-For", "198.51.100.9, 203.0.113.7")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if status := send(bootstrapToken, `{"name":"behind","role":"viewer"}`); status != http.StatusCreated {
+				t.Fatalf("POST /api/tokens: got %d, want 201", status)
+			}
+			if status := send("hst_unknown-token-behind-the-proxy", `{"name":"refused","role":"viewer"}`); status != http.StatusUnauthorized {
+				t.Fatalf("POST /api/tokens with an unknown token: got %d, want 401", status)
+			}
+			recs := n.trail(t, bootstrapToken, "")
+			if len(recs) != 2 {
+				t.Fatalf("trail: got %d records %+v, want the creation and the refusal", len(recs), recs)
+			}
+			for _, r := range recs {
+				if r.RemoteAddr != c.want {
+					t.Errorf("%s: remote address %q, want %q", r.Action, r.RemoteAddr, c.want)
+				}
+			}
+		})
 	}
 }
