@@ -136,6 +136,9 @@ type outcome struct {
 	TopicSample     []string `json:"topic_sample,omitempty"`
 
 	Lag map[string]int64 `json:"lag"`
+	// Revocation is invariant 9: no revoked token accepted past its
+	// bound.
+	Revocation revocationCheck `json:"revocation"`
 	// Pace is invariant 8: the healthy subscribers' pace while a heavy
 	// filter ran beside them.
 	Pace pace `json:"pace"`
@@ -183,6 +186,10 @@ func (o outcome) failures() []string {
 		f = append(f, fmt.Sprintf("invariant 8: the healthy subscribers received the events accepted beside a heavy filter with p99 %s, over the bound %s (p99 %s outside)",
 			o.Pace.P99.Round(time.Millisecond), o.Pace.Bound, o.Pace.Others.Round(time.Millisecond)))
 	}
+	if r := o.Revocation; len(r.Late) > 0 {
+		f = append(f, fmt.Sprintf("invariant 9: %d of %d requests with a revoked token sent more than %s after its revocation were accepted, e.g. %v",
+			len(r.Late), r.Tested, revocationBound, r.Late[:min(len(r.Late), 10)]))
+	}
 	var groupsLagging []string
 	for g, l := range o.Lag {
 		if l != 0 {
@@ -197,7 +204,7 @@ func (o outcome) failures() []string {
 }
 
 // evaluate checks invariants 1 to 4, 6 and 7 against the topics as they
-// are now, a step each.
+// are now, a step each, and invariant 9 against the revoker's record.
 func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 	o := outcome{Undelivered: map[string]int{}, UndeliveredSample: map[string][]string{}, DeadLettered: map[string]int{}, Lag: map[string]int64{}}
 	accepted := c.load.keys()
@@ -219,6 +226,7 @@ func (c *campaign) evaluate(ctx context.Context) (outcome, error) {
 		return o, err
 	}
 	c.checkTrust(ctx, &o)
+	o.Revocation = c.revoker.check()
 	o.Pace = c.pace()
 	if err := c.checkLag(ctx, &o); err != nil {
 		return o, err

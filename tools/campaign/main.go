@@ -28,7 +28,10 @@
 // (no credential reached the rogue member, no forged story was shown,
 // every stormed event's story kept its bound); (8) while a subscription
 // with an expensive filter ran beside them (heavyexpr), the healthy
-// subscribers received their events within paceBound at p99. It writes a JSON and a text
+// subscribers received their events within paceBound at p99; (9) while
+// the faults ran, access tokens were made and revoked through the admin
+// API every 10 s and each revoked token kept being tried: none was
+// accepted more than 5 s after its revocation. It writes a JSON and a text
 // summary and exits 1 when an invariant fails.
 //
 //	go run ./tools/campaign --profile short --broker kfake
@@ -139,6 +142,11 @@ type campaign struct {
 	producer *kgo.Client
 	log      *slog.Logger
 	net      *network // the fault proxies, when the profile has network faults
+
+	// revoker makes, revokes and probes access tokens while the faults
+	// run (invariant 9); stopRevoker stops it and waits.
+	revoker     *revoker
+	stopRevoker func()
 
 	mu         sync.Mutex
 	findings   []string
@@ -740,6 +748,12 @@ func (c *campaign) startTraffic(ctx context.Context) (stopLoad func() []loadgen.
 	for _, p := range append([]*puller{c.puller}, c.slowPullers...) {
 		go p.run(pullCtx, addrs)
 	}
+	c.revoker = newRevoker(c.token, c.procs)
+	revokeCtx, stopRevoking := context.WithCancel(ctx)
+	revoked := make(chan struct{})
+	go func() { c.revoker.run(revokeCtx); close(revoked) }()
+	c.stopRevoker = func() { stopRevoking(); <-revoked }
+	c.onExit(c.stopRevoker)
 	return stopLoad
 }
 
@@ -791,6 +805,7 @@ func (c *campaign) endLoad(ctx context.Context, stopLoad func() []loadgen.Report
 	lastFault = time.Now()
 	c.subs.byKind[subFlap].flapUntil.Store(lastFault.UnixNano())
 	c.subs.byKind[subDead].recoverAt.Store(min(c.subs.byKind[subDead].recoverAt.Load(), lastFault.UnixNano()))
+	c.stopRevoker()
 	sleepCtx(ctx, 5*time.Second) // load with no fault
 	reports = stopLoad()
 	loadEnd = time.Now()
@@ -1064,6 +1079,9 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "pace beside a heavy filter (%d heavyexpr): healthy subscribers' accepted-to-delivered p99 %s over %d events (bound %s), %s outside\n",
 			p.Windows, p.P99.Round(time.Millisecond), p.Events, p.Bound, p.Others.Round(time.Millisecond))
 	}
+	r := s.Outcome.Revocation
+	fmt.Fprintf(w, "access tokens: %d revoked, %d requests with them (%d answered past %s, %d of those accepted), %d makings or revocations unanswered\n",
+		r.Tokens, r.Probes, r.Tested, revocationBound, len(r.Late), r.Failed)
 	fmt.Fprintf(w, "faults %d (recovery after each injection bounded by %s):", len(s.Faults), s.RecoveryBound)
 	fk := make([]string, 0, len(s.FaultsByKind))
 	for k := range s.FaultsByKind {
@@ -1078,7 +1096,7 @@ func (s *summary) print(w *os.File) {
 		fmt.Fprintf(w, "  %2d. +%-8s %-8s %-13s took %-8s recovered %-8s %.1f/s %s\n", i+1, f.At.Round(time.Second), f.Kind, f.Target,
 			f.Took.Round(100*time.Millisecond), f.Recovery.Round(100*time.Millisecond), f.Rate, f.Error)
 	}
-	fmt.Fprintf(w, "quiesced (invariants 1-4, 6 and 8 held) %s after the last fault\n", s.QuiescedAfter)
+	fmt.Fprintf(w, "quiesced (invariants 1-4, 6, 8 and 9 held) %s after the last fault\n", s.QuiescedAfter)
 	fmt.Fprintf(w, "peak RSS MiB (bounds by role %v): %v\n", s.RSSBoundMiB, s.PeakRSSMiB)
 	for _, f := range s.Failures {
 		fmt.Fprintln(w, "FAIL:", f)
