@@ -21,9 +21,10 @@ func (s *Service) Mount(srv *admin.Server) {
 	if s.stories != nil {
 		s.stories.Mount(srv)
 	}
-	// Envelopes are payloads.
-	srv.API().GET("/events", s.search, admin.Operators...)
-	srv.API().POST("/events/*", s.resend, admin.Operators...).Changes("event.resend")
+	// A search shows no bodies, and every source's events: not a team's.
+	srv.API().GET("/events", s.search, admin.Readers...)
+	// A team resends only to its subscriptions (Resend).
+	srv.API().POST("/events/*", s.resend, admin.OperatorsAndTeams...).Changes("event.resend")
 }
 
 // resendSuffix ends the path of a resend.
@@ -44,7 +45,7 @@ func (s *Service) resend(c *echo.Context) error {
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	out, err := s.Resend(ctx, key, req)
+	out, err := s.Resend(ctx, key, req, admin.Caller(c))
 	if err != nil {
 		return resendError(err)
 	}

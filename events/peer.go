@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -30,6 +31,11 @@ import (
 // shows only an answer whose signature it verified, and follows no
 // redirect. Without a token the instances share no secret: none forwards,
 // and none answers a forwarded query.
+//
+// The query names the caller's role and team in its signed URI
+// (peerQuery), and the owner tells the story as that caller may read it:
+// a captured query replayed with a wider role or another team no longer
+// matches its signature.
 
 const (
 	// peerEventsPrefix is the route of forwarded story queries, outside
@@ -53,6 +59,21 @@ const (
 	// token itself never signs anything an instance sends.
 	peerKeyLabel = "hookstream story query signing v1"
 )
+
+// peerQuery is the URI of the story query for key forwarded on behalf of
+// who: its role and team, never its credential.
+func peerQuery(key string, who admin.Identity) string {
+	return peerEventsPrefix + url.PathEscape(key) + "?" + url.Values{"role": {string(who.Role)}, "team": {who.Team}}.Encode()
+}
+
+// peerCaller is the caller a forwarded story query names (peerQuery).
+func peerCaller(q url.Values) (admin.Identity, error) {
+	who := admin.Identity{TokenID: "peer", Name: "forwarded story query", Role: admin.Role(q.Get("role")), Team: q.Get("team")}
+	if !who.In(admin.Roles) || (who.Role == admin.Team) != (who.Team != "") {
+		return admin.Identity{}, echo.NewHTTPError(http.StatusBadRequest, "forwarded story query names no valid role and team: upgrade every instance to the same hookstream version")
+	}
+	return who, nil
+}
 
 // peerKey signs and verifies story queries between instances; nil when
 // no admin token is set.

@@ -67,8 +67,11 @@ type Resent struct {
 // and a disabled one; it refuses an event the ledger does not hold (the
 // resend could not be recorded in its story), one that failed processing
 // (it never reached the events topic: redrive it from the DLQ), and one
-// whose record the events topic no longer holds.
-func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Resent, error) {
+// whose record the events topic no longer holds. A team (who) resends
+// only to its team's subscriptions, and only events in which one of them
+// has a part: another team's subscription or event is not found, as an
+// unknown one.
+func (s *Service) Resend(ctx context.Context, key string, req ResendRequest, who admin.Identity) (Resent, error) {
 	if source, id, ok := strings.Cut(key, ":"); !ok || source == "" || id == "" {
 		return Resent{}, invalidf("event %q: want <source>:<event-id>", key)
 	}
@@ -76,6 +79,9 @@ func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Re
 		return Resent{}, invalidf("subscription: required (the id of the subscription to resend to)")
 	}
 	sub, err := s.registry.Get(ctx, req.Subscription)
+	if err == nil && who.Role == admin.Team && sub.Team != who.Team {
+		err = subscriptions.ErrNotFound
+	}
 	if errors.Is(err, subscriptions.ErrNotFound) {
 		return Resent{}, admin.Of(ErrNotFound, fmt.Errorf("no subscription %s (hookstream subscriptions list shows them)", req.Subscription))
 	}
@@ -85,7 +91,7 @@ func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Re
 	if sub.Kind() == subscriptions.KindPull {
 		return Resent{}, admin.Of(ErrRefused, fmt.Errorf("subscription %s is a pull subscription: its consumer reads the events at its cursor, and nothing is sent to it; replay it (hookstream replay --group sub:%s) to serve events again", sub.ID, sub.ID))
 	}
-	rec, err := s.record(ctx, key)
+	rec, err := s.record(ctx, key, who)
 	if err != nil {
 		return Resent{}, err
 	}
@@ -122,9 +128,9 @@ func (s *Service) Resend(ctx context.Context, key string, req ResendRequest) (Re
 }
 
 // record returns the event's latest record on the events topic, where its
-// story says it is.
-func (s *Service) record(ctx context.Context, key string) (*kgo.Record, error) {
-	story, err := s.stories.Story(ctx, key)
+// story, as who may read it, says it is.
+func (s *Service) record(ctx context.Context, key string, who admin.Identity) (*kgo.Record, error) {
+	story, err := s.stories.Story(ctx, key, who)
 	switch {
 	case errors.Is(err, ErrUnknownEvent):
 		return nil, admin.Of(ErrNotFound, fmt.Errorf("no event %s in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL): nothing to resend", key))

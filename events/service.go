@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -23,8 +24,8 @@ func New(c topics.Cluster, registry *subscriptions.Registry, stories *StoryQuery
 	return &Service{c: c, registry: registry, stories: stories}
 }
 
-// Story is the story of key, wherever its processor runs
-// (StoryQuery.Story).
-func (s *Service) Story(ctx context.Context, key string) (Story, error) {
-	return s.stories.Story(ctx, key)
+// Story is the story of key as who may read it, wherever its processor
+// runs (StoryQuery.Story).
+func (s *Service) Story(ctx context.Context, key string, who admin.Identity) (Story, error) {
+	return s.stories.Story(ctx, key, who)
 }

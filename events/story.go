@@ -1,10 +1,12 @@
 package events
 
 import (
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
 	"github.com/hookstream/hookstream/statestore"
 	"github.com/hookstream/hookstream/topics"
@@ -116,6 +118,40 @@ func StoryOf(key string, st statestore.State, disabled func(id string) bool) Sto
 		s.Deliveries = append(s.Deliveries, out)
 	}
 	return s
+}
+
+// scoped is the story as who may read it (DESIGN, Access): whole for
+// admins and operators; for a viewer without the errors of its failure and
+// its attempts, which may quote a payload or a subscriber's answer; for a
+// team only the deliveries of its team's subscriptions (teamOf names a
+// subscription's team, "" for one it does not know), without the count of
+// the others omitted. It reports false when who may read nothing of it: a
+// team none of whose subscriptions has a part in the event. s is not
+// changed.
+func (s Story) scoped(who admin.Identity, teamOf func(sub string) string) (Story, bool) {
+	switch who.Role {
+	case admin.Admin, admin.Operator:
+		return s, true
+	case admin.Viewer:
+		if s.Failure != nil {
+			s.Failure = &Failure{Stage: s.Failure.Stage}
+		}
+		deliveries := make([]Delivery, len(s.Deliveries))
+		for i, d := range s.Deliveries {
+			d.Recent = slices.Clone(d.Recent)
+			for j := range d.Recent {
+				d.Recent[j].Error = ""
+			}
+			deliveries[i] = d
+		}
+		s.Deliveries = deliveries
+		return s, true
+	case admin.Team:
+		s.Deliveries = slices.DeleteFunc(slices.Clone(s.Deliveries), func(d Delivery) bool { return teamOf(d.Subscription) != who.Team })
+		s.Omitted = 0
+		return s, len(s.Deliveries) > 0
+	}
+	return Story{}, false
 }
 
 func optTime(t time.Time) *time.Time {

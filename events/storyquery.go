@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,7 +74,9 @@ func (a *StoryQuery) Mount(srv *admin.Server) {
 	cfg := srv.Config()
 	a.peer, a.advertised, a.listener = newPeerKey(cfg.Token), cmp.Or(cfg.AdvertisedAddr, cfg.Addr), cfg.Addr
 	srv.Peer().GET(peerEventsRoute+"*", a.peerEvent, a.peerOnly)
-	srv.API().GET("/events/*", a.event, admin.Operators...) // its attempts quote answers
+	// A viewer's story has no errors, which may quote bodies; a team's
+	// only its subscriptions' deliveries (Story.scoped).
+	srv.API().GET("/events/*", a.event, admin.ReadersAndTeams...)
 	if why := a.forwardingLimit(cfg); why != "" {
 		a.log.Info(why)
 	}
@@ -94,23 +95,31 @@ func (a *StoryQuery) forwardingLimit(cfg admin.Config) string {
 	return ""
 }
 
-// event answers GET /api/events/{source}:{event-id} with the event's story:
-// from this processor's store when it owns the key's partition, else from
-// the owner's, as the processor group's description names it.
-func (a *StoryQuery) event(c *echo.Context) error { return a.answer(c, false) }
+// event answers GET /api/events/{source}:{event-id} with the event's story
+// as the caller may read it: from this processor's store when it owns the
+// key's partition, else from the owner's, as the processor group's
+// description names it.
+func (a *StoryQuery) event(c *echo.Context) error { return a.answer(c, admin.Caller(c), false) }
 
 // peerEvent answers a story query another instance forwarded (see
-// peer.go): from this processor's store, never forwarded again.
-func (a *StoryQuery) peerEvent(c *echo.Context) error { return a.answer(c, true) }
+// peer.go), as the caller it names may read it: from this processor's
+// store, never forwarded again.
+func (a *StoryQuery) peerEvent(c *echo.Context) error {
+	who, err := peerCaller(c.Request().URL.Query())
+	if err != nil {
+		return err
+	}
+	return a.answer(c, who, true)
+}
 
-func (a *StoryQuery) answer(c *echo.Context, forwarded bool) error {
+func (a *StoryQuery) answer(c *echo.Context, who admin.Identity, forwarded bool) error {
 	key := eventKey(c)
 	if key == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "want /api/events/<source>:<event-id>")
 	}
 	ctx, cancel := admin.Timeout(c)
 	defer cancel()
-	partition, st, err := a.fromLocal(ctx, key)
+	partition, st, err := a.fromLocal(ctx, key, who)
 	switch {
 	case err == nil:
 		return c.JSON(http.StatusOK, st)
@@ -124,7 +133,7 @@ func (a *StoryQuery) answer(c *echo.Context, forwarded bool) error {
 	case forwarded:
 		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("partition %d moved while the query was forwarded; try again", partition))
 	}
-	return a.forward(ctx, c, partition, key)
+	return a.forward(ctx, c, partition, key, who)
 }
 
 // eventKey is the key a story query names: its path after the route's
@@ -135,17 +144,23 @@ func eventKey(c *echo.Context) string {
 }
 
 // ErrUnknownEvent is an event the ledger does not hold: never received,
-// or forgotten after its TTL.
+// or forgotten after its TTL; or, to a team, one in which none of its
+// subscriptions has a part.
 var ErrUnknownEvent = errors.New("unknown event")
 
-// Story returns the story of key as GET /api/events/{key} answers it:
-// from this instance's processor when it owns key's partition, else asked
-// of the processor that does, signed as a forwarded query. An event the
+// Story returns the story of key as GET /api/events/{key} answers it to
+// who: from this instance's processor when it owns key's partition, else
+// asked of the processor that does, signed as a forwarded query that names
+// who's role and team, the owner telling the story as who may read it. A
+// viewer's story has no errors, which may quote a payload or an answer,
+// and no envelope may be shown with it; a team's has only its
+// subscriptions' deliveries, and the envelope may be shown with it (one of
+// them matched the event). An event the
 // ledger does not hold is ErrUnknownEvent, a partition restoring
 // statestore.ErrRestoring; an owner that cannot be asked is an *echo.HTTPError
 // saying why.
-func (a *StoryQuery) Story(ctx context.Context, key string) (Story, error) {
-	partition, st, err := a.fromLocal(ctx, key)
+func (a *StoryQuery) Story(ctx context.Context, key string, who admin.Identity) (Story, error) {
+	partition, st, err := a.fromLocal(ctx, key, who)
 	if !errors.Is(err, statestore.ErrNotOwned) {
 		return st, err
 	}
@@ -156,7 +171,7 @@ func (a *StoryQuery) Story(ctx context.Context, key string) (Story, error) {
 	if err != nil {
 		return Story{}, err
 	}
-	status, body, err := a.peer.ask(ctx, addr, peerEventsPrefix+url.PathEscape(key))
+	status, body, err := a.peer.ask(ctx, addr, peerQuery(key, who))
 	if err != nil {
 		return Story{}, echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) %v", partition, addr, err))
 	}
@@ -174,9 +189,9 @@ func (a *StoryQuery) Story(ctx context.Context, key string) (Story, error) {
 }
 
 // fromLocal returns key's partition and its story from this instance's
-// processor; statestore.ErrNotOwned when it runs none, or does not own
-// the partition.
-func (a *StoryQuery) fromLocal(ctx context.Context, key string) (int32, Story, error) {
+// processor, as who may read it; statestore.ErrNotOwned when it runs
+// none, or does not own the partition.
+func (a *StoryQuery) fromLocal(ctx context.Context, key string, who admin.Identity) (int32, Story, error) {
 	partition, err := a.partitionOf(ctx, key)
 	if err != nil {
 		return 0, Story{}, err
@@ -184,7 +199,7 @@ func (a *StoryQuery) fromLocal(ctx context.Context, key string) (int32, Story, e
 	if a.local == nil {
 		return partition, Story{}, statestore.ErrNotOwned
 	}
-	st, err := a.localStory(ctx, partition, key)
+	st, err := a.localStory(ctx, partition, key, who)
 	return partition, st, err
 }
 
@@ -208,8 +223,8 @@ func (a *StoryQuery) partitionOf(ctx context.Context, key string) (int32, error)
 	return topics.PartitionOf([]byte(key), len(d.Partitions)), nil
 }
 
-// localStory reads key from this processor's store.
-func (a *StoryQuery) localStory(ctx context.Context, partition int32, key string) (Story, error) {
+// localStory reads key from this processor's store, as who may read it.
+func (a *StoryQuery) localStory(ctx context.Context, partition int32, key string, who admin.Identity) (Story, error) {
 	st, ok, err := a.local.Lookup(partition, []byte(key))
 	if err != nil {
 		return Story{}, err
@@ -222,7 +237,10 @@ func (a *StoryQuery) localStory(ctx context.Context, partition int32, key string
 		return Story{}, err
 	}
 	disabled := func(id string) bool { s, ok := subs[id]; return ok && !s.Enabled }
-	s := StoryOf(key, st, disabled)
+	s, ok := StoryOf(key, st, disabled).scoped(who, func(id string) string { return subs[id].Team })
+	if !ok {
+		return Story{}, ErrUnknownEvent
+	}
 	if trace.TraceFlags(st.Trace.Flags).IsSampled() {
 		s.TraceURL = tracing.Link(a.traceURL, s.TraceID)
 	}
@@ -276,9 +294,9 @@ func replayOf(r *kgo.Record) string {
 	return ""
 }
 
-// forward asks the processor that owns partition, and relays its answer
-// once its signature is verified.
-func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int32, key string) error {
+// forward asks the processor that owns partition for the story who may
+// read, and relays its answer once its signature is verified.
+func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int32, key string, who admin.Identity) error {
 	if a.peer == nil {
 		return errNoPeerKey(partition)
 	}
@@ -286,7 +304,7 @@ func (a *StoryQuery) forward(ctx context.Context, c *echo.Context, partition int
 	if err != nil {
 		return err
 	}
-	status, body, err := a.peer.ask(ctx, addr, peerEventsPrefix+url.PathEscape(key))
+	status, body, err := a.peer.ask(ctx, addr, peerQuery(key, who))
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("the owner of partition %d (%s) %v", partition, addr, err))
 	}

@@ -33,9 +33,10 @@ type processorNode struct {
 }
 
 // startProcessorNode starts a processor whose admin listener is
-// configured by cfg, its address filled in: the processor advertises
-// cfg.AdvertisedAddr when set, else the listener.
-func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin.Config) *processorNode {
+// configured by cfg, its address filled in, and then by setup: the
+// processor advertises cfg.AdvertisedAddr when set, else the listener.
+// The listener serves the events service (stories, search, resend).
+func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin.Config, setup ...func(*admin.Server)) *processorNode {
 	t.Helper()
 	log := kafkatest.Logger(t)
 	cl := env.Client(t)
@@ -44,6 +45,9 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 	srv := httptest.NewUnstartedServer(nil)
 	cfg.Addr = srv.Listener.Addr().String()
 	s := admin.New(cfg, reg, log)
+	for _, f := range setup {
+		f(s)
+	}
 	srv.Config.Handler = s
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -55,7 +59,8 @@ func startProcessorNode(t *testing.T, env *kafkatest.Env, name string, cfg admin
 		SessionTimeout:  6 * time.Second,
 		AdminAddr:       cmp.Or(cfg.AdvertisedAddr, cfg.Addr),
 	}, append(opts, kgo.RebalanceTimeout(10*time.Second)), log, reg)
-	events.NewStoryQuery(p, subscriptions.NewRegistry(env.ClusterOf(cl), log), env.ClusterOf(cl), "", log).Mount(s)
+	registry := subscriptions.NewRegistry(env.ClusterOf(cl), log)
+	events.New(env.ClusterOf(cl), registry, events.NewStoryQuery(p, registry, env.ClusterOf(cl), "", log)).Mount(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
