@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,15 +117,15 @@ func withDLQ(cmd *cobra.Command, kindFlag, output string, fn func(ctx context.Co
 		if err := c.Client.Ping(pingCtx); err != nil {
 			return fmt.Errorf("no broker answered at %s: %w", strings.Join(c.cfg.SeedBrokers(), ","), err)
 		}
-		return fn(ctx, dlqTarget{Service: deadletter.New(c.Cluster), names: c.Names, kind: kind})
+		return fn(ctx, dlqTarget{Service: deadletter.New(c.Cluster), cluster: c, kind: kind})
 	})
 }
 
 // dlqTarget is one DLQ on one cluster.
 type dlqTarget struct {
 	*deadletter.Service
-	names topics.Names
-	kind  deadletter.Kind
+	cluster
+	kind deadletter.Kind
 }
 
 // dlqOptions are the flags every dlq command shares.
@@ -210,7 +211,7 @@ func runDLQShow(cmd *cobra.Command, o *dlqOptions, ref string, full bool) error 
 		if err != nil {
 			return err
 		}
-		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.names), l, full)
+		return printLetter(cmd.OutOrStdout(), o.output, d.kind.Topic(d.Names), l, full)
 	})
 }
 
@@ -256,12 +257,13 @@ func runDLQRedrive(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection, execute
 		return err
 	}
 	return withDLQ(cmd, o.kind, o.output, func(ctx context.Context, d dlqTarget) error {
-		target := d.kind.Target(d.names)
+		target := d.kind.Target(d.Names)
 		if execute {
 			copied, skipped, err := d.Redrive(ctx, d.kind, f)
 			if err != nil {
 				return err
 			}
+			d.record(ctx, change{action: "dlq.redrive", target: string(d.kind), status: http.StatusOK, fields: redriveFields(cmd)})
 			return printRedrive(cmd.OutOrStdout(), o.output, redriveResult{Topic: target, Records: copied, Skipped: skipped})
 		}
 		letters, err := d.List(ctx, d.kind, f)
@@ -279,6 +281,19 @@ func runDLQRedrive(cmd *cobra.Command, o *dlqOptions, sel *dlqSelection, execute
 		}
 		return printRedrive(cmd.OutOrStdout(), o.output, res)
 	})
+}
+
+// redriveFields are the names of the fields of a redrive's selection, as
+// POST /api/dlq/redrive names those it has.
+func redriveFields(cmd *cobra.Command) []string {
+	var fields []string
+	for _, f := range [][2]string{{"all", "all"}, {"from-offset", "from_offset"}, {"key", "key"}, {"dlq", "kind"},
+		{"limit", "limit"}, {"partition", "partition"}, {"since", "since"}, {"to-offset", "to_offset"}} {
+		if cmd.Flags().Changed(f[0]) {
+			fields = append(fields, f[1])
+		}
+	}
+	return fields
 }
 
 // redriveResult is what redrive prints.

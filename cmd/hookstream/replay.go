@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -71,6 +73,23 @@ func (f *replayFlags) target(changed func(name string) bool) (groups.Target, err
 		return groups.Target{}, fmt.Errorf("%s=false: give the target flag without a value", given[0])
 	}
 	return t, nil
+}
+
+// fieldNames are the names of the fields a POST /api/replay/execute of
+// the same replay sets (groups.ReplayRequest).
+func (f *replayFlags) fieldNames() []string {
+	fields := []string{"group", "target"}
+	if len(f.partitions) > 0 {
+		fields = append(fields, "partitions")
+	}
+	if f.topic != "" {
+		fields = append(fields, "topic")
+	}
+	if f.toTime+f.byDuration+f.toOffsets != "" {
+		fields = append(fields, "value")
+	}
+	slices.Sort(fields)
+	return fields
 }
 
 // joinAnd joins "a", "b" and "c" as "a, b and c".
@@ -163,6 +182,9 @@ func runReplay(cmd *cobra.Command, f *replayFlags) error {
 		replay, err := groups.New(c.Cluster, r).Replay(ctx, string(group), f.topic, f.partitions, t, f.execute)
 		if err != nil {
 			return err
+		}
+		if replay.Executed {
+			c.record(ctx, change{action: "replay.execute", target: f.group, status: http.StatusOK, fields: f.fieldNames()})
 		}
 		return printReplay(cmd.OutOrStdout(), f.output, replay)
 	})

@@ -271,6 +271,20 @@ the old token valid 24 hours. See docs/delivery.md, "Pull subscriptions".`,
 	return cmd
 }
 
+// fieldNames are the names of the fields a POST /api/subscriptions of the
+// same subscription sets.
+func (o *subscriptionsAddOptions) fieldNames(cmd *cobra.Command, p subscriptions.Patch) []string {
+	body := struct {
+		From *string `json:"from,omitempty"`
+		Pull bool    `json:"pull,omitempty"`
+		subscriptions.Patch
+	}{Pull: o.pull, Patch: p}
+	if cmd.Flags().Changed("from") {
+		body.From = &o.from
+	}
+	return fieldNames(body)
+}
+
 // runSubscriptionsAdd creates a subscription from the flags set, after
 // verifying its endpoint when asked, and prints it.
 func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddOptions) error {
@@ -308,6 +322,7 @@ func runSubscriptionsAdd(cmd *cobra.Command, output string, o *subscriptionsAddO
 		if err := r.Create(ctx, &s, o.from); err != nil {
 			return err
 		}
+		c.record(ctx, change{action: "subscription.create", target: s.ID, status: http.StatusCreated, fields: o.fieldNames(cmd, p)})
 		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, true)
 	})
 }
@@ -464,7 +479,12 @@ go back to every event, the envelope and the global settings.`,
 				p.Apply(s)
 				headers.Apply(s)
 			}
-			return runSubscriptionsChange(cmd, *output, args[0], check, edit, false)
+			named := p
+			if len(headers.Set)+len(headers.Unset) > 0 {
+				named.Headers = &headers.Set
+			}
+			ch := change{action: "subscription.update", fields: fieldNames(named)}
+			return runSubscriptionsChange(cmd, *output, args[0], check, edit, ch, false)
 		},
 	}
 	fields.register(cmd)
@@ -479,7 +499,8 @@ func newSubscriptionsEnableCommand(output *string) *cobra.Command {
 		Example: "  hookstream subscriptions enable sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(true)}.Apply, false)
+			ch := change{action: "subscription.enable", fields: []string{"enabled"}}
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(true)}.Apply, ch, false)
 		},
 	}
 }
@@ -491,21 +512,23 @@ func newSubscriptionsDisableCommand(output *string) *cobra.Command {
 		Example: "  hookstream subscriptions disable sub_abc",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(false)}.Apply, false)
+			ch := change{action: "subscription.disable", fields: []string{"enabled"}}
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, subscriptions.Patch{Enabled: ptr(false)}.Apply, ch, false)
 		},
 	}
 }
 
 // runSubscriptionsChange checks the patch of the flags set, applies edit to
-// subscription id and prints it, its secret only when withSecret.
-func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscriptions.Patch, edit func(*subscriptions.Subscription), withSecret bool) error {
+// subscription id, records it in the audit trail as ch (of id, answered
+// 200) and prints it, its secret only when withSecret.
+func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscriptions.Patch, edit func(*subscriptions.Subscription), ch change, withSecret bool) error {
 	if err := checkOutput(output); err != nil {
 		return err
 	}
 	if err := flags.Validate(); err != nil {
 		return err
 	}
-	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
 		s, err := r.Update(ctx, id, func(s *subscriptions.Subscription) error {
 			edit(s)
 			return nil
@@ -513,6 +536,8 @@ func runSubscriptionsChange(cmd *cobra.Command, output, id string, flags subscri
 		if err != nil {
 			return err
 		}
+		ch.target, ch.status = id, http.StatusOK
+		c.record(ctx, ch)
 		return printSubscriptions(cmd.OutOrStdout(), output, []subscriptions.Subscription{s}, withSecret)
 	})
 }
@@ -527,7 +552,11 @@ func newSubscriptionsRotateCommand(output *string) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rotate := func(s *subscriptions.Subscription) { s.Rotate(secret, time.Now().UTC()) }
-			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, rotate, true)
+			ch := change{action: "subscription.rotate"}
+			if cmd.Flags().Changed("secret") {
+				ch.fields = []string{"secret"}
+			}
+			return runSubscriptionsChange(cmd, *output, args[0], subscriptions.Patch{}, rotate, ch, true)
 		},
 	}
 	cmd.Flags().StringVar(&secret, "secret", "", "the new secret or pull token, whsec_ + base64 (generated when not given)")
@@ -546,10 +575,11 @@ func newSubscriptionsRmCommand() *cobra.Command {
 
 // runSubscriptionsRm deletes subscription id.
 func runSubscriptionsRm(cmd *cobra.Command, id string) error {
-	return withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error {
+	return withClusterRegistry(cmd, func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
 		if err := r.Delete(ctx, id); err != nil {
 			return err
 		}
+		c.record(ctx, change{action: "subscription.delete", target: id, status: http.StatusNoContent})
 		fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", id)
 		return nil
 	})
