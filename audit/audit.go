@@ -1,8 +1,10 @@
 // Package audit owns the audit trail, <prefix>.audit: one record
 // (admin.Record) for every change made through the admin API and every
 // request it refused, written before the request ends (its handler has
-// answered), read back by GET /api/audit and hookstream audit with a
-// cursor. The topic has one
+// answered), and for every change a hookstream command wrote to the
+// topics itself, as actor cli:<user>@<host> (worth what the topics' Kafka
+// ACLs are worth: whoever may write them may write any actor); read back
+// by GET /api/audit and hookstream audit with a cursor. The topic has one
 // partition, so the trail is one ordered log and its offset the cursor;
 // it is kept HOOKSTREAM_AUDIT_RETENTION (90 days by default).
 //
@@ -44,6 +46,9 @@ const (
 	maxFields, maxField = 64, 64
 	// maxRemote bounds a remote address.
 	maxRemote = 64
+	// maxActor bounds an actor's name: a CLI's, cli:<user>@<host>, is
+	// its machine's to choose.
+	maxActor = 128
 	// MaxRefusalsPerSecond bounds the refusals an instance records.
 	MaxRefusalsPerSecond = 10
 )
@@ -120,11 +125,13 @@ func (s *Service) admit() bool {
 
 // bound cuts what a caller chose the length of: the target (a path) to
 // maxTarget bytes and a marker, the field names to maxFields of at most
-// maxField bytes and a count of the rest, the remote address. Names and
-// teams of tokens are bounded when the token is made.
+// maxField bytes and a count of the rest, the remote address, the actor's
+// name (a CLI's). Names and teams of tokens are bounded when the token is
+// made.
 func bound(r admin.Record) admin.Record {
 	r.Target = cut(r.Target, maxTarget)
 	r.RemoteAddr = cut(r.RemoteAddr, maxRemote)
+	r.Actor.Name = cut(r.Actor.Name, maxActor)
 	if len(r.Fields) > 0 {
 		fields := make([]string, 0, min(len(r.Fields), maxFields)+1)
 		for _, f := range r.Fields[:min(len(r.Fields), maxFields)] {

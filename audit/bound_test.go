@@ -18,7 +18,8 @@ func TestRecordBounded(t *testing.T) {
 		fields[i] = fmt.Sprintf("%0300d", i)
 	}
 	r := bound(admin.Record{
-		Actor:  admin.Identity{TokenID: "tok_1", Name: strings.Repeat("n", 63), Role: admin.Operator, Team: strings.Repeat("t", 63)},
+		// A CLI's actor is named by its machine (cli:<user>@<host>).
+		Actor:  admin.Identity{TokenID: "cli", Name: "cli:" + strings.Repeat("n", 1<<20), Role: admin.Operator, Team: strings.Repeat("t", 63)},
 		Action: "auth.refused", Target: "GET /api/" + strings.Repeat("x", 1<<20), RequestID: strings.Repeat("r", 24),
 		RemoteAddr: strings.Repeat("f", 1000), Status: 401, Fields: fields,
 	})
@@ -34,6 +35,9 @@ func TestRecordBounded(t *testing.T) {
 	}
 	if last := r.Fields[len(r.Fields)-1]; len(r.Fields) != maxFields+1 || last != fmt.Sprintf("(and %d more)", len(fields)-maxFields) {
 		t.Errorf("fields: got %d ending %q, want %d and a count of the rest", len(r.Fields), last, maxFields+1)
+	}
+	if len(r.Actor.Name) > maxActor+len(truncated) {
+		t.Errorf("actor: %d bytes, want at most %d", len(r.Actor.Name), maxActor)
 	}
 	short := bound(admin.Record{Target: "sub_1", Fields: []string{"url"}})
 	if short.Target != "sub_1" || len(short.Fields) != 1 {
