@@ -1,6 +1,8 @@
 package console
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -44,16 +46,28 @@ var (
 )
 
 // access signs browsers in and checks every request. A session is a
-// cookie holding a random id, an expiry and their MAC under a key derived
-// from the admin token, so no session table is needed and every session
-// dies when the token changes; signed-out ids are remembered until they
-// expire (at most maxRevoked). Without a token the key is random per
-// process, sessions are issued to any visitor the guard lets through (a
-// loopback Host, no page of another site), and they die with the
-// process.
+// cookie holding a random id, an expiry, the token it was signed in with
+// sealed (AES-GCM, the id as additional data), and their MAC, under keys
+// derived from the admin token: no session table is needed, every session
+// dies when the admin token changes, and the cookie never holds a token in
+// clear. Each request unseals the token and judges it again as the API
+// judges a bearer token (the admin token, else Config.Tokens), so a
+// session ends as soon as its token is revoked or expires (about a
+// second, 5 s at most) and acts with the token's role as it is now. The
+// token is sealed, not named by its id or digest, because the judge of
+// access tokens takes a token (access.Service.Authenticate), as the API's
+// guard does: one judge, no second lookup to keep in step with it.
+// Signed-out ids are remembered until they expire (at most maxRevoked).
+// Without a token the key is random per process, sessions are issued to
+// any visitor the guard lets through (a loopback Host, no page of another
+// site), as the local admin, and they die with the process.
 type access struct {
 	token []byte // empty: no token, loopback only
 	key   []byte
+	seal  cipher.AEAD
+	// tokens judges access tokens (Config.Tokens); nil: only the admin
+	// token signs in.
+	tokens admin.Authenticator
 	// srv is the listener: the origin a client sent a request to
 	// (behind a trusted proxy, what it forwards) and the guard.
 	srv *admin.Server
@@ -63,24 +77,41 @@ type access struct {
 	now     func() time.Time
 }
 
-func newAccess(srv *admin.Server) *access {
+// The identities that are no access token, as the API names them.
+var (
+	bootstrap = admin.Identity{TokenID: "bootstrap", Name: "HOOKSTREAM_ADMIN_TOKEN", Role: admin.Admin}
+	local     = admin.Identity{TokenID: "local", Name: "loopback", Role: admin.Admin}
+)
+
+func newAccess(srv *admin.Server, tokens admin.Authenticator) *access {
 	token := srv.Config().Token
-	a := &access{token: []byte(token), srv: srv, revoked: make(map[string]time.Time), now: time.Now}
+	a := &access{token: []byte(token), tokens: tokens, srv: srv, revoked: make(map[string]time.Time), now: time.Now}
+	a.key = make([]byte, 32)
+	sealKey := make([]byte, 32)
 	if token == "" {
-		a.key = make([]byte, 32)
 		_, _ = rand.Read(a.key) // crypto/rand never fails on Linux
+		_, _ = rand.Read(sealKey)
 	} else {
-		m := hmac.New(sha256.New, []byte(token))
-		m.Write([]byte("hookstream console session v1"))
-		a.key = m.Sum(nil)
+		a.key, sealKey = derive(token, "hookstream console session v1"), derive(token, "hookstream console seal v1")
 	}
+	block, _ := aes.NewCipher(sealKey) // a 32-byte key: never fails
+	a.seal, _ = cipher.NewGCM(block)   // never fails for AES
 	return a
 }
 
-// session is a signed-in browser.
+// derive is a key for purpose derived from the admin token.
+func derive(token, purpose string) []byte {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// session is a signed-in browser: its id, expiry and the identity of its
+// token, judged for this request.
 type session struct {
 	id      string
 	expires time.Time
+	who     admin.Identity
 }
 
 func (a *access) mac(parts ...string) string {
@@ -89,23 +120,48 @@ func (a *access) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a session and its cookie value.
-func (a *access) newSession() (session, string) {
+// identify judges a presented token as the API's guard judges a bearer
+// token: the admin token (checkToken), else an access token (tokens);
+// without an admin token every visitor is the local admin.
+func (a *access) identify(token string) (admin.Identity, bool) {
+	switch {
+	case len(a.token) == 0:
+		return local, true
+	case len(token) == 0 || len(token) > maxToken:
+		return admin.Identity{}, false
+	case a.checkToken(token):
+		return bootstrap, true
+	case a.tokens == nil:
+		return admin.Identity{}, false
+	}
+	return a.tokens(token)
+}
+
+// maxToken bounds a presented token, as the API bounds a bearer token.
+const maxToken = 256
+
+// newSession returns a session of who, signed in with token, and its
+// cookie value.
+func (a *access) newSession(who admin.Identity, token string) (session, string) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	s := session{id: base64.RawURLEncoding.EncodeToString(b[:]), expires: a.now().Add(SessionTTL).Truncate(time.Second)}
+	s := session{id: base64.RawURLEncoding.EncodeToString(b[:]), expires: a.now().Add(SessionTTL).Truncate(time.Second), who: who}
+	nonce := make([]byte, a.seal.NonceSize())
+	_, _ = rand.Read(nonce)
+	sealed := base64.RawURLEncoding.EncodeToString(a.seal.Seal(nonce, nonce, []byte(token), []byte(s.id)))
 	exp := strconv.FormatInt(s.expires.Unix(), 10)
-	return s, "v1." + s.id + "." + exp + "." + a.mac("v1", s.id, exp)
+	return s, "v2." + s.id + "." + exp + "." + sealed + "." + a.mac("v2", s.id, exp, sealed)
 }
 
 // parse returns the session of a cookie value, ok false unless its MAC
-// holds, it has not expired and was not signed out.
+// holds, it has not expired, was not signed out, and its token is still
+// accepted.
 func (a *access) parse(v string) (session, bool) {
 	parts := strings.Split(v, ".")
-	if len(parts) != 4 || parts[0] != "v1" || len(v) > 256 {
+	if len(parts) != 5 || parts[0] != "v2" || len(v) > 1024 {
 		return session{}, false
 	}
-	if !hmac.Equal([]byte(parts[3]), []byte(a.mac("v1", parts[1], parts[2]))) {
+	if !hmac.Equal([]byte(parts[4]), []byte(a.mac("v2", parts[1], parts[2], parts[3]))) {
 		return session{}, false
 	}
 	exp, err := strconv.ParseInt(parts[2], 10, 64)
@@ -119,7 +175,21 @@ func (a *access) parse(v string) (session, bool) {
 	a.mu.Lock()
 	_, gone := a.revoked[s.id]
 	a.mu.Unlock()
-	return s, !gone
+	if gone {
+		return session{}, false
+	}
+	sealed, err := base64.RawURLEncoding.DecodeString(parts[3])
+	if err != nil || len(sealed) < a.seal.NonceSize() {
+		return session{}, false
+	}
+	n := a.seal.NonceSize()
+	token, err := a.seal.Open(nil, sealed[:n], sealed[n:], []byte(s.id))
+	if err != nil {
+		return session{}, false
+	}
+	var ok bool
+	s.who, ok = a.identify(string(token))
+	return s, ok
 }
 
 // csrf is the CSRF token of s.
@@ -168,7 +238,7 @@ func (a *access) session(c *echo.Context) (s session, ok bool) {
 	if len(a.token) > 0 {
 		return session{}, false
 	}
-	s, v := a.newSession()
+	s, v := a.newSession(local, "")
 	a.setCookie(c, v, s.expires)
 	return s, true
 }
@@ -218,7 +288,9 @@ func (a *access) checkPost(c *echo.Context, s session) error {
 // from elsewhere is opened from the address bar or a bookmark).
 func (u *Console) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
+		setRequestID(c)
 		if err := u.srv.RefuseCrossSite(c.Request()); err != nil {
+			u.refused(c, admin.Identity{}, err)
 			return u.fail(c, nil, err)
 		}
 		return next(c)

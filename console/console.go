@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"html/template"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/audit"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/events"
 	"github.com/hookstream/hookstream/groups"
@@ -53,7 +55,15 @@ type Config struct {
 	Groups *groups.Service
 	// Instances lists the deployment's instances.
 	Instances *instances.Service
-	Log       *slog.Logger
+	// Tokens judges the access tokens a browser signs in with, as the
+	// admin listener's guard judges bearer tokens after the admin token
+	// (access.Service.Authenticate); nil: only the admin token signs in.
+	Tokens admin.Authenticator
+	// Audit keeps the records of the console's changes, sign-ins and
+	// refusals as it keeps the API's, and /ui/audit reads them; nil:
+	// none are kept, and /ui/audit says so.
+	Audit *audit.Service
+	Log   *slog.Logger
 }
 
 // Console serves the web console.
@@ -63,6 +73,7 @@ type Console struct {
 	pages  map[string]*template.Template
 	access *access
 	srv    *admin.Server
+	routes []*Route
 
 	receiver *sampler
 	tails    atomic.Int32 // live tails streaming (events_tail.go)
@@ -89,7 +100,7 @@ func New(cfg Config) (*Console, error) {
 // srv's token.
 func (u *Console) Mount(srv *admin.Server) {
 	u.srv = srv
-	u.access = newAccess(srv)
+	u.access = newAccess(srv, u.cfg.Tokens)
 	g := srv.UI()
 	g.Use(headers, u.guard)
 	static, _ := fs.Sub(staticFS, "static")
@@ -97,15 +108,25 @@ func (u *Console) Mount(srv *admin.Server) {
 	g.GET("", func(c *echo.Context) error { return c.Redirect(http.StatusMovedPermanently, admin.UIPrefix+"/") })
 	g.GET("/login", u.loginPage)
 	g.POST("/login", u.login)
-	g.POST("/logout", u.action(u.logout))
-	g.GET("/", u.page(u.overview))
+	u.post(g, "/logout", u.logout, admin.Roles...)
+	u.get(g, "/", u.overview, admin.Readers...)
 	u.mountSubscriptions(g)
 	u.mountGroups(g)
 	u.mountDLQ(g)
 	u.mountEvents(g)
-	g.RouteNotFound("/*", u.page(func(r *Request) error {
+	u.mountAudit(g)
+	g.RouteNotFound("/*", u.serve(&Route{May: admin.Roles}, func(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}))
+}
+
+// home is where who lands after signing in: the overview, or for a team
+// its subscriptions, the only pages it may see.
+func (u *Console) home(who admin.Identity) string {
+	if u.may(who, http.MethodGet, "/") {
+		return admin.UIPrefix + "/"
+	}
+	return admin.UIPrefix + "/subscriptions"
 }
 
 // Run samples what the console charts per minute until ctx ends.
@@ -121,10 +142,10 @@ type loginData struct {
 }
 
 // safeNext is where to go after signing in: a console path, never another
-// site.
+// site; "" when none was asked.
 func safeNext(next string) string {
 	if !strings.HasPrefix(next, admin.UIPrefix+"/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return admin.UIPrefix + "/"
+		return ""
 	}
 	return next
 }
@@ -134,33 +155,44 @@ func (u *Console) loginPage(c *echo.Context) error {
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
-	if _, ok := u.access.session(c); ok {
-		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	if s, ok := u.access.session(c); ok {
+		return c.Redirect(http.StatusSeeOther, cmp.Or(safeNext(c.QueryParam("next")), u.home(s.who)))
 	}
 	return r.Render(http.StatusOK, "login.html", "Sign in", "-", loginData{Next: safeNext(c.QueryParam("next"))})
 }
 
-// login checks the admin token and starts a session. It carries no CSRF
-// token (there is no session yet) but is refused from another origin.
+// login judges the token typed, as the API judges a bearer token, and
+// starts a session of its identity; the sign-in is recorded, and a
+// refused one too (as a refusal: at most 10 a second are). It carries no
+// CSRF token (there is no session yet) but is refused from another
+// origin.
 func (u *Console) login(c *echo.Context) error {
 	r := &Request{Context: c, u: u}
 	if len(u.access.token) == 0 {
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/")
 	}
 	if err := u.access.sameOrigin(c.Request()); err != nil {
+		u.refused(c, admin.Identity{}, err)
 		return u.fail(c, r, err)
 	}
 	if err := readForm(c); err != nil {
 		return u.fail(c, r, err)
 	}
 	next := safeNext(c.FormValue("next"))
-	if !u.access.checkToken(c.FormValue("token")) {
-		u.log.Warn("console sign-in refused: wrong admin token", "remote", c.RealIP())
-		return r.Render(http.StatusUnauthorized, "login.html", "Sign in", "-", loginData{Next: next, Error: "That is not the admin token."})
+	token := c.FormValue("token")
+	who, ok := u.access.identify(token)
+	if !ok {
+		u.log.Warn("console sign-in refused: unknown, revoked or expired token", "remote", c.RealIP())
+		err := r.Render(http.StatusUnauthorized, "login.html", "Sign in", "-", loginData{Next: next,
+			Error: "That token is not accepted: it is unknown, revoked or expired. Ask an admin for a token (hookstream tokens add)."})
+		u.record(c, admin.Identity{}, admin.ActionRefused, "POST "+admin.UIPrefix+"/login", http.StatusUnauthorized, nil)
+		return err
 	}
-	s, v := u.access.newSession()
+	s, v := u.access.newSession(who, token)
 	u.access.setCookie(c, v, s.expires)
-	return c.Redirect(http.StatusSeeOther, next)
+	err := c.Redirect(http.StatusSeeOther, cmp.Or(next, u.home(who)))
+	u.record(c, who, "console.signin", "", http.StatusSeeOther, nil)
+	return err
 }
 
 func (u *Console) logout(r *Request) error {

@@ -16,8 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/access"
 	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/attempts"
+	"github.com/hookstream/hookstream/audit"
 	"github.com/hookstream/hookstream/console"
 	"github.com/hookstream/hookstream/deadletter"
 	"github.com/hookstream/hookstream/events"
@@ -40,6 +42,11 @@ type harness struct {
 	cl       *kgo.Client
 	registry *subscriptions.Registry
 	stats    *stats.Tally
+	// tokens are the access tokens the console and the API judge, and
+	// trail the audit trail both write.
+	tokens *access.Service
+	trail  *audit.Service
+	ui     *console.Console
 }
 
 type options struct {
@@ -67,20 +74,25 @@ func serve(t testing.TB, o options) *harness {
 	h := &harness{env: env, cl: cl, registry: subscriptions.NewRegistry(c, log)}
 	tally := attempts.NewTally(c, log)
 	counts := stats.NewTally(c, log)
-	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, prometheus.NewRegistry(), log)
+	reg := prometheus.NewRegistry()
+	s := admin.New(admin.Config{Token: o.token, TrustedProxies: o.trustedProxies}, reg, log)
+	h.tokens, h.trail = access.New(access.Config{}, c, log, reg), audit.New(c, log, reg)
+	h.tokens.Mount(s)
+	h.trail.Mount(s)
 	subs := subscriptions.New(h.registry, tally, "")
 	subs.Mount(s)
 	ui, err := console.New(console.Config{Subscriptions: subs, Attempts: tally, Stats: counts, Cluster: c, DeadLetters: deadletter.New(c),
 		Events: events.New(c, h.registry, events.NewStoryQuery(nil, h.registry, c, "", log)), Groups: groups.New(c, h.registry), Instances: instances.New(c), Log: log,
-		TallyWait: o.tallyWait})
+		TallyWait: o.tallyWait, Tokens: h.tokens.Authenticate, Audit: h.trail})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ui.Mount(s)
-	h.admin, h.stats = s, counts
+	h.admin, h.stats, h.ui = s, counts, ui
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 3)
-	for _, run := range []func(context.Context) error{tally.Run, counts.Run, ui.Run} {
+	runs := []func(context.Context) error{tally.Run, counts.Run, ui.Run, h.tokens.Run}
+	done := make(chan struct{}, len(runs))
+	for _, run := range runs {
 		go func() {
 			if o.tallies != nil {
 				select {
@@ -96,7 +108,7 @@ func serve(t testing.TB, o options) *harness {
 	}
 	t.Cleanup(func() {
 		cancel()
-		for range 3 {
+		for range runs {
 			<-done
 		}
 	})
@@ -206,7 +218,7 @@ func TestSignedOutRedirectsToSignIn(t *testing.T) {
 		}
 	}
 	a := b.get("/ui/login")
-	for _, want := range []string{`<label for="token">Admin token</label>`, `type="password"`, `>Sign in</button>`} {
+	for _, want := range []string{`<label for="token">Access token</label>`, `type="password"`, `>Sign in</button>`} {
 		if !strings.Contains(a.body, want) {
 			t.Errorf("sign-in page: missing %s", want)
 		}
@@ -224,7 +236,7 @@ func TestWrongTokenRefused(t *testing.T) {
 		if a.status != http.StatusUnauthorized || a.header.Get("Set-Cookie") != "" {
 			t.Errorf("sign in with %q: got %d, cookie %q; want 401 and no cookie", tok, a.status, a.header.Get("Set-Cookie"))
 		}
-		if !strings.Contains(a.body, "That is not the admin token.") {
+		if !strings.Contains(a.body, "That token is not accepted: it is unknown, revoked or expired.") {
 			t.Errorf("sign in with %q: the page does not say why", tok)
 		}
 	}

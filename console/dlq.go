@@ -38,10 +38,10 @@ const (
 
 // mountDLQ serves the dead-letter pages.
 func (u *Console) mountDLQ(g *echo.Group) {
-	g.GET("/dlq", u.page(u.dlqList))
-	g.GET("/dlq/redrive", u.page(u.dlqPreview))
-	g.POST("/dlq/redrive", u.action(u.dlqRedrive))
-	g.GET("/dlq/:kind/:partition/:offset", u.page(u.dlqLetter))
+	u.get(g, "/dlq", u.dlqList, admin.Operators...)
+	u.get(g, "/dlq/redrive", u.dlqPreview, admin.Operators...)
+	u.post(g, "/dlq/redrive", u.dlqRedrive, admin.Operators...).Changes("dlq.redrive")
+	u.get(g, "/dlq/:kind/:partition/:offset", u.dlqLetter, admin.Operators...)
 }
 
 // dlqKinds are the DLQs in the order the pages show them.
@@ -213,6 +213,7 @@ func (u *Console) dlqRedrive(r *Request) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
+	r.SetTarget(string(kind))
 	within, err := parseRanges(r.FormValue("within"))
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "within: "+err.Error())

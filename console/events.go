@@ -24,11 +24,11 @@ import (
 
 // mountEvents serves the events pages.
 func (u *Console) mountEvents(g *echo.Group) {
-	g.GET("/events", u.page(u.eventSearch))
-	g.GET("/events/tail", u.page(u.eventTail))
-	g.GET("/events/tail/stream", u.page(u.eventStream))
-	g.GET("/events/*", u.page(u.eventStory))
-	g.POST("/events/*", u.action(u.eventResend))
+	u.get(g, "/events", u.eventSearch, admin.Operators...)
+	u.get(g, "/events/tail", u.eventTail, admin.Operators...)
+	u.get(g, "/events/tail/stream", u.eventStream, admin.Operators...)
+	u.get(g, "/events/*", u.eventStory, admin.Operators...)
+	u.post(g, "/events/*", u.eventResend, admin.Operators...).Changes("event.resend")
 }
 
 // eventsForm is the search form, as the page's URL holds it.

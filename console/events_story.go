@@ -59,7 +59,7 @@ func (u *Console) eventStory(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.story(ctx, key)
+	s, err := u.story(ctx, key, r.Who)
 	if err != nil {
 		return err
 	}
@@ -75,9 +75,9 @@ func (u *Console) eventStory(r *Request) error {
 	return r.Render(http.StatusOK, "event.html", "Event "+key, "events", data)
 }
 
-// story asks for the story of key, its errors given their status.
-func (u *Console) story(ctx context.Context, key string) (events.Story, error) {
-	s, err := u.cfg.Events.Story(ctx, key)
+// story asks for the story of key as who may read it, its errors given their status.
+func (u *Console) story(ctx context.Context, key string, who admin.Identity) (events.Story, error) {
+	s, err := u.cfg.Events.Story(ctx, key, who)
 	switch {
 	case errors.Is(err, events.ErrUnknownEvent):
 		return s, echo.NewHTTPError(http.StatusNotFound, "no event "+key+" in the ledger (never received, or forgotten after HOOKSTREAM_DEDUP_TTL)")
@@ -112,9 +112,10 @@ func (u *Console) eventResend(r *Request) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such page")
 	}
 	key := strings.TrimPrefix(path, admin.UIPrefix+"/events/")
+	r.SetTarget(key)
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	res, err := u.cfg.Events.Resend(ctx, key, events.ResendRequest{Subscription: r.FormValue("subscription")})
+	res, err := u.cfg.Events.Resend(ctx, key, events.ResendRequest{Subscription: r.FormValue("subscription")}, r.Who)
 	if err != nil {
 		return err
 	}

@@ -21,9 +21,9 @@ import (
 
 // mountGroups serves the groups and replay pages.
 func (u *Console) mountGroups(g *echo.Group) {
-	g.GET("/groups", u.page(u.groupList))
-	g.GET("/replay", u.page(u.replayPlanner))
-	g.POST("/replay/execute", u.action(u.replayExecute))
+	u.get(g, "/groups", u.groupList, admin.Readers...)
+	u.get(g, "/replay", u.replayPlanner, admin.Readers...)
+	u.post(g, "/replay/execute", u.replayExecute, admin.Operators...).Changes("replay.execute")
 }
 
 // groupRow is one group as the groups page shows it.
@@ -141,6 +141,7 @@ func (u *Console) replayPlanner(r *Request) error {
 // would, and says what followed: refused (409) while the group has active
 // members.
 func (u *Console) replayExecute(r *Request) error {
+	r.SetTarget(strings.TrimSpace(r.FormValue("group")))
 	data, status, err := u.plan(r, true)
 	if err != nil {
 		if status == 0 {

@@ -170,12 +170,17 @@ func sparkline(label string, counts []int64) template.HTML {
 		w+4, h, w+4, h, template.HTMLEscapeString(label), strings.Join(desc, ", "), strings.TrimSpace(pts.String()), x, y))
 }
 
-// Request is one console request: its echo context, and the session's
-// CSRF token every form of the page carries.
+// Request is one console request: its echo context, who made it (its
+// session's token), and the session's CSRF token every form of the page
+// carries.
 type Request struct {
 	*echo.Context
 	u    *Console
+	Who  admin.Identity
 	CSRF string
+	// action and target name the change for the audit trail, in place of
+	// the route's (SetAction, SetTarget).
+	action, target string
 }
 
 // view is what the layout renders: the page's data under .Data.
@@ -184,9 +189,19 @@ type view struct {
 	Nav      string
 	CSRF     string
 	SignOut  bool // a token is set: the layout offers to sign out
+	Who      admin.Identity
 	Flash    string
 	Data     any
 	Rendered time.Time
+	u        *Console
+}
+
+// Can reports whether the viewer may call the console route "METHOD
+// /path" (as mounted: "POST /subscriptions/:id/delete"): a page shows a
+// link or a button only where the route behind it serves its role.
+func (v view) Can(route string) bool {
+	method, path, _ := strings.Cut(route, " ")
+	return v.u.may(v.Who, method, path)
 }
 
 // Render writes page name (a file of templates/) with data, the page's
@@ -197,7 +212,8 @@ func (r *Request) Render(status int, name, title, nav string, data any) error {
 	if t == nil {
 		return fmt.Errorf("console: no template %s", name)
 	}
-	v := view{Title: title, Nav: nav, CSRF: r.CSRF, SignOut: len(r.u.access.token) > 0, Flash: r.flash(), Data: data, Rendered: time.Now()}
+	v := view{Title: title, Nav: nav, CSRF: r.CSRF, SignOut: len(r.u.access.token) > 0, Who: r.Who, Flash: r.flash(), Data: data,
+		Rendered: time.Now(), u: r.u}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		return fmt.Errorf("console: render %s: %w", name, err)
@@ -238,34 +254,6 @@ func (r *Request) flash() string {
 	return string(b)
 }
 
-// page serves a GET of a signed-in browser; a signed-out one is sent to
-// the sign-in page.
-func (u *Console) page(fn func(*Request) error) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		r, err := u.request(c)
-		if err == nil {
-			err = fn(r)
-		}
-		return u.fail(c, r, err)
-	}
-}
-
-// action serves a POST of a signed-in browser: refused 403 unless it
-// comes from this origin with the session's CSRF token.
-func (u *Console) action(fn func(*Request) error) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		r, err := u.request(c)
-		if err == nil {
-			if err = readForm(c); err == nil {
-				if err = u.access.checkPost(c, u.sessionOf(c)); err == nil {
-					err = fn(r)
-				}
-			}
-		}
-		return u.fail(c, r, err)
-	}
-}
-
 // maxForm bounds a form's body.
 const maxForm = 256 << 10
 
@@ -290,7 +278,7 @@ func (u *Console) request(c *echo.Context) (*Request, error) {
 		return nil, errSignedOut
 	}
 	c.Set("session", s)
-	return &Request{Context: c, u: u, CSRF: u.access.csrf(s)}, nil
+	return &Request{Context: c, u: u, Who: s.who, CSRF: u.access.csrf(s)}, nil
 }
 
 func (u *Console) sessionOf(c *echo.Context) session {
@@ -311,19 +299,24 @@ func (u *Console) fail(c *echo.Context, r *Request, err error) error {
 		}
 		return c.Redirect(http.StatusSeeOther, admin.UIPrefix+"/login?next="+url.QueryEscape(next))
 	}
-	status, msg := http.StatusInternalServerError, "internal error"
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		status, msg = he.Code, he.Message
-	} else if err = admin.Error(err); errors.As(err, &he) {
-		status, msg = he.Code, he.Message
-	} else {
+	status, msg := errorStatus(err)
+	if status == http.StatusInternalServerError {
 		u.log.Error("console request failed", "path", c.Request().URL.Path, "err", err)
 	}
 	if r == nil {
 		r = &Request{Context: c, u: u}
 	}
 	return r.Render(status, "error.html", http.StatusText(status), "", errorPage{Status: status, Message: msg})
+}
+
+// errorStatus is the status and message an error is answered with: an
+// echo.HTTPError's, or the API's for a service's error (admin.Error).
+func errorStatus(err error) (int, string) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) || errors.As(admin.Error(err), &he) {
+		return he.Code, he.Message
+	}
+	return http.StatusInternalServerError, "internal error"
 }
 
 type errorPage struct {

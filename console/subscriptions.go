@@ -30,17 +30,19 @@ const maxAttemptsShown = 100
 // Enable, Disable, Rotate secret and Delete, each through subscriptions.Registry as
 // /api/subscriptions does.
 func (u *Console) mountSubscriptions(g *echo.Group) {
-	g.GET("/subscriptions", u.page(u.subscriptionList))
-	g.GET("/subscriptions/new", u.page(u.newSubscription))
-	g.POST("/subscriptions/new", u.action(u.createSubscription))
-	g.GET("/subscriptions/:id", u.page(u.subscription))
-	g.GET("/subscriptions/:id/edit", u.page(u.editSubscription))
-	g.POST("/subscriptions/:id/edit", u.action(u.saveSubscription))
-	g.POST("/subscriptions/:id/enable", u.action(u.setEnabled(true)))
-	g.POST("/subscriptions/:id/disable", u.action(u.setEnabled(false)))
-	g.POST("/subscriptions/:id/rotate-secret", u.action(u.rotateSecret))
-	g.POST("/subscriptions/:id/delete", u.action(u.deleteSubscription))
-	g.POST("/subscriptions/:id/test", u.action(u.testSubscription))
+	u.get(g, "/subscriptions", u.subscriptionList, admin.ReadersAndTeams...)
+	u.get(g, "/subscriptions/new", u.newSubscription, admin.AdminsAndTeams...)
+	u.post(g, "/subscriptions/new", u.createSubscription, admin.AdminsAndTeams...).Changes("subscription.create")
+	u.get(g, "/subscriptions/:id", u.subscription, admin.ReadersAndTeams...)
+	u.get(g, "/subscriptions/:id/edit", u.editSubscription, admin.AdminsAndTeams...)
+	u.post(g, "/subscriptions/:id/edit", u.saveSubscription, admin.AdminsAndTeams...).Changes("subscription.update")
+	// Operators may enable and disable, as PATCH /api/subscriptions/{id}
+	// of enabled alone.
+	u.post(g, "/subscriptions/:id/enable", u.setEnabled(true), admin.OperatorsAndTeams...).Changes("subscription.enable")
+	u.post(g, "/subscriptions/:id/disable", u.setEnabled(false), admin.OperatorsAndTeams...).Changes("subscription.disable")
+	u.post(g, "/subscriptions/:id/rotate-secret", u.rotateSecret, admin.AdminsAndTeams...).Changes("subscription.rotate")
+	u.post(g, "/subscriptions/:id/delete", u.deleteSubscription, admin.AdminsAndTeams...).Changes("subscription.delete")
+	u.post(g, "/subscriptions/:id/test", u.testSubscription, admin.OperatorsAndTeams...)
 }
 
 // subscriptionRow is a subscription in the list.
@@ -62,6 +64,27 @@ type subscriptionListData struct {
 	// page waits for it, says how much of the attempts the totals cover.
 	Counting string
 }
+
+// mine reports whether the caller of r may see and manage s, as
+// /api/subscriptions decides: any caller but a team token, and a team
+// token its team's.
+func mine(r *Request, s subscriptions.Subscription) bool {
+	return r.Who.Role != admin.Team || s.Team == r.Who.Team
+}
+
+// getMine is Subscriptions.Get, a subscription not mine not found, as an
+// unknown one.
+func (u *Console) getMine(ctx context.Context, r *Request, id string) (subscriptions.Subscription, error) {
+	s, err := u.cfg.Subscriptions.Get(ctx, id)
+	if err == nil && !mine(r, s) {
+		return subscriptions.Subscription{}, fmt.Errorf("%w: %s", subscriptions.ErrNotFound, id)
+	}
+	return s, err
+}
+
+// errOtherTeam refuses a team token a change that moves a subscription
+// out of its team.
+var errOtherTeam = echo.NewHTTPError(http.StatusForbidden, "a team token manages its own team's subscriptions only: team must be its team")
 
 // dispatcherState is what this instance's dispatcher says of the
 // subscriptions (open circuits, throttled expressions, failing ones);
@@ -99,6 +122,9 @@ func (u *Console) subscriptionList(r *Request) error {
 	}
 	for _, id := range sortedIDs(subs) {
 		s := subs[id]
+		if !mine(r, s) {
+			continue
+		}
 		out.Rows = append(out.Rows, subscriptionRow{Subscription: s.Redacted(), Totals: u.cfg.Attempts.Totals(id),
 			Kind: s.Kind(), Health: state.Health(s, known), Lag: lags[id]})
 	}
@@ -125,6 +151,10 @@ type subscriptionData struct {
 	// Counting, when the attempts tally had not caught up in the time a
 	// page waits for it, says how much of the attempts Totals cover.
 	Counting string
+	// Answers: the caller may read what subscribers answered (attempts
+	// and the error of the last failure quote it): not a viewer, as
+	// GET /api/subscriptions/{id}/attempts.
+	Answers bool
 }
 
 // testResult is what the subscription would send for one event.
@@ -146,7 +176,7 @@ func (u *Console) subscription(r *Request) error {
 func (u *Console) renderSubscription(r *Request, status int, id, newSecret string, test *testResult) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Subscriptions.Get(ctx, id)
+	s, err := u.getMine(ctx, r, id)
 	if err != nil {
 		return err
 	}
@@ -155,7 +185,12 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 		return err
 	}
 	out := subscriptionData{Sub: s.Redacted(), Kind: s.Kind(), Totals: u.cfg.Attempts.Totals(id), Statuses: attemptStatuses, NewSecret: newSecret, Test: test,
-		Counting: counting}
+		Counting: counting, Answers: r.Who.In(admin.OperatorsAndTeams)}
+	if f := out.Totals.LastFailure; f != nil && !out.Answers {
+		quiet := *f
+		quiet.Error = ""
+		out.Totals.LastFailure = &quiet
+	}
 	state, known := u.dispatcherState(ctx)
 	out.Health = state.Health(s, known)
 	out.Status = r.QueryParam("status")
@@ -176,6 +211,9 @@ func (u *Console) renderSubscription(r *Request, status int, id, newSecret strin
 	}
 	if out.Status != "" {
 		out.NoAttempts = "No attempts with status " + out.Status + " among the newest. Choose all to see every attempt."
+	}
+	if !out.Answers {
+		return r.Render(status, "subscription.html", s.ID, "subscriptions", out)
 	}
 	listed, err := u.cfg.Subscriptions.Attempts(ctx,
 		attempts.Query{Subscription: id, Status: out.Status, Limit: maxAttemptsShown})
@@ -482,6 +520,9 @@ func (u *Console) createSubscription(r *Request) error {
 		from = ""
 	}
 	s := subscriptions.Subscription{ID: f.ID, Pull: f.Pull}
+	if r.Who.Role == admin.Team {
+		s.Team = r.Who.Team // a team's subscription is its own
+	}
 	err := checkForm(p, hc, problems)
 	if err == nil {
 		p.Apply(&s)
@@ -489,6 +530,7 @@ func (u *Console) createSubscription(r *Request) error {
 		ctx, cancel := admin.Timeout(r.Context)
 		defer cancel()
 		err = u.cfg.Subscriptions.Create(ctx, &s, from)
+		r.SetTarget(s.ID)
 	}
 	if err != nil {
 		status, lines := formError(err)
@@ -508,7 +550,7 @@ var errStale = errors.New("changed after this form was opened")
 func (u *Console) editSubscription(r *Request) error {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Subscriptions.Get(ctx, r.Param("id"))
+	s, err := u.getMine(ctx, r, r.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -525,7 +567,7 @@ func (u *Console) saveSubscription(r *Request) error {
 	id := r.Param("id")
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	cur, err := u.cfg.Subscriptions.Get(ctx, id)
+	cur, err := u.getMine(ctx, r, id)
 	if err != nil {
 		return err
 	}
@@ -544,6 +586,9 @@ func (u *Console) saveSubscription(r *Request) error {
 	err = checkForm(p, hc, problems)
 	if err == nil {
 		_, err = u.cfg.Subscriptions.Update(ctx, id, func(s *subscriptions.Subscription) error {
+			if !mine(r, *s) {
+				return fmt.Errorf("%w: %s", subscriptions.ErrNotFound, id)
+			}
 			if !s.UpdatedAt.Equal(version) {
 				return fmt.Errorf("%s %w (at %s): reload the page to edit it as it is now", id, errStale, when(s.UpdatedAt))
 			}
@@ -583,12 +628,20 @@ func subscriptionPath(id string) string {
 	return admin.UIPrefix + "/subscriptions/" + url.PathEscape(id)
 }
 
-// update edits subscription id in the registry's read-modify-write.
+// update edits subscription id in the registry's read-modify-write; a
+// team token only its team's, and never out of it.
 func (u *Console) update(r *Request, edit func(*subscriptions.Subscription)) (subscriptions.Subscription, error) {
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
-	s, err := u.cfg.Subscriptions.Update(ctx, r.Param("id"), func(s *subscriptions.Subscription) error {
+	id := r.Param("id")
+	s, err := u.cfg.Subscriptions.Update(ctx, id, func(s *subscriptions.Subscription) error {
+		if !mine(r, *s) {
+			return fmt.Errorf("%w: %s", subscriptions.ErrNotFound, id)
+		}
 		edit(s)
+		if !mine(r, *s) {
+			return errOtherTeam
+		}
 		return nil
 	})
 	return s, err
@@ -626,6 +679,9 @@ func (u *Console) deleteSubscription(r *Request) error {
 	}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
+	if _, err := u.getMine(ctx, r, id); err != nil {
+		return err
+	}
 	if err := u.cfg.Subscriptions.Delete(ctx, id); err != nil {
 		return err
 	}
@@ -641,6 +697,9 @@ func (u *Console) testSubscription(r *Request) error {
 	t := &testResult{Event: strings.TrimSpace(r.FormValue("event")), Envelope: strings.TrimSpace(r.FormValue("envelope"))}
 	ctx, cancel := admin.Timeout(r.Context)
 	defer cancel()
+	if _, err := u.getMine(ctx, r, id); err != nil {
+		return err
+	}
 	tested, err := u.cfg.Subscriptions.Test(ctx, id, t.Event, []byte(t.Envelope))
 	status := http.StatusOK
 	switch {
