@@ -24,11 +24,13 @@ import (
 
 // mountEvents serves the events pages.
 func (u *Console) mountEvents(g *echo.Group) {
-	u.get(g, "/events", u.eventSearch, admin.Operators...)
-	u.get(g, "/events/tail", u.eventTail, admin.Operators...)
-	u.get(g, "/events/tail/stream", u.eventStream, admin.Operators...)
-	u.get(g, "/events/*", u.eventStory, admin.Operators...)
-	u.post(g, "/events/*", u.eventResend, admin.Operators...).Changes("event.resend")
+	u.get(g, "/events", u.eventSearch, admin.Readers...)
+	u.get(g, "/events/tail", u.eventTail, admin.Readers...)
+	u.get(g, "/events/tail/stream", u.eventStream, admin.Readers...)
+	// A story as its reader may read it (events.Service.Story): a
+	// team's of its subscriptions, a viewer's without payloads.
+	u.get(g, "/events/*", u.eventStory, admin.ReadersAndTeams...)
+	u.post(g, "/events/*", u.eventResend, admin.OperatorsAndTeams...).Changes("event.resend")
 }
 
 // eventsForm is the search form, as the page's URL holds it.

@@ -37,6 +37,8 @@ type storyData struct {
 	// Resends are the subscriptions a Resend may go to: those of the
 	// story's deliveries.
 	Resends []string
+	// Payloads: the reader may see the envelope (not a viewer).
+	Payloads bool
 }
 
 // resendSuffix ends the path of a resend.
@@ -63,11 +65,11 @@ func (u *Console) eventStory(r *Request) error {
 	if err != nil {
 		return err
 	}
-	data := storyData{Story: s, Steps: s.Timeline()}
+	data := storyData{Story: s, Steps: s.Timeline(), Payloads: r.Who.Role != admin.Viewer}
 	for _, d := range s.Deliveries {
 		data.Resends = append(data.Resends, d.Subscription)
 	}
-	if s.Events != nil {
+	if s.Events != nil && data.Payloads {
 		if data.Envelope, err = u.eventsRecord(ctx, *s.Events); err != nil {
 			return err
 		}

@@ -80,11 +80,11 @@ func TestEveryConsoleRouteAnswersByRole(t *testing.T) {
 		"GET /dlq/redrive":                      operators,
 		"POST /dlq/redrive":                     operators,
 		"GET /dlq/:kind/:partition/:offset":     operators,
-		"GET /events":                           operators,
-		"GET /events/tail":                      operators,
-		"GET /events/tail/stream":               operators,
-		"GET /events/*":                         operators,
-		"POST /events/*":                        operators,
+		"GET /events":                           readers,
+		"GET /events/tail":                      readers,
+		"GET /events/tail/stream":               readers,
+		"GET /events/*":                         readersT,
+		"POST /events/*":                        opsT,
 		"GET /audit":                            operators,
 	}
 	h := serve(t, options{token: token})
