@@ -48,7 +48,8 @@ func newToken(t *testing.T, tokens *access.Service, role admin.Role, team string
 // none has a part; a viewer sees every delivery without the errors that
 // quote answers; an operator sees those errors. A forwarded query names
 // the caller's role and team under its signature: replayed with a wider
-// role it is refused.
+// role it is refused. A team resends only to its subscriptions, events in
+// which one of them has a part. Viewers search events; teams do not.
 func TestStoryAsEachRoleSees(t *testing.T) {
 	const partitions = 4
 	env := kafkatest.New(t, partitions, 1<<20)
@@ -177,6 +178,36 @@ func TestStoryAsEachRoleSees(t *testing.T) {
 			if _, raw := story(tok, shared); strings.Contains(raw, "secret-payload") || strings.Contains(raw, tok) {
 				t.Errorf("%s: a story of %s holds the payload or the token: %s", n.srv.URL, shared, raw)
 			}
+		}
+	}
+
+	// A search shows keys and places, no bodies: viewers search; it
+	// lists every source's events: teams do not.
+	kafkatest.WaitFor(t, 30*time.Second, func() error {
+		status, raw := apitest.Call(t, a.srv.URL, apitest.Bearer(viewer), http.MethodGet, "/api/events?source=shop", "")
+		if status != http.StatusOK || !strings.Contains(string(raw), shared) || strings.Contains(string(raw), "secret-payload") {
+			return fmt.Errorf("the viewer's search: got %d %s, want the events without their payloads", status, raw)
+		}
+		return nil
+	})
+	if status, raw := apitest.Call(t, a.srv.URL, apitest.Bearer(team), http.MethodGet, "/api/events?source=shop", ""); status != http.StatusForbidden {
+		t.Errorf("the team's search: got %d %s, want 403", status, raw)
+	}
+
+	// A team resends only to its own subscriptions, and only events in
+	// which one of them has a part; a viewer not at all.
+	for _, tc := range []struct {
+		tok, key, sub string
+		want          int
+	}{
+		{team, shared, payments.ID, http.StatusAccepted},
+		{team, shared, shipping.ID, http.StatusNotFound},
+		{team, theirs, payments.ID, http.StatusNotFound},
+		{viewer, shared, payments.ID, http.StatusForbidden},
+	} {
+		status, raw := apitest.Call(t, a.srv.URL, apitest.Bearer(tc.tok), http.MethodPost, "/api/events/"+url.PathEscape(tc.key)+"/resend", `{"subscription":"`+tc.sub+`"}`)
+		if status != tc.want {
+			t.Errorf("resend %s to %s: got %d %s, want %d", tc.key, tc.sub, status, raw, tc.want)
 		}
 	}
 
