@@ -361,8 +361,14 @@ func (b *tab) tab() (role, name string) {
 // signIn signs in with the admin token and waits for the overview.
 func (b *tab) signIn(n *consoleNode) {
 	b.t.Helper()
+	b.signInWith(n, consoleToken)
+}
+
+// signInWith signs in with token and waits to leave the sign-in page.
+func (b *tab) signInWith(n *consoleNode, token string) {
+	b.t.Helper()
 	b.open(n.base + "/ui/")
-	b.fill("Admin token", consoleToken)
+	b.fill("Access token", token)
 	b.press("Sign in")
 	kafkatest.WaitFor(b.t, 30*time.Second, func() error {
 		if url := b.location(); strings.Contains(url, "/ui/login") {
@@ -405,9 +411,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if url := b.location(); !strings.Contains(url, "/ui/login") {
 			t.Errorf("signed out, /ui/ shows %s, want the sign-in page", url)
 		}
-		b.fill("Admin token", "not-the-token")
+		b.fill("Access token", "not-the-token")
 		b.press("Sign in")
-		b.waitText("not the admin token")
+		b.waitText("That token is not accepted")
 		if url := b.location(); !strings.Contains(url, "/ui/login") {
 			t.Errorf("after a wrong token: at %s, want still the sign-in page", url)
 		}
@@ -431,7 +437,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return false
 		}
-		for _, want := range []string{"Admin token", "Sign in"} {
+		for _, want := range []string{"Access token", "Sign in"} {
 			if !reached(want) {
 				t.Fatalf("Tab never reaches %q on the sign-in page; focus went %s", want, strings.Join(seen, ", "))
 			}
