@@ -58,6 +58,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -124,6 +125,14 @@ type Letter struct {
 	Redriven bool `json:"redriven"`
 }
 
+// Redacted is the letter as a viewer reads it: without its value, its
+// headers (a provider's among them) and its error, which may quote a
+// payload or a subscriber's answer.
+func (l Letter) Redacted() Letter {
+	l.Value, l.Headers, l.Error = nil, nil, ""
+	return l
+}
+
 // Filter selects letters. Its zero value selects every letter.
 type Filter struct {
 	// Since keeps letters that failed at or after it.
@@ -138,6 +147,9 @@ type Filter struct {
 	From, Until int64
 	// Limit keeps the newest Limit letters of the selection; 0 keeps all.
 	Limit int
+	// Team keeps the delivery letters of that team's subscriptions only,
+	// and no processor letter: what a team token may read (Service.Teams).
+	Team string
 	// Within, when not nil, keeps only letters at these offsets, by
 	// partition (other partitions are not read): the offsets a listing
 	// read, so that a redrive copies the letters it showed and none
@@ -146,6 +158,9 @@ type Filter struct {
 	// when that end is more than MaxPastWithin offsets past the range's,
 	// List and Redrive read nothing and return ErrChanged.
 	Within topics.Ranges
+
+	// teams are the subscriptions of Team (scoped).
+	teams map[string]bool
 }
 
 // MaxPastWithin is how far past a Filter.Within range a partition's end
@@ -158,6 +173,9 @@ const MaxPastWithin = 1_000
 var ErrChanged = errors.New("the dead letters changed: preview again")
 
 func (f Filter) match(l *Letter) bool {
+	if f.Team != "" && !f.teams[l.Subscription] {
+		return false
+	}
 	if !f.Since.IsZero() && l.FailedAt.Before(f.Since) {
 		return false
 	}
@@ -182,6 +200,34 @@ func (f Filter) match(l *Letter) bool {
 // Service reads and redrives the dead-letter queues of a cluster.
 type Service struct {
 	c topics.Cluster
+	// registry tells a team's subscriptions (Teams); nil: none.
+	registry *subscriptions.Registry
+}
+
+// Teams lets the service select a team's letters (Filter.Team), registry
+// telling which subscriptions are the team's. Call it before Mount:
+// without it a team's selection fails.
+func (s *Service) Teams(registry *subscriptions.Registry) { s.registry = registry }
+
+// scoped is f with the subscriptions of its team, if it names one.
+func (s *Service) scoped(ctx context.Context, f Filter) (Filter, error) {
+	if f.Team == "" {
+		return f, nil
+	}
+	if s.registry == nil {
+		return f, errors.New("deadletter: this service cannot tell a team's subscriptions: give it the registry (Service.Teams)")
+	}
+	subs, err := s.registry.List(ctx)
+	if err != nil {
+		return f, fmt.Errorf("deadletter: subscriptions of team %s: %w", f.Team, err)
+	}
+	f.teams = make(map[string]bool)
+	for id, sub := range subs {
+		if sub.Team == f.Team {
+			f.teams[id] = true
+		}
+	}
+	return f, nil
 }
 
 // New is the service of c's dead-letter queues. It does no I/O.
@@ -196,6 +242,10 @@ func New(c topics.Cluster) *Service { return &Service{c: c} }
 func (s *Service) List(ctx context.Context, kind Kind, f Filter) ([]Letter, error) {
 	if _, err := ParseKind(string(kind)); err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	f, err := s.scoped(ctx, f)
+	if err != nil {
+		return nil, err
 	}
 	sel := newSelection(f.Limit)
 	if err := scan(ctx, s.c, kind.Topic(s.c.Names), kind, f, sel.add, sel.mark); err != nil {

@@ -12,12 +12,18 @@ import (
 )
 
 // Mount serves the service on srv's /api: GET /api/dlq lists letters,
-// POST /api/dlq/redrive redrives a selection of them.
+// POST /api/dlq/redrive redrives a selection of them. A viewer reads
+// letters redacted (Letter.Redacted); a team token reads and redrives the
+// delivery letters of its team's subscriptions only (Filter.Team), and
+// no processor letter.
 func (s *Service) Mount(srv *admin.Server) {
 	g := srv.API()
-	g.GET("/dlq", s.listDLQ, admin.Operators...)
-	g.POST("/dlq/redrive", s.redrive, admin.Operators...).Changes("dlq.redrive")
+	g.GET("/dlq", s.listDLQ, admin.ReadersAndTeams...)
+	g.POST("/dlq/redrive", s.redrive, admin.OperatorsAndTeams...).Changes("dlq.redrive")
 }
+
+// errTeamProcessor refuses a team token the processor DLQ.
+var errTeamProcessor = echo.NewHTTPError(http.StatusForbidden, "a team token reads and redrives only the delivery DLQ's letters of its subscriptions: ask with kind delivery")
 
 // dlqQuery is the selection of /api/dlq and /api/dlq/redrive.
 type dlqQuery struct {
@@ -28,12 +34,19 @@ type dlqQuery struct {
 	All   bool   `json:"all"`
 }
 
-func (q dlqQuery) parse() (Kind, Filter, error) {
+// parse is the selection of q as who may make it.
+func (q dlqQuery) parse(who admin.Identity) (Kind, Filter, error) {
 	kind, err := ParseKind(cmp.Or(q.Kind, "processor"))
 	if err != nil {
 		return "", Filter{}, echo.NewHTTPError(http.StatusBadRequest, "kind: "+err.Error())
 	}
 	f := Filter{Key: q.Key, Limit: q.Limit}
+	if who.Role == admin.Team {
+		if kind != Delivery {
+			return "", f, errTeamProcessor
+		}
+		f.Team = who.Team
+	}
 	if q.Limit < 0 || q.Limit > 10_000 {
 		return "", f, echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
 	}
@@ -52,7 +65,8 @@ func (s *Service) listDLQ(c *echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "limit: want a number from 0 to 10000")
 	}
-	kind, f, err := dlqQuery{Kind: c.QueryParam("kind"), Since: c.QueryParam("since"), Key: c.QueryParam("key"), Limit: limit}.parse()
+	who := admin.Caller(c)
+	kind, f, err := dlqQuery{Kind: c.QueryParam("kind"), Since: c.QueryParam("since"), Key: c.QueryParam("key"), Limit: limit}.parse(who)
 	if err != nil {
 		return err
 	}
@@ -65,6 +79,11 @@ func (s *Service) listDLQ(c *echo.Context) error {
 	if letters == nil {
 		letters = []Letter{}
 	}
+	if !who.In(admin.OperatorsAndTeams) {
+		for i, l := range letters {
+			letters[i] = l.Redacted()
+		}
+	}
 	return c.JSON(http.StatusOK, letters)
 }
 
@@ -74,7 +93,7 @@ func (s *Service) redrive(c *echo.Context) error {
 	if err := admin.DecodeJSON(c, &q, 4<<10); err != nil {
 		return err
 	}
-	kind, f, err := q.parse()
+	kind, f, err := q.parse(admin.Caller(c))
 	if err != nil {
 		return err
 	}

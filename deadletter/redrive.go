@@ -45,6 +45,9 @@ func (s *Service) Redrive(ctx context.Context, kind Kind, f Filter) (copied, ski
 	if _, err := ParseKind(string(kind)); err != nil {
 		return 0, 0, fmt.Errorf("deadletter: %w", err)
 	}
+	if f, err = s.scoped(ctx, f); err != nil {
+		return 0, 0, err
+	}
 	dlq := kind.Topic(names)
 	txnID := names.Prefix + "-redrive-" + string(kind)
 	tx, err := c.NewClient(
