@@ -410,7 +410,8 @@ func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Led
 	subs := subscriptions.New(n.registry, n.tally, deliveryClientConfig(n.cfg).UserAgent)
 	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
 	n.access.Mount(n.srv)
-	audit.New(n.Cluster, n.log, n.reg).Mount(n.srv)
+	trail := audit.New(n.Cluster, n.log, n.reg)
+	trail.Mount(n.srv)
 	subs.Mount(n.srv)
 	dlq.Mount(n.srv)
 	stats.New(n.counts, n.tally, grps, receiver).Mount(n.srv)
@@ -419,7 +420,8 @@ func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Led
 	evs := events.New(n.Cluster, n.registry, events.NewStoryQuery(ledger, n.registry, n.Cluster, n.cfg.TraceURL, n.log))
 	evs.Mount(n.srv)
 	ui, err := console.New(console.Config{Subscriptions: subs, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
-		Cluster: n.Cluster, DeadLetters: dlq, Events: evs, Groups: grps, Instances: insts, Log: n.log})
+		Cluster: n.Cluster, DeadLetters: dlq, Events: evs, Groups: grps, Instances: insts, Log: n.log,
+		Tokens: n.access.Authenticate, Audit: trail})
 	if err != nil {
 		return nil, err
 	}
