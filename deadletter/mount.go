@@ -23,7 +23,7 @@ func (s *Service) Mount(srv *admin.Server) {
 }
 
 // errTeamProcessor refuses a team token the processor DLQ.
-var errTeamProcessor = echo.NewHTTPError(http.StatusForbidden, "a team token reads and redrives only the delivery DLQ's letters of its subscriptions: ask with kind delivery")
+var errTeamProcessor = echo.NewHTTPError(http.StatusForbidden, "the processor DLQ needs role admin or operator (viewer to read): a team token reads and redrives only the delivery DLQ's letters of its subscriptions; ask with kind delivery")
 
 // dlqQuery is the selection of /api/dlq and /api/dlq/redrive.
 type dlqQuery struct {

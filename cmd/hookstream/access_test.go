@@ -146,7 +146,7 @@ var routeTable = []routeCase{
 	{route: "GET /api/subscriptions/:id/attempts", path: "/api/subscriptions/none/attempts", admin: missing, operator: missing, viewer: forbidden, team: missing},
 	{route: "POST /api/subscriptions/:id/test", path: "/api/subscriptions/none/test", body: `{"event":"github:1"}`, admin: missing, operator: missing, viewer: forbidden, team: missing},
 
-	{route: "GET /api/dlq", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
+	{route: "GET /api/dlq", admin: ok, operator: ok, viewer: ok, team: forbidden},
 	{route: "POST /api/dlq/redrive", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
 
 	{route: "GET /api/stats", admin: ok, operator: ok, viewer: ok, team: forbidden},
@@ -156,9 +156,9 @@ var routeTable = []routeCase{
 	{route: "POST /api/replay/execute", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
 	{route: "GET /api/instances", admin: ok, operator: ok, viewer: ok, team: forbidden},
 
-	{route: "GET /api/events", admin: ok, operator: ok, viewer: forbidden, team: forbidden},
-	{route: "GET /api/events/*", path: "/api/events/", admin: bad, operator: bad, viewer: forbidden, team: forbidden},
-	{route: "POST /api/events/*", path: "/api/events/github:1/resend", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
+	{route: "GET /api/events", admin: ok, operator: ok, viewer: ok, team: forbidden},
+	{route: "GET /api/events/*", path: "/api/events/", admin: bad, operator: bad, viewer: bad, team: bad},
+	{route: "POST /api/events/*", path: "/api/events/github:1/resend", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: bad},
 }
 
 // TestEveryRouteDeclaresItsRoles asks every route of the admin API as
