@@ -9,7 +9,11 @@
 // processor when it owns the event's partition, and otherwise forwarded
 // to the instance whose processor does, signed both ways (storyquery.go,
 // peer.go). The admin API, the commands and the console call the same
-// functions.
+// functions. A story and a resend are told and made for a caller
+// (admin.Identity): a team's story holds only its subscriptions' deliveries
+// and a team resends only to them; a viewer's story holds no error that
+// may quote a body. The owner of a forwarded query tells the story by the
+// role and team the query names under its signature.
 //
 // It owns reading the events topic for operators and the story query; it
 // does not own the topic's content (the processor writes it), the ledger
