@@ -221,8 +221,8 @@ func (p *Processor) restore(ctx context.Context, part *partition) (err error) {
 	}
 	from := store.Checkpoint()
 	n, err := p.catchUp(ctx, store)
-	if errors.Is(err, errAheadOfChangelog) {
-		p.log.Warn("state store is ahead of its changelog (were the topics recreated?); rebuilding it from the changelog", "partition", part.id, "err", err)
+	if errors.Is(err, errOtherChangelog) {
+		p.log.Warn("state store reflects another changelog (were the topics created anew, or the topic prefix changed?); rebuilding it from the changelog", "partition", part.id, "err", err)
 		if err = store.Close(); err != nil {
 			return fmt.Errorf("close store: %w", err)
 		}
@@ -254,10 +254,46 @@ func (p *Processor) emptyStore(id int32) (*statestore.Store, error) {
 	return statestore.Open(p.cfg.StateDir, id, p.cfg.Store)
 }
 
-// errAheadOfChangelog is a store whose checkpoint is past the end of its
-// changelog partition: the changelog it reflects is gone (the topics were
-// deleted and created anew), so the store must be rebuilt.
-var errAheadOfChangelog = errors.New("checkpoint past the changelog's end")
+// errOtherChangelog is a store that reflects another changelog than its
+// partition's: one of another topic (the topics were deleted and created
+// anew, or the topic prefix changed while the state directory stayed), or
+// one whose checkpoint is past the changelog's end. Its checkpoint is no
+// offset of this changelog, so reading on from it would skip records: the
+// store must be rebuilt.
+var errOtherChangelog = errors.New("the store reflects another changelog")
+
+// changelogIdentity names the changelog topic as no other topic is named:
+// its name and its topic id (Kafka's, kept for the topic's life and new
+// when it is created anew).
+func changelogIdentity(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("changelog metadata: %w", err)
+	}
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return "", fmt.Errorf("changelog metadata: %s: %v", topic, d.Err)
+	}
+	return topic + "/" + d.ID.String(), nil
+}
+
+// checkChangelog records the changelog's identity in a new store, and
+// returns errOtherChangelog for a store of another changelog: one that
+// recorded another identity, or none though it holds a state.
+func checkChangelog(store *statestore.Store, identity string) error {
+	had, err := store.Changelog()
+	switch {
+	case err != nil:
+		return err
+	case had == identity:
+		return nil
+	case had != "":
+		return fmt.Errorf("changelog partition %d: %w: %s, not %s", store.Partition(), errOtherChangelog, had, identity)
+	case store.Checkpoint() > 0 || store.Keys() > 0:
+		return fmt.Errorf("changelog partition %d: %w: a store that names none, at checkpoint %d", store.Partition(), errOtherChangelog, store.Checkpoint())
+	}
+	return store.SetChangelog(identity)
+}
 
 // catchUp applies the changelog partition to store up to its stable end.
 func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, error) {
@@ -276,6 +312,13 @@ func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	identity, err := changelogIdentity(ctx, adm, topic)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkChangelog(store, identity); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		end, stable, err := endOffsets(ctx, adm, topic, id)
@@ -283,7 +326,7 @@ func (p *Processor) catchUp(ctx context.Context, store *statestore.Store) (int, 
 			return total, err
 		}
 		if pos > end {
-			return total, fmt.Errorf("changelog partition %d: %w: checkpoint %d, end %d", id, errAheadOfChangelog, pos, end)
+			return total, fmt.Errorf("changelog partition %d: %w: checkpoint %d past its end %d", id, errOtherChangelog, pos, end)
 		}
 		for pos < stable {
 			fetches := cl.PollFetches(ctx)

@@ -989,3 +989,47 @@ func TestUnconfirmedCommitRestartsTheSession(t *testing.T) {
 		t.Errorf("session restarts: got %v, want at least 1", n)
 	}
 }
+
+// TestStateOfAnotherChangelogIsRebuilt: a state directory kept while the
+// topics change under it (another HOOKSTREAM_TOPIC_PREFIX, or the topics
+// deleted and created anew) holds stores that reflect another changelog.
+// Restoring the new changelog from such a store's checkpoint would skip
+// its first records, and the events they remember would pass as new: the
+// store is rebuilt from the start of its own changelog instead.
+func TestStateOfAnotherChangelogIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	other := kafkatest.New(t, 1, maxBody)
+	produce(t, other.Client(t), ingestRecord(other, "shop", "x0", `{}`), ingestRecord(other, "shop", "x1", `{}`))
+	in := start(t, other, options{name: "a", stateDir: dir})
+	waitEvents(t, other, 2, time.Minute)
+	in.stop(t)
+
+	env := kafkatest.New(t, 1, maxBody)
+	cl := env.Client(t)
+	const distinct = 50
+	var recs []*kgo.Record
+	for i := range distinct {
+		recs = append(recs, ingestRecord(env, "shop", fmt.Sprintf("e%d", i), `{}`))
+	}
+	produce(t, cl, recs...)
+	in = start(t, env, options{name: "a", stateDir: t.TempDir()})
+	waitEvents(t, env, distinct, time.Minute)
+	in.stop(t)
+
+	// The provider retries the first events; the processor starts on the
+	// state directory of the other topics.
+	produce(t, cl, ingestRecord(env, "shop", "e0", `{}`), ingestRecord(env, "shop", "e1", `{}`), ingestRecord(env, "shop", "new", `{}`))
+	in = start(t, env, options{name: "a", stateDir: dir})
+	got := waitEvents(t, env, distinct+1, time.Minute)
+	kafkatest.WaitFor(t, time.Minute, func() error {
+		if n := in.count("duplicate"); n != 2 {
+			return fmt.Errorf("duplicates dropped: %d, want 2 (e0 and e1)", n)
+		}
+		return nil
+	})
+	in.stop(t)
+	exactlyOnce(t, events(t, env), distinct+1, 1)
+	if got["shop:e0"] != 1 || got["shop:new"] != 1 {
+		t.Errorf("got e0 %d times and new %d times, want once each", got["shop:e0"], got["shop:new"])
+	}
+}

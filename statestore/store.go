@@ -45,6 +45,7 @@
 //	"s" + key                         -> State, binary form (38 bytes, then the ledger)
 //	"x" + expiry (8 bytes) + key      -> empty: expiry index, in time order
 //	"m/format", "m/checkpoint", "m/keys" -> 8-byte big-endian integers
+//	"m/changelog"                     -> the changelog's identity (SetChangelog)
 package statestore
 
 import (
@@ -110,6 +111,7 @@ var (
 	keyFormat     = []byte("m/format")
 	keyCheckpoint = []byte("m/checkpoint")
 	keyKeys       = []byte("m/keys")
+	keyChangelog  = []byte("m/changelog")
 )
 
 // Options tunes a store. The zero value is ready to use.
@@ -423,6 +425,39 @@ func (s *Store) Partition() int32 { return s.partition }
 // Checkpoint returns the changelog offset to resume reading from: the offset
 // after the last applied entry, 0 for a new store.
 func (s *Store) Checkpoint() int64 { return s.checkpoint.Load() }
+
+// Changelog returns the identity of the changelog the store reflects, as
+// SetChangelog recorded it: empty when none was. A checkpoint is an offset
+// of that changelog only: a store of another (topics deleted and created
+// anew, another topic prefix) must be rebuilt, not read on from it.
+func (s *Store) Changelog() (string, error) {
+	if err := s.usable(); err != nil {
+		return "", err
+	}
+	b, closer, err := s.db.Get(keyChangelog)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.classify(err)
+	}
+	defer closer.Close()
+	return string(b), nil
+}
+
+// SetChangelog records id as the identity of the changelog the store
+// reflects (Changelog).
+func (s *Store) SetChangelog(id string) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer s.closeBatch(b)
+	if err := b.Set(keyChangelog, []byte(id), nil); err != nil {
+		return err
+	}
+	return s.classify(s.commit(b, pebble.Sync))
+}
 
 // Keys returns the number of keys in the store.
 func (s *Store) Keys() int64 { return s.keys.Load() }
