@@ -147,6 +147,7 @@ var routeTable = []routeCase{
 	{route: "POST /api/subscriptions/:id/test", path: "/api/subscriptions/none/test", body: `{"event":"github:1"}`, admin: missing, operator: missing, viewer: forbidden, team: missing},
 
 	{route: "GET /api/dlq", admin: ok, operator: ok, viewer: ok, team: forbidden},
+	{route: "GET /api/dlq", path: "/api/dlq?kind=delivery", admin: ok, operator: ok, viewer: ok, team: ok},
 	{route: "POST /api/dlq/redrive", body: `{}`, admin: bad, operator: bad, viewer: forbidden, team: forbidden},
 
 	{route: "GET /api/stats", admin: ok, operator: ok, viewer: ok, team: forbidden},
@@ -311,7 +312,7 @@ func TestTokensAndAuditCommands(t *testing.T) {
 	if out, err := a.cli(t, accessToken, "tokens", "revoke", c.ID); err != nil || !strings.Contains(out, "revoked") {
 		t.Errorf("tokens revoke: got %q (%v)", out, err)
 	}
-	if _, err := a.cli(t, c.Token, "audit"); err == nil || !strings.Contains(err.Error(), "missing or invalid bearer token") {
+	if _, err := a.cli(t, c.Token, "audit"); err == nil || !strings.Contains(err.Error(), "refused the token (missing, wrong, revoked or expired)") {
 		t.Errorf("audit with the revoked token: got %v, want a refusal", err)
 	}
 	out, err = a.cli(t, accessToken, "audit", "--since", "1h", "--target", c.ID)

@@ -19,7 +19,7 @@ import (
 // ({"error": "..."}), and for a 401 which setting carries the token.
 func adminError(addr string, status int, body []byte) error {
 	if status == http.StatusUnauthorized {
-		return fmt.Errorf("admin API at %s refused the admin token (missing or wrong): pass the one `hookstream run` has with --admin-token or HOOKSTREAM_ADMIN_TOKEN", addr)
+		return fmt.Errorf("admin API at %s refused the token (missing, wrong, revoked or expired): pass the admin token `hookstream run` has, or an access token (hookstream tokens add), with --admin-token or HOOKSTREAM_ADMIN_TOKEN", addr)
 	}
 	var e struct{ Message, Error string }
 	_ = json.Unmarshal(body, &e) // not JSON: the status says it

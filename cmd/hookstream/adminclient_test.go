@@ -23,15 +23,15 @@ func TestAdminAnswerErrors(t *testing.T) {
 	srv := admin.New(admin.Config{Token: "s3cret"}, prometheus.NewRegistry(), kafkatest.Logger(t))
 	srv.API().GET("/refused", func(*echo.Context) error {
 		return admin.Error(admin.Of(admin.Invalid("invalid"), errors.New("invalid filter: mismatched input '<EOF>'")))
-	})
+	}, admin.Readers...)
 	api := httptest.NewServer(srv)
 	t.Cleanup(api.Close)
 	addr := strings.TrimPrefix(api.URL, "http://")
 	for _, tc := range []struct {
 		name, token, want string
 	}{
-		{"no token", "", "admin API at " + addr + " refused the admin token (missing or wrong): pass the one `hookstream run` has with --admin-token or HOOKSTREAM_ADMIN_TOKEN"},
-		{"wrong token", "guess", "admin API at " + addr + " refused the admin token (missing or wrong): pass the one `hookstream run` has with --admin-token or HOOKSTREAM_ADMIN_TOKEN"},
+		{"no token", "", "admin API at " + addr + " refused the token (missing, wrong, revoked or expired): pass the admin token `hookstream run` has, or an access token (hookstream tokens add), with --admin-token or HOOKSTREAM_ADMIN_TOKEN"},
+		{"wrong token", "guess", "admin API at " + addr + " refused the token (missing, wrong, revoked or expired): pass the admin token `hookstream run` has, or an access token (hookstream tokens add), with --admin-token or HOOKSTREAM_ADMIN_TOKEN"},
 		{"refused", "s3cret", "admin API at " + addr + ": invalid filter: mismatched input '<EOF>'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

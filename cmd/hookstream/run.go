@@ -409,6 +409,7 @@ func (n *node) startDispatcher(ctx context.Context) (*dispatch.Dispatcher, error
 func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Ledger) (*console.Console, error) {
 	subs := subscriptions.New(n.registry, n.tally, deliveryClientConfig(n.cfg).UserAgent)
 	dlq, insts, grps := deadletter.New(n.Cluster), instances.New(n.Cluster), groups.New(n.Cluster, n.registry)
+	dlq.Teams(n.registry)
 	n.access.Mount(n.srv)
 	trail := audit.New(n.Cluster, n.log, n.reg)
 	trail.Mount(n.srv)
