@@ -96,7 +96,7 @@ func (s *Server) Authenticate(a Authenticator) { s.authenticator = a }
 // through the API, or a refusal. It never holds a secret, a header value,
 // a token or a body: Fields names what a change set, not to what.
 // RemoteAddr is the client's: the connection's address, or behind a
-// trusted proxy the one its X-Forwarded-For names (ClientIP).
+// trusted proxy the one its X-Forwarded-For names (httpserver.ClientIP).
 type Record struct {
 	At         time.Time `json:"at"`
 	Actor      Identity  `json:"actor"`

@@ -62,7 +62,7 @@ type Config struct {
 	Roles []string
 	// TrustedProxies are the networks of the proxies in front of the
 	// listener (HOOKSTREAM_TRUSTED_PROXIES) whose X-Forwarded-For names the
-	// client (ClientIP: the audit trail's remote address), and whose
+	// client (httpserver.ClientIP: the audit trail's remote address), and whose
 	// X-Forwarded-Proto and X-Forwarded-Host name what the client
 	// addressed (Addressed). Default none: the connection's own.
 	TrustedProxies []netip.Prefix
@@ -90,7 +90,7 @@ type Server struct {
 func New(cfg Config, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, log: log.With("component", "admin"), checks: make(map[string]Check)}
 	e := echo.NewWithConfig(echo.Config{Logger: s.log, HTTPErrorHandler: s.renderError, JSONSerializer: plainJSON{},
-		IPExtractor: ClientIP(cfg.TrustedProxies)})
+		IPExtractor: httpserver.ClientIP(cfg.TrustedProxies)})
 	e.Use(middleware.Recover())
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)

@@ -1,31 +1,11 @@
 package admin
 
 import (
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
-
-	"github.com/labstack/echo/v5"
 )
-
-// ClientIP is the echo.IPExtractor of a listener behind the proxies of
-// trusted (HOOKSTREAM_TRUSTED_PROXIES): the connection's address, or,
-// from one of them, the nearest address of X-Forwarded-For outside them
-// (what the first proxy saw, not what a client wrote before it). Only the
-// given networks are trusted, not echo's default loopback, link-local and
-// private ones.
-func ClientIP(trusted []netip.Prefix) echo.IPExtractor {
-	if len(trusted) == 0 {
-		return echo.ExtractIPDirect()
-	}
-	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
-	for _, p := range trusted {
-		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
-	}
-	return echo.ExtractIPFromXFFHeader(opts...)
-}
 
 // Addressed returns the scheme ("http" or "https") and the host[:port] a
 // client sent r to: those of the connection (TLS or not, Host), or, when

@@ -177,7 +177,7 @@ func New(cfg Config, client *kgo.Client, log *slog.Logger, reg prometheus.Regist
 }
 
 func (h *Handler) routes() *echo.Echo {
-	e := echo.NewWithConfig(echo.Config{Logger: h.log, HTTPErrorHandler: h.renderError, IPExtractor: clientIP(h.cfg.TrustedProxies)})
+	e := echo.NewWithConfig(echo.Config{Logger: h.log, HTTPErrorHandler: h.renderError, IPExtractor: httpserver.ClientIP(h.cfg.TrustedProxies)})
 	e.Use(middleware.Recover())
 	e.Use(dropInvalidRequestID)
 	e.Use(middleware.RequestID())
@@ -298,21 +298,6 @@ func validRequestID(id string) bool {
 		}
 	}
 	return true
-}
-
-// clientIP is the receiver's echo.IPExtractor: the connection's address,
-// or behind trusted proxies the nearest address of X-Forwarded-For outside
-// them. Only the given networks are trusted, not echo's default loopback,
-// link-local and private ones.
-func clientIP(trusted []netip.Prefix) echo.IPExtractor {
-	if len(trusted) == 0 {
-		return echo.ExtractIPDirect()
-	}
-	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
-	for _, p := range trusted {
-		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
-	}
-	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // renderError answers every failed request with {"error", "request_id"}.
