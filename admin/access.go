@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
@@ -78,10 +79,11 @@ type Identity struct {
 // In reports whether id's role is one of roles.
 func (id Identity) In(roles []Role) bool { return slices.Contains(roles, id.Role) }
 
-// The identities that are no access token.
+// The identities that are no access token: the bootstrap admin token,
+// and the loopback client of a listener without one.
 var (
 	bootstrap = Identity{TokenID: "bootstrap", Name: "HOOKSTREAM_ADMIN_TOKEN", Role: Admin}
-	local     = Identity{TokenID: "local", Name: "loopback", Role: Admin}
+	Local     = Identity{TokenID: "local", Name: "loopback", Role: Admin}
 )
 
 // Authenticator returns the identity of a presented access token, false
@@ -223,8 +225,8 @@ const maxToken = 256
 func (s *Server) authenticate(c *echo.Context) error {
 	got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
 	id, known := Identity{}, false
-	if ok && got != "" && len(got) <= maxToken {
-		id, known = s.identify(got)
+	if ok {
+		id, known = s.Identify(got)
 	}
 	if !known {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="hookstream"`)
@@ -234,9 +236,17 @@ func (s *Server) authenticate(c *echo.Context) error {
 	return nil
 }
 
-// identify returns the identity of token.
-func (s *Server) identify(token string) (Identity, bool) {
-	if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) == 1 {
+// Identify returns the identity of a presented token, as the API's guard
+// and the console's sign-in judge it: the admin token (compared in
+// constant time, its length included: their digests are compared), else
+// an access token (Authenticate). Empty, over-long (256 bytes), unknown,
+// revoked and expired tokens are refused alike.
+func (s *Server) Identify(token string) (Identity, bool) {
+	if token == "" || len(token) > maxToken {
+		return Identity{}, false
+	}
+	got, want := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(s.cfg.Token))
+	if s.cfg.Token != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
 		return bootstrap, true
 	}
 	if s.authenticator == nil {
@@ -298,7 +308,7 @@ func (s *Server) record(c *echo.Context, action, target string, err error) {
 	}
 	rec := Record{
 		At: time.Now().UTC(), Actor: Caller(c), Action: action, Target: target,
-		RequestID: requestID(c), RemoteAddr: c.RealIP(), Status: statusOf(c, err),
+		RequestID: RequestID(c), RemoteAddr: c.RealIP(), Status: statusOf(c, err),
 	}
 	if action != ActionRefused {
 		rec.Fields = Fields(c)
@@ -323,10 +333,10 @@ func statusOf(c *echo.Context, err error) int {
 	return http.StatusInternalServerError
 }
 
-// setRequestID gives the request c an id of its own, answered in
+// SetRequestID gives the request c an id of its own, answered in
 // X-Request-ID and recorded with it: a client's is not taken, so the
 // audit trail's ids are unique.
-func setRequestID(c *echo.Context) {
+func SetRequestID(c *echo.Context) {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	id := hex.EncodeToString(b[:])
@@ -334,7 +344,8 @@ func setRequestID(c *echo.Context) {
 	c.Response().Header().Set(echo.HeaderXRequestID, id)
 }
 
-func requestID(c *echo.Context) string {
+// RequestID is the id SetRequestID gave the request c.
+func RequestID(c *echo.Context) string {
 	id, _ := c.Get(requestKey).(string)
 	return id
 }

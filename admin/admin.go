@@ -273,13 +273,13 @@ var (
 // route then checks the caller's role (authorize).
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		setRequestID(c)
+		SetRequestID(c)
 		r := c.Request()
 		var err error
 		if s.cfg.Token != "" {
 			err = s.authenticate(c)
 		} else if err = s.RefuseCrossSite(r); err == nil {
-			c.Set(identityKey, local)
+			c.Set(identityKey, Local)
 		}
 		if err != nil {
 			s.record(c, ActionRefused, r.Method+" "+r.URL.Path, err)

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -51,7 +50,7 @@ var (
 // derived from the admin token: no session table is needed, every session
 // dies when the admin token changes, and the cookie never holds a token in
 // clear. Each request unseals the token and judges it again as the API
-// judges a bearer token (the admin token, else Config.Tokens), so a
+// judges a bearer token (admin.Server.Identify), so a
 // session ends as soon as its token is revoked or expires (about a
 // second, 5 s at most) and acts with the token's role as it is now. The
 // token is sealed, not named by its id or digest, because the judge of
@@ -65,9 +64,6 @@ type access struct {
 	token []byte // empty: no token, loopback only
 	key   []byte
 	seal  cipher.AEAD
-	// tokens judges access tokens (Config.Tokens); nil: only the admin
-	// token signs in.
-	tokens admin.Authenticator
 	// srv is the listener: the origin a client sent a request to
 	// (behind a trusted proxy, what it forwards) and the guard.
 	srv *admin.Server
@@ -77,15 +73,9 @@ type access struct {
 	now     func() time.Time
 }
 
-// The identities that are no access token, as the API names them.
-var (
-	bootstrap = admin.Identity{TokenID: "bootstrap", Name: "HOOKSTREAM_ADMIN_TOKEN", Role: admin.Admin}
-	local     = admin.Identity{TokenID: "local", Name: "loopback", Role: admin.Admin}
-)
-
-func newAccess(srv *admin.Server, tokens admin.Authenticator) *access {
+func newAccess(srv *admin.Server) *access {
 	token := srv.Config().Token
-	a := &access{token: []byte(token), tokens: tokens, srv: srv, revoked: make(map[string]time.Time), now: time.Now}
+	a := &access{token: []byte(token), srv: srv, revoked: make(map[string]time.Time), now: time.Now}
 	a.key = make([]byte, 32)
 	sealKey := make([]byte, 32)
 	if token == "" {
@@ -121,24 +111,14 @@ func (a *access) mac(parts ...string) string {
 }
 
 // identify judges a presented token as the API's guard judges a bearer
-// token: the admin token (checkToken), else an access token (tokens);
-// without an admin token every visitor is the local admin.
+// token (admin.Server.Identify); without an admin token every visitor is
+// the local admin.
 func (a *access) identify(token string) (admin.Identity, bool) {
-	switch {
-	case len(a.token) == 0:
-		return local, true
-	case len(token) == 0 || len(token) > maxToken:
-		return admin.Identity{}, false
-	case a.checkToken(token):
-		return bootstrap, true
-	case a.tokens == nil:
-		return admin.Identity{}, false
+	if len(a.token) == 0 {
+		return admin.Local, true
 	}
-	return a.tokens(token)
+	return a.srv.Identify(token)
 }
-
-// maxToken bounds a presented token, as the API bounds a bearer token.
-const maxToken = 256
 
 // newSession returns a session of who, signed in with token, and its
 // cookie value.
@@ -218,13 +198,6 @@ func (a *access) revoke(s session) {
 	a.revoked[s.id] = s.expires
 }
 
-// checkToken compares a submitted token with the admin token in constant
-// time, their lengths included (it compares their SHA-256 digests).
-func (a *access) checkToken(got string) bool {
-	g, w := sha256.Sum256([]byte(got)), sha256.Sum256(a.token)
-	return len(a.token) > 0 && subtle.ConstantTimeCompare(g[:], w[:]) == 1
-}
-
 // session returns the request's session. Without a token a visitor
 // without one is issued a session cookie (the guard has refused any other
 // than a local client or a page of the console); with a token, ok false
@@ -238,7 +211,7 @@ func (a *access) session(c *echo.Context) (s session, ok bool) {
 	if len(a.token) > 0 {
 		return session{}, false
 	}
-	s, v := a.newSession(local, "")
+	s, v := a.newSession(admin.Local, "")
 	a.setCookie(c, v, s.expires)
 	return s, true
 }
@@ -288,7 +261,7 @@ func (a *access) checkPost(c *echo.Context, s session) error {
 // from elsewhere is opened from the address bar or a bookmark).
 func (u *Console) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		setRequestID(c)
+		admin.SetRequestID(c)
 		if err := u.srv.RefuseCrossSite(c.Request()); err != nil {
 			u.refused(c, admin.Identity{}, err)
 			return u.fail(c, nil, err)

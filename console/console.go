@@ -55,10 +55,6 @@ type Config struct {
 	Groups *groups.Service
 	// Instances lists the deployment's instances.
 	Instances *instances.Service
-	// Tokens judges the access tokens a browser signs in with, as the
-	// admin listener's guard judges bearer tokens after the admin token
-	// (access.Service.Authenticate); nil: only the admin token signs in.
-	Tokens admin.Authenticator
 	// Audit keeps the records of the console's changes, sign-ins and
 	// refusals as it keeps the API's, and /ui/audit reads them; nil:
 	// none are kept, and /ui/audit says so.
@@ -100,7 +96,7 @@ func New(cfg Config) (*Console, error) {
 // srv's token.
 func (u *Console) Mount(srv *admin.Server) {
 	u.srv = srv
-	u.access = newAccess(srv, u.cfg.Tokens)
+	u.access = newAccess(srv)
 	g := srv.UI()
 	g.Use(headers, u.guard)
 	static, _ := fs.Sub(staticFS, "static")

@@ -83,7 +83,7 @@ func serve(t testing.TB, o options) *harness {
 	subs.Mount(s)
 	ui, err := console.New(console.Config{Subscriptions: subs, Attempts: tally, Stats: counts, Cluster: c, DeadLetters: deadletter.New(c),
 		Events: events.New(c, h.registry, events.NewStoryQuery(nil, h.registry, c, "", log)), Groups: groups.New(c, h.registry), Instances: instances.New(c), Log: log,
-		TallyWait: o.tallyWait, Tokens: h.tokens.Authenticate, Audit: h.trail})
+		TallyWait: o.tallyWait, Audit: h.trail})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -122,19 +119,6 @@ func (r *Request) SetAction(action string) { r.action = action }
 // default the route's :id or the rest of its path.
 func (r *Request) SetTarget(target string) { r.target = target }
 
-// requestKey is where the guard leaves a request's id.
-const requestKey = "console.request"
-
-// setRequestID gives the request c an id of its own, answered in
-// X-Request-ID and recorded with it, as the API does.
-func setRequestID(c *echo.Context) {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	id := hex.EncodeToString(b[:])
-	c.Set(requestKey, id)
-	c.Response().Header().Set(echo.HeaderXRequestID, id)
-}
-
 // refused records a refusal of the request c by who.
 func (u *Console) refused(c *echo.Context, who admin.Identity, err error) {
 	status, _ := errorStatus(err)
@@ -148,15 +132,9 @@ func (u *Console) record(c *echo.Context, who admin.Identity, action, target str
 	if u.cfg.Audit == nil {
 		return
 	}
-	req := c.Request()
-	remote := req.RemoteAddr
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		remote = host
-	}
-	id, _ := c.Get(requestKey).(string)
-	u.cfg.Audit.Record(context.WithoutCancel(req.Context()), admin.Record{
+	u.cfg.Audit.Record(context.WithoutCancel(c.Request().Context()), admin.Record{
 		At: time.Now().UTC(), Actor: who, Action: action, Target: target,
-		RequestID: id, RemoteAddr: remote, Status: status, Fields: fields,
+		RequestID: admin.RequestID(c), RemoteAddr: c.RealIP(), Status: status, Fields: fields,
 	})
 }
 

@@ -422,7 +422,7 @@ func (n *node) mount(receiver func() map[string]stats.Answers, ledger events.Led
 	evs.Mount(n.srv)
 	ui, err := console.New(console.Config{Subscriptions: subs, Attempts: n.tally, Stats: n.counts, Receiver: receiver,
 		Cluster: n.Cluster, DeadLetters: dlq, Events: evs, Groups: grps, Instances: insts, Log: n.log,
-		Tokens: n.access.Authenticate, Audit: trail})
+		Audit: trail})
 	if err != nil {
 		return nil, err
 	}
