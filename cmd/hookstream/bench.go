@@ -150,6 +150,7 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 			return err
 		}
 		id = sub.ID
+		c.record(ctx, change{action: "subscription.create", target: id, status: http.StatusCreated, fields: append(fieldNames(batch), "description", "max_in_flight", "secret", "url")})
 		// Events sent before a dispatcher reads the events topic would
 		// wait for the dispatch group to form (seconds on a cluster) and
 		// count that wait as latency.
@@ -160,7 +161,14 @@ func startBenchSink(cmd *cobra.Command, addr string, s *loadgen.Sink, batch subs
 	})
 	stop = func() {
 		if id != "" {
-			if err := withRegistry(cmd, func(ctx context.Context, r *subscriptions.Registry) error { return r.Delete(ctx, id) }); err != nil {
+			remove := func(ctx context.Context, c cluster, r *subscriptions.Registry) error {
+				if err := r.Delete(ctx, id); err != nil {
+					return err
+				}
+				c.record(ctx, change{action: "subscription.delete", target: id, status: http.StatusNoContent})
+				return nil
+			}
+			if err := withClusterRegistry(cmd, remove); err != nil {
 				fmt.Fprintln(os.Stderr, "hookstream: remove the bench subscription:", err)
 			}
 		}

@@ -148,6 +148,12 @@ func TestBenchAgainstRunningBinary(t *testing.T) {
 				batching, r.EndToEnd, r.Undelivered, r.Status["202"])
 		}
 	}
+	// Its subscriptions, made and removed by writing the topics, are in
+	// the audit trail as the CLI's changes: two runs, two of each.
+	out, errOut, code := lagReplayRun(t, map[string]string{"HOOKSTREAM_ADMIN_ADDR": d.adminAddr}, "audit", "--actor", cliActor().Name, "--action", "subscription.*", "--output", "json")
+	if code != 0 || strings.Count(out, `"action":"subscription.create"`) != 2 || strings.Count(out, `"action":"subscription.delete"`) != 2 {
+		t.Errorf("audit of bench's subscriptions: exit %d, stderr %q, got\n%s\nwant two subscription.create and two subscription.delete", code, errOut, out)
+	}
 	if code := proc.stop(t, 20*time.Second); code != 0 {
 		t.Errorf("hookstream run exit code: got %d, want 0", code)
 	}
