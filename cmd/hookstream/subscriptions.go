@@ -341,17 +341,22 @@ of the admin API of a running hookstream (--admin-addr, with --admin-token
 when it has one). When none answers, or it runs no dispatcher, the health is
 unknown and one line on stderr says why.`,
 		Example: `  hookstream subscriptions list
+  hookstream subscriptions list --team payments
   hookstream subscriptions list --admin-addr 10.0.0.5:8081 --admin-token "$HOOKSTREAM_ADMIN_TOKEN" --output json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runSubscriptionsList(cmd, *output) },
+	}
+	var team string
+	cmd.Flags().StringVar(&team, "team", "", "list only the subscriptions of this team")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runSubscriptionsList(cmd, *output, team, cmd.Flags().Changed("team"))
 	}
 	config.RegisterFlags(cmd.Flags(), config.Admin)
 	return cmd
 }
 
-// runSubscriptionsList prints every subscription, oldest first, secrets
-// and header values hidden, with its health.
-func runSubscriptionsList(cmd *cobra.Command, output string) error {
+// runSubscriptionsList prints every subscription (byTeam: of team only),
+// oldest first, secrets and header values hidden, with its health.
+func runSubscriptionsList(cmd *cobra.Command, output, team string, byTeam bool) error {
 	if err := checkOutput(output); err != nil {
 		return err
 	}
@@ -367,7 +372,9 @@ func runSubscriptionsList(cmd *cobra.Command, output string) error {
 		}
 		out := make([]subscriptions.Subscription, 0, len(subs))
 		for _, s := range subs {
-			out = append(out, s)
+			if !byTeam || s.Team == team {
+				out = append(out, s)
+			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 		var health map[string]subscriptions.Health

@@ -369,3 +369,37 @@ func TestSubscriptionsAddVerifyRefusedSignature(t *testing.T) {
 		t.Errorf("subscriptions list: exit %d, stdout %q, stderr %q; want nothing written", code, out, errOut)
 	}
 }
+
+// TestSubscriptionsListByTeam: list --team lists only that team's
+// subscriptions, each naming its team, and --team "" those no team owns.
+func TestSubscriptionsListByTeam(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.New(t, 3, 1<<20)
+	cliEnv := map[string]string{"HOOKSTREAM_BROKERS": strings.Join(env.Seeds, ","), "HOOKSTREAM_TOPIC_PREFIX": env.Names.Prefix,
+		"HOOKSTREAM_PARTITIONS": "3", "HOOKSTREAM_ADMIN_ADDR": kafkatest.FreeAddr(t)}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := lagReplayRun(t, cliEnv, args...)
+		if code != 0 {
+			t.Fatalf("hookstream %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	ids := make(map[string]string)
+	for _, team := range []string{"blue", "green", ""} {
+		var s struct{ ID string }
+		if err := json.Unmarshal([]byte(cli("subscriptions", "add", "--url", "https://example.com/"+team, "--team", team, "--output", "json")), &s); err != nil {
+			t.Fatal(err)
+		}
+		ids[team] = s.ID
+	}
+	for _, team := range []string{"blue", "green", ""} {
+		var listed []struct{ ID, Team string }
+		if err := json.Unmarshal([]byte(cli("subscriptions", "list", "--team", team, "--output", "json")), &listed); err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 1 || listed[0].ID != ids[team] || listed[0].Team != team {
+			t.Errorf("list --team %q: got %+v, want only %s of team %q", team, listed, ids[team], team)
+		}
+	}
+}
