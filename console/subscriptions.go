@@ -312,6 +312,10 @@ type subscriptionForm struct {
 	// Pull: a pull subscription, whose form has none of a webhook's
 	// fields (URL, ordering, concurrency, batching, retries, headers).
 	Pull bool
+	// Team owns the subscription; TeamFixed: the caller is a team token,
+	// whose subscriptions are its team's, not a field it sets.
+	Team      string
+	TeamFixed bool
 	// Headers are the subscription's headers (edit), by name.
 	Headers []headerRow
 	// NewHeaders are the names typed in the rows for new headers, one
@@ -343,9 +347,10 @@ const (
 	newHeaderValueField = "new_header_value"
 )
 
-// formOf is the form showing s.
-func formOf(s subscriptions.Subscription) subscriptionForm {
+// formOf is the form showing s to who.
+func formOf(s subscriptions.Subscription, who admin.Identity) subscriptionForm {
 	f := subscriptionForm{
+		Team: s.Team, TeamFixed: who.Role == admin.Team,
 		ID: s.ID, URL: s.URL, Description: s.Description, Sources: strings.Join(s.Sources, ", "),
 		EventTypes: strings.Join(s.EventTypes, ", "), Filter: s.Filter, Transform: s.Transform, Ordered: s.Ordered, Pull: s.Pull,
 		MaxInFlight: strconv.Itoa(s.MaxInFlight), RateLimit: strconv.FormatFloat(s.RateLimit, 'g', -1, 64),
@@ -389,6 +394,11 @@ func readSubscriptionForm(r *Request, headers []string, pull bool) (f subscripti
 	}
 	p = subscriptions.Patch{Description: &f.Description, Sources: splitList(f.Sources),
 		EventTypes: splitList(f.EventTypes), Filter: &f.Filter, Transform: &f.Transform}
+	if f.TeamFixed, f.Team = r.Who.Role == admin.Team, strings.TrimSpace(text("team")); f.TeamFixed {
+		f.Team = r.Who.Team
+	} else {
+		p.Team = &f.Team
+	}
 	if pull {
 		return f, p, hc, nil
 	}
@@ -481,7 +491,7 @@ func readSubscriptionForm(r *Request, headers []string, pull bool) (f subscripti
 }
 
 func (u *Console) newSubscription(r *Request) error {
-	f := formOf(subscriptions.Subscription{MaxInFlight: subscriptions.DefaultMaxInFlight, BatchMax: 1})
+	f := formOf(subscriptions.Subscription{MaxInFlight: subscriptions.DefaultMaxInFlight, BatchMax: 1, Team: r.Who.Team}, r.Who)
 	f.From, f.Version = "latest", ""
 	return r.Render(http.StatusOK, "subscription_new.html", "New subscription", "subscriptions", f)
 }
@@ -554,7 +564,7 @@ func (u *Console) editSubscription(r *Request) error {
 	if err != nil {
 		return err
 	}
-	return r.Render(http.StatusOK, "subscription_edit.html", "Edit "+s.ID, "subscriptions", formOf(s))
+	return r.Render(http.StatusOK, "subscription_edit.html", "Edit "+s.ID, "subscriptions", formOf(s, r.Who))
 }
 
 // saveSubscription saves the edit form as PATCH /api/subscriptions/{id}

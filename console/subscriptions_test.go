@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookstream/hookstream/admin"
 	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
@@ -302,5 +303,39 @@ func TestSubscriptionAttemptsOneRowEach(t *testing.T) {
 		if !strings.Contains(rows[i], w) {
 			t.Errorf("attempt row %d: got %q, want it to read %q", i+1, rows[i], w)
 		}
+	}
+}
+
+// TestSubscriptionTeam: an admin sets a subscription's team in the form;
+// the list and its page show it; a team token's form offers no team
+// field, and what it creates is its team's.
+func TestSubscriptionTeam(t *testing.T) {
+	h := serve(t, options{token: token})
+	b := h.browser(t)
+	csrf := b.signIn()
+	if a := b.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "id": {"sub_blue"}, "url": {"https://example.com/blue"}, "team": {"blue"}}); a.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", a.status, a.body)
+	}
+	if s := getSub(t, h, "sub_blue"); s.Team != "blue" {
+		t.Errorf("created: team %q, want blue", s.Team)
+	}
+	if list := b.get("/ui/subscriptions").body; !strings.Contains(list, `<td data-label="Team">blue</td>`) {
+		t.Errorf("list: no team blue in\n%s", list)
+	}
+	if page := text(b.get("/ui/subscriptions/sub_blue").body); !strings.Contains(page, "Team blue") {
+		t.Errorf("detail: no team blue in %s", page)
+	}
+
+	_, secret := h.addToken(t, "green-bot", admin.Team, "green")
+	g := h.browser(t)
+	csrf = g.signInWith(secret)
+	if form := g.get("/ui/subscriptions/new").body; strings.Contains(form, `name="team"`) || !strings.Contains(form, "Owned by team green") {
+		t.Errorf("a team's new form: want no team field and its team named, got\n%s", form)
+	}
+	if a := g.post("/ui/subscriptions/new", url.Values{"csrf": {csrf}, "id": {"sub_green"}, "url": {"https://example.com/green"}, "team": {"blue"}}); a.status != http.StatusCreated {
+		t.Fatalf("create as team green: got %d %s", a.status, a.body)
+	}
+	if s := getSub(t, h, "sub_green"); s.Team != "green" {
+		t.Errorf("created by team green asking for blue: team %q, want green", s.Team)
 	}
 }
