@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,7 +94,7 @@ func (f *eventFilter) match(r *kgo.Record) bool {
 // id, type, partition/offset), or the envelope as one JSON line.
 func printEvent(w io.Writer, output string, r *kgo.Record) error {
 	if output == "json" {
-		_, err := fmt.Fprintf(w, "%s\n", r.Value)
+		_, err := fmt.Fprintf(w, "%s\n", oneLine(r.Value))
 		return err
 	}
 	at := r.Timestamp.UTC().Format(time.RFC3339Nano)
@@ -129,8 +130,18 @@ func printRecord(w io.Writer, output string, r *kgo.Record) error {
 	for _, h := range r.Headers {
 		headers = append(headers, h.Key+"="+string(h.Value))
 	}
-	_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n%s\n", r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key, strings.Join(headers, " "), r.Partition, r.Offset, r.Value)
+	_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n%s\n", r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key, strings.Join(headers, " "), r.Partition, r.Offset, oneLine(r.Value))
 	return err
+}
+
+// oneLine is value on one line: compacted when it is JSON (an envelope
+// keeps its payload's indentation, newlines included), else as it is.
+func oneLine(value []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, value) != nil {
+		return value
+	}
+	return b.Bytes()
 }
 
 // eventsTailOptions are the flags of events tail.

@@ -444,3 +444,27 @@ func TestEventFilterAppliesTheSubscriptionsFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintedRecordsAreOneLineEach: an envelope whose payload keeps its
+// provider's indentation prints as one line in tail's JSON output, and
+// as its line plus one in the table of a topic's records.
+func TestPrintedRecordsAreOneLineEach(t *testing.T) {
+	value := []byte("{\"id\":\"github:1\",\"type\":\"push\",\"data\":{\n  \"ref\": \"main\",\n  \"commits\": [\n    1\n  ]\n}}")
+	r := &kgo.Record{Key: []byte("github:1"), Value: value, Timestamp: time.Now()}
+	for _, tc := range []struct {
+		name  string
+		print func(*bytes.Buffer) error
+		lines int
+	}{
+		{"events tail --output json", func(b *bytes.Buffer) error { return printEvent(b, "json", r) }, 1},
+		{"events tail --topic", func(b *bytes.Buffer) error { return printRecord(b, "table", r) }, 2},
+	} {
+		var b bytes.Buffer
+		if err := tc.print(&b); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(b.String(), "\n"); n != tc.lines {
+			t.Errorf("%s: %d lines, want %d:\n%s", tc.name, n, tc.lines, b.String())
+		}
+	}
+}
