@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,30 +20,46 @@ func TestSecondInterruptStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	accepted := make(chan net.Conn, 16)
+	// A connection is held open and never answered; asked is closed once
+	// a request has arrived on one: the client then waits for its answer.
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	asked := make(chan struct{})
+	var once sync.Once
 	go func() {
 		for {
 			c, err := silent.Accept()
 			if err != nil {
 				return
 			}
-			accepted <- c // held open, never answered
-		}
-	}()
-	defer func() {
-		for len(accepted) > 0 {
-			(<-accepted).Close()
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				if n, _ := c.Read(make([]byte, 64)); n > 0 {
+					once.Do(func() { close(asked) })
+				}
+			}()
 		}
 	}()
 
 	p := startProcess(t, "hookstream events tail", map[string]string{"HOOKSTREAM_BROKERS": silent.Addr().String()},
 		"events", "tail", "--subscription", "sub_missing")
 	select {
-	case c := <-accepted:
-		accepted <- c
+	case <-asked:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("events tail did not connect to the broker; its output:\n%s", p.output)
+		t.Fatalf("events tail asked the broker nothing; its output:\n%s", p.output)
 	}
+	time.Sleep(200 * time.Millisecond) // on its way to wait for the answer
 	for range 2 {
 		if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
