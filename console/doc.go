@@ -44,7 +44,7 @@
 // Test reads at most 100,000 records of one events partition to find the
 // event named. The groups and replay pages read offsets and count the
 // unread records, at most 1 MiB a partition and 8 MiB a page, counting
-// offsets past that (groups.Lag, groups.PlanReplay); the dead-letter
+// offsets past that (groups.Service.Lags, groups.PlanReplay); the dead-letter
 // pages read each DLQ partition from 1,000 offsets before its end to the
 // end, show at most 100 letters per DLQ and redrive at most 500 (read
 // from where its preview's window began to the DLQ's end; when that end

@@ -16,7 +16,7 @@ import (
 // The groups pages: lag per group, its partitions folded, and the replay
 // planner, over groups.Service as GET /api/groups and POST /api/replay/*
 // and the lag and replay commands. Bound: they read offsets, and the
-// records they count (groups.Lag, groups.PlanReplay): at most 1 MiB a
+// records they count (groups.Service.Lags, groups.PlanReplay): at most 1 MiB a
 // partition and 8 MiB a page, past which counts are in offsets.
 
 // mountGroups serves the groups and replay pages.

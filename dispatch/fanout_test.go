@@ -121,7 +121,7 @@ func TestFanOutIsolatesSubscriptions(t *testing.T) {
 	// Each healthy subscription's cursor reaches the end, as lag shows.
 	for _, id := range []string{healthyIDs[0], healthyIDs[99], healthyIDs[197]} {
 		kafkatest.WaitFor(t, 30*time.Second, func() error {
-			lags, err := groups.Lag(context.Background(), h.env.ClusterOf(h.cl), "sub:"+id)
+			lags, err := groups.New(h.env.ClusterOf(h.cl), h.registry).Lags(context.Background(), "sub:"+id)
 			if err != nil {
 				return err
 			}

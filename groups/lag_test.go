@@ -83,9 +83,9 @@ func committed(t *testing.T, adm *kadm.Client, group topics.Group, topic topics.
 
 func lagOf(t *testing.T, env *kafkatest.Env, group string) []GroupLag {
 	t.Helper()
-	lags, err := Lag(testContext(t), env.ClusterOf(env.Client(t)), group)
+	lags, err := readLag(testContext(t), env.ClusterOf(env.Client(t)), group)
 	if err != nil {
-		t.Fatalf("Lag(%q): %v", group, err)
+		t.Fatalf("readLag(%q): %v", group, err)
 	}
 	return lags
 }
@@ -107,7 +107,7 @@ func TestLag(t *testing.T) {
 
 	lags := lagOf(t, env, "processor")
 	if got, want := len(lags), 1; got != want {
-		t.Fatalf("Lag(processor): got %d groups, want %d", got, want)
+		t.Fatalf("readLag(processor): got %d groups, want %d", got, want)
 	}
 	g := lags[0]
 	if got, want := g.Group, string(names.ProcessorGroup()); got != want {
@@ -163,8 +163,8 @@ func TestLag(t *testing.T) {
 		t.Errorf("lag after consuming everything: got %d, want %d", got, want)
 	}
 
-	if _, err := Lag(testContext(t), env.ClusterOf(env.Client(t)), "sub:"); err == nil {
-		t.Errorf("Lag(sub:): got no error, want one")
+	if _, err := readLag(testContext(t), env.ClusterOf(env.Client(t)), "sub:"); err == nil {
+		t.Errorf("readLag(sub:): got no error, want one")
 	}
 }
 
@@ -263,7 +263,7 @@ func TestLagTransactional(t *testing.T) {
 func TestLagUnknownGroup(t *testing.T) {
 	t.Parallel()
 	env := kafkatest.New(t, 1, maxBody)
-	_, err := Lag(testContext(t), env.ClusterOf(env.Client(t)), "sub:sub_missing")
+	_, err := readLag(testContext(t), env.ClusterOf(env.Client(t)), "sub:sub_missing")
 	want := "group " + string(env.Names.SubscriptionGroup("sub_missing")) + " does not exist: no consumer has joined it or committed offsets"
 	if err == nil || err.Error() != want {
 		t.Errorf("Lag of a missing group: got %v, want %q", err, want)

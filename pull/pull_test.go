@@ -665,7 +665,7 @@ func TestReplayIsServedAgain(t *testing.T) {
 	if next := h.pull(t, sub.ID, sub.Secret, cursorQuery(a.Cursor, 0)); next.status != http.StatusOK || len(next.Events) != 0 || next.Replayed {
 		t.Errorf("the replayed answer's cursor: got %d with %d events (replayed %v), want 200 and none", next.status, len(next.Events), next.Replayed)
 	}
-	lags, err := groups.Lag(ctx, h.env.ClusterOf(h.cl), "sub:"+sub.ID)
+	lags, err := groups.New(h.env.ClusterOf(h.cl), h.registry).Lags(ctx, "sub:"+sub.ID)
 	if err != nil || len(lags) != 1 || lags[0].Total != 0 {
 		t.Errorf("lag once the replayed events are acknowledged: %+v %v, want 0", lags, err)
 	}

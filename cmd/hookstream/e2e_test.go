@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookstream/hookstream/groups"
 	"github.com/hookstream/hookstream/internal/kafkatest"
+	"github.com/hookstream/hookstream/subscriptions"
 	"github.com/hookstream/hookstream/topics"
 )
 
@@ -279,15 +280,16 @@ func httpGet(url string) (int, string, error) {
 func waitProcessed(t *testing.T, env *kafkatest.Env, p *process, timeout time.Duration) {
 	t.Helper()
 	cl := env.Client(t)
+	lags := groups.New(env.ClusterOf(cl), subscriptions.NewRegistry(env.ClusterOf(cl), kafkatest.Logger(t)))
 	topic := string(env.Names.Ingest)
 	kafkatest.WaitFor(t, timeout, func() error {
 		p.mustBeAlive(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		// groups.Lag skips the commit markers a caught-up group leaves
-		// ahead of it: processors write operational events to the ingest
-		// topic in their transactions.
-		gl, err := groups.Lag(ctx, env.ClusterOf(cl), "processor")
+		// Lag skips the commit markers a caught-up group leaves ahead of
+		// it: processors write operational events to the ingest topic in
+		// their transactions.
+		gl, err := lags.Lags(ctx, "processor")
 		if err != nil {
 			return err
 		}
