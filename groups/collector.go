@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/hookstream/hookstream/topics"
 )
 
 // lagDesc is hookstream_consumer_group_lag.
@@ -26,16 +24,15 @@ var lagDesc = prometheus.NewDesc("hookstream_consumer_group_lag",
 // growth wants one unit throughout, not events below a bound and offsets
 // past it.
 type Collector struct {
-	c    topics.Cluster
-	subs func(context.Context) (map[string]bool, error)
-	log  *slog.Logger
+	groups *Service
+	log    *slog.Logger
 }
 
-// NewCollector returns a lag collector querying through c's shared
-// client. subs lists the subscriptions that exist, by id: the groups of
-// deleted ones are not exported.
-func NewCollector(c topics.Cluster, subs func(context.Context) (map[string]bool, error), log *slog.Logger) *Collector {
-	return &Collector{c: c, subs: subs, log: log}
+// NewCollector returns a lag collector reading through groups: the
+// groups of deleted subscriptions are not exported, and a pull
+// subscription's is counted from where a pull reads.
+func NewCollector(groups *Service, log *slog.Logger) *Collector {
+	return &Collector{groups: groups, log: log}
 }
 
 // Describe implements prometheus.Collector.
@@ -45,17 +42,17 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- lagDesc }
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lags, err := measure(ctx, c.c, "", nil, probeOnly)
-	if err != nil {
-		c.log.Warn("consumer group lag for /metrics", "err", err)
-		return
-	}
-	subs, err := c.subs(ctx)
+	subs, err := c.groups.registry.List(ctx)
 	if err != nil {
 		c.log.Warn("consumer group lag for /metrics: subscriptions", "err", err)
 		return
 	}
-	for _, g := range WithoutDeleted(c.c.Names, lags, subs) {
+	lags, err := c.groups.measure(ctx, "", subs, probeOnly)
+	if err != nil {
+		c.log.Warn("consumer group lag for /metrics", "err", err)
+		return
+	}
+	for _, g := range lags {
 		byTopic := make(map[string]int64)
 		for _, p := range g.Partitions {
 			byTopic[p.Topic] += p.Lag

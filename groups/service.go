@@ -50,7 +50,14 @@ func (s *Service) Lags(ctx context.Context, group string) ([]GroupLag, error) {
 	if err := s.exists(topics.Group(group), subs); err != nil {
 		return nil, err
 	}
-	lags, err := measure(ctx, s.c, group, pulledGroups(s.c.Names, subs), countBudget)
+	return s.measure(ctx, group, subs, countBudget)
+}
+
+// measure is the lag of group (every group when empty) within limit, for
+// the subscriptions subs: theirs counted as their consumers read, the
+// groups of deleted ones left out.
+func (s *Service) measure(ctx context.Context, group string, subs map[string]subscriptions.Subscription, limit budget) ([]GroupLag, error) {
+	lags, err := measure(ctx, s.c, group, pulledGroups(s.c.Names, subs), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hookstream/hookstream/groups"
+	"github.com/hookstream/hookstream/internal/kafkatest"
 	"github.com/hookstream/hookstream/pull"
 	"github.com/hookstream/hookstream/subscriptions"
 )
@@ -57,7 +59,38 @@ func TestEventsBehindIsWhatThePullReturns(t *testing.T) {
 	if got, want := h.behind(t, sub.ID), "18 events"; got != want {
 		t.Errorf("behind without a cursor: got %s, want %s", got, want)
 	}
+	// The metric counts offsets, an upper bound of those 18 events, from
+	// the same place.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(groups.NewCollector(groups.New(h.env.ClusterOf(h.cl), h.registry), kafkatest.Logger(t)))
+	if got := metricLag(t, reg, group); got < 18 {
+		t.Errorf("hookstream_consumer_group_lag of %s without a cursor: got %v, want at least the 18 events", group, got)
+	}
 	if got, want := len(h.pull(t, sub.ID, sub.Secret, cursorQuery("", 1000)).Events), 18; got != want {
 		t.Errorf("the answer without a cursor: got %d events, want %d", got, want)
 	}
+}
+
+// metricLag is hookstream_consumer_group_lag of group, summed over its
+// topics, as reg exports it.
+func metricLag(t *testing.T, reg *prometheus.Registry, group string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != "hookstream_consumer_group_lag" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "group" && l.GetValue() == group {
+					sum += m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }

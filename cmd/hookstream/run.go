@@ -281,17 +281,7 @@ func newNode(ctx context.Context, cfg *config.Config, roles []string, security s
 	names := topics.NewNames(cfg.TopicPrefix)
 	c := topics.Cluster{Client: cl, Opts: kafkaOpts(cfg, log), Names: names}
 	registry := subscriptions.NewRegistry(c, log).Secure(security).Replicas(cfg.ReplicationFactor).Instrument(reg)
-	reg.MustRegister(groups.NewCollector(c, func(ctx context.Context) (map[string]bool, error) {
-		subs, err := registry.List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ids := make(map[string]bool, len(subs))
-		for id := range subs {
-			ids[id] = true
-		}
-		return ids, nil
-	}, log))
+	reg.MustRegister(groups.NewCollector(groups.New(c, registry), log))
 	srv := admin.New(admin.Config{Addr: cfg.AdminAddr, AdvertisedAddr: cfg.AdminAdvertisedAddr, Token: cfg.AdminToken, Roles: roles, TrustedProxies: cfg.TrustedProxies}, reg, log)
 	srv.AddCheck("broker", brokerCheck(kadm.NewClient(cl)))
 	return &node{
