@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,7 +103,6 @@ func runEventsPull(cmd *cobra.Command, id string, o *pullOptions) error {
 	}
 	ctx := cmd.Context()
 	out := bufio.NewWriter(cmd.OutOrStdout())
-	var line bytes.Buffer
 	wait := backoff.New(500*time.Millisecond, 30*time.Second)
 	client := &http.Client{Timeout: pull.MaxWait + 30*time.Second}
 	for {
@@ -129,12 +127,8 @@ func runEventsPull(cmd *cobra.Command, id string, o *pullOptions) error {
 		for _, e := range a.Events {
 			// One line an event: a payload keeps the provider's
 			// indentation inside its envelope.
-			line.Reset()
-			if err := json.Compact(&line, e); err != nil {
-				return fmt.Errorf("an event of the answer is not JSON: %w", err)
-			}
-			line.WriteByte('\n')
-			out.Write(line.Bytes())
+			out.Write(oneLine(e))
+			out.WriteByte('\n')
 		}
 		for _, e := range a.Errors {
 			fmt.Fprintf(cmd.ErrOrStderr(), "hookstream: event %s not served: %s\n", e.ID, e.Error)
