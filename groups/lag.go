@@ -42,7 +42,7 @@ type PartitionLag struct {
 	// the high watermark unless a transaction is open.
 	End int64 `json:"end"`
 	// Lag is what the group has still to read, in Unit: the events up to
-	// End, or the offsets from the first of them to End. See readLag.
+	// End, or the offsets from the first of them to End. See measure.
 	Lag  int64 `json:"lag"`
 	Unit Unit  `json:"unit"`
 	// Member is the group member assigned the partition (as Members
@@ -67,7 +67,7 @@ type GroupLag struct {
 	Unit  Unit  `json:"unit"`
 }
 
-// readLag reports the lag of group (a name Resolve accepts; an error when
+// measure reports the lag of group (a name Resolve accepts; an error when
 // nobody has joined it or committed for it), or with group empty of every
 // group of the deployment: the processor and retry groups,
 // and each "<prefix>-sub-*" group the cluster lists. Each group covers
@@ -78,7 +78,7 @@ type GroupLag struct {
 // first record the group would read to the last stable offset (an open
 // transaction is not lag). It reads those records, and counts them: the
 // lag is in events, transaction markers and aborted records left out.
-// Past countBudget (1 MiB of records a partition, 8 MiB in all) it
+// Past limit (countBudget: 1 MiB of records a partition, 8 MiB in all) it
 // counts offsets instead, from the first unread record to the end, and
 // says so (Unit Offsets): an upper bound, as each transaction's commit
 // marker between them takes an offset. Either way a caught-up group
@@ -87,18 +87,11 @@ type GroupLag struct {
 // of it.
 //
 // With nothing committed, the group starts where its consumers do: the
-// log start for the processor and retry groups, the end for
-// subscriptions, as dispatchers read them; a pull subscription's group
-// is counted as a dispatched one's here. Service.Lags, the one way lag
-// is read outside this package, knows which subscriptions are pulled and
-// counts theirs from the log start, where a pull reads.
-func readLag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error) {
-	return measure(ctx, c, group, nil, countBudget)
-}
-
-// measure is readLag, the groups of pulled (full names) counted as pull
-// subscriptions', records read within limit. With limit probeOnly every
-// lag is in offsets.
+// log start for the processor and retry groups and the groups of pulled
+// (full names: pull subscriptions', where a pull reads), the end for the
+// other subscriptions, as dispatchers read them. Records are read within
+// limit; with probeOnly every lag is in offsets. Service.Lags, the one way
+// lag is read outside this package, says which groups are pulled.
 func measure(ctx context.Context, c topics.Cluster, group string, pulled map[string]bool, limit budget) ([]GroupLag, error) {
 	adm := c.Admin()
 	list, err := lagGroups(ctx, adm, c.Names, group)
@@ -269,7 +262,7 @@ func lagRows(list []string, infos map[string]groupInfo, groups []consumed, l log
 	return out, from, spans, nil
 }
 
-// lagGroups lists the groups readLag reports.
+// lagGroups lists the groups measure reports.
 func lagGroups(ctx context.Context, adm *kadm.Client, names topics.Names, group string) ([]string, error) {
 	if group != "" {
 		g, err := Resolve(names, group)
@@ -325,7 +318,7 @@ type budget struct {
 // Bounds of the reading that counts records: a span read within them is
 // counted in events, one past them in offsets.
 var (
-	// countBudget is what readLag and PlanReplay read: 1 MiB per partition,
+	// countBudget is what measure and PlanReplay read: 1 MiB per partition,
 	// 8 MiB per query.
 	countBudget = budget{partition: 1 << 20, query: 8 << 20}
 	// probeOnly finds the first records and counts nothing more.

@@ -269,3 +269,9 @@ func TestLagUnknownGroup(t *testing.T) {
 		t.Errorf("Lag of a missing group: got %v, want %q", err, want)
 	}
 }
+
+// readLag is the lag of group as measure reports it with nothing pulled,
+// within countBudget.
+func readLag(ctx context.Context, c topics.Cluster, group string) ([]GroupLag, error) {
+	return measure(ctx, c, group, nil, countBudget)
+}

@@ -181,7 +181,7 @@ const (
 
 // Move is what a replay does to one partition. Its counts are in Unit:
 // events, or offsets where there were too many records to read and count
-// them (as readLag counts).
+// them (as measure counts).
 type Move struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
@@ -307,7 +307,7 @@ func PlanReplay(ctx context.Context, c topics.Cluster, group, topic string, part
 }
 
 // countMoves counts the records each move re-reads or skips, reading
-// them within countBudget, as readLag counts.
+// them within countBudget, as measure counts.
 func countMoves(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, end map[int32]int64, moves []Move) error {
 	spans := make([]span, len(moves))
 	for i, m := range moves {

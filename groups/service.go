@@ -31,7 +31,7 @@ func New(c topics.Cluster, registry *subscriptions.Registry) *Service {
 
 // Lags is the lag of group (a name Resolve accepts), or with group empty
 // of every group of the deployment, as hookstream lag shows it: counted
-// as readLag counts, a pull subscription without a cursor on a partition from
+// as measure counts, a pull subscription without a cursor on a partition from
 // its start as its consumers read it, and without the groups of deleted
 // subscriptions. The group of a subscription that does not exist is
 // ErrNoGroup, a name Resolve refuses ErrInvalid.
