@@ -24,9 +24,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/time/rate"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,15 +64,21 @@ type Service struct {
 	dropped prometheus.Counter
 	now     func() time.Time
 
-	mu      sync.Mutex
-	second  int64 // the Unix second of the refusals counted in refusals
-	refused int
+	// refusals admits the refusals recorded: 10 at once, 10 a second
+	// after (MaxRefusalsPerSecond), in any span of time.
+	refusals *rate.Limiter
+}
+
+// refusalLimiter admits MaxRefusalsPerSecond refusals at once, and as
+// many a second after.
+func refusalLimiter() *rate.Limiter {
+	return rate.NewLimiter(MaxRefusalsPerSecond, MaxRefusalsPerSecond)
 }
 
 // New builds the service over c; it writes with c's shared client. It
 // does no I/O.
 func New(c topics.Cluster, log *slog.Logger, reg prometheus.Registerer) *Service {
-	s := &Service{c: c, log: log.With("component", "audit"), now: time.Now,
+	s := &Service{c: c, log: log.With("component", "audit"), now: time.Now, refusals: refusalLimiter(),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookstream_audit_refusals_dropped_total",
 			Help: "Refused admin API requests not recorded in the audit trail: past 10 a second per instance.",
@@ -108,20 +115,8 @@ func (s *Service) Record(ctx context.Context, r admin.Record) {
 	}
 }
 
-// admit reports whether one more refusal may be recorded this second.
-func (s *Service) admit() bool {
-	now := s.now().Unix()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now != s.second {
-		s.second, s.refused = now, 0
-	}
-	if s.refused >= MaxRefusalsPerSecond {
-		return false
-	}
-	s.refused++
-	return true
-}
+// admit reports whether one more refusal may be recorded now.
+func (s *Service) admit() bool { return s.refusals.AllowN(s.now(), 1) }
 
 // bound cuts what a caller chose the length of: the target (a path) to
 // maxTarget bytes and a marker, the field names to maxFields of at most

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookstream/hookstream/admin"
 )
@@ -42,5 +43,25 @@ func TestRecordBounded(t *testing.T) {
 	short := bound(admin.Record{Target: "sub_1", Fields: []string{"url"}})
 	if short.Target != "sub_1" || len(short.Fields) != 1 {
 		t.Errorf("a short record: got %+v, want it as it was", short)
+	}
+}
+
+// TestRefusalsAdmittedAcrossASecond: refusals are admitted at most 10 at
+// once and 10 a second after, in any span of time: 10 just before a
+// second turns and 10 just after are not 20 within 100 ms.
+func TestRefusalsAdmittedAcrossASecond(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 950_000_000, time.UTC)
+	s := &Service{now: func() time.Time { return at }, refusals: refusalLimiter()}
+	admitted := 0
+	for _, step := range []time.Duration{0, 100 * time.Millisecond} {
+		at = at.Add(step)
+		for range 10 {
+			if s.admit() {
+				admitted++
+			}
+		}
+	}
+	if admitted > 11 {
+		t.Errorf("refusals admitted within 100 ms across a second: %d, want at most 11 (10, and 10 a second after)", admitted)
 	}
 }
